@@ -1,0 +1,1 @@
+"""compaction package (see the issues that build it)."""

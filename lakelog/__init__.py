@@ -1,0 +1,29 @@
+"""lakelog: Kafka's log model kept as Delta Lake tables on object storage.
+
+Start with ``lakelog.connect(root_url)``, which returns the ``Catalog`` of a
+storage root; ``catalog.topic(name)`` gives a topic's ``TopicLog`` to append
+to and read from.
+"""
+
+from lakelog.catalog import Catalog, TopicDescription, connect
+from lakelog.errors import LakelogError
+from lakelog.records import ConsumerRecord, Record
+from lakelog.topic_config import TopicConfig
+from lakelog.topic_log import AppendResult, FetchResult, PartitionState, TopicLog
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AppendResult",
+    "Catalog",
+    "ConsumerRecord",
+    "FetchResult",
+    "LakelogError",
+    "PartitionState",
+    "Record",
+    "TopicConfig",
+    "TopicDescription",
+    "TopicLog",
+    "__version__",
+    "connect",
+]

@@ -1,0 +1,1 @@
+"""The subset of the Delta Lake protocol lakelog reads and writes directly."""

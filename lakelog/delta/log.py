@@ -1,0 +1,178 @@
+"""Reading and writing one table's ``_delta_log`` through the storage root.
+
+A new version is discovered by reading ``<version+1>.json`` until it is missing,
+never by listing, so following a table costs one small GET per poll even on
+S3. Opening starts from ``_last_checkpoint`` so its cost stays flat as the log
+grows. Committing is ``put_if_absent`` of the next version's file: exactly
+the mutual exclusion the Delta protocol requires of a writer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelog.delta.actions import Action, action_from_json, decode_commit, encode_commit
+from lakelog.delta.state import TableState
+from lakelog.errors import CorruptRecordError, KafkaStorageError, UnknownTopicOrPartitionError
+from lakelog.storage import Storage, join
+
+log = logging.getLogger(__name__)
+
+LOG_DIR = "_delta_log"
+#: Log cleanup only removes commits older than the log retention (30 days by
+#: default), so a reader needs to look for it rarely, not on every poll.
+CLEANUP_CHECK_INTERVAL_S = 60.0
+
+
+def commit_file(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+class DeltaLog:
+    """The transaction log of the Delta table at ``table_path`` (root-relative)."""
+
+    def __init__(self, storage: Storage, table_path: str) -> None:
+        self.storage = storage
+        self.table_path = table_path
+        self.log_path = join(table_path, LOG_DIR)
+        self._cleanup_checked_at = time.monotonic()
+
+    # -- reading -------------------------------------------------------------
+
+    def read_commit(self, version: int) -> list[Action] | None:
+        """The actions of one version, or None if that version does not exist (yet)."""
+        try:
+            data = self.storage.read_bytes(join(self.log_path, commit_file(version)))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot read Delta commit {version}: {exc}") from exc
+        try:
+            return decode_commit(data)
+        except (ValueError, KeyError) as exc:
+            raise CorruptRecordError(
+                f"Delta commit {version} of {self.table_path} is not valid JSON actions: {exc}"
+            ) from exc
+
+    def load(self) -> TableState:
+        """The latest state, starting from the last checkpoint if there is one."""
+        state = TableState()
+        checkpoint = self._last_checkpoint()
+        if checkpoint is not None:
+            version, parts = checkpoint
+            self._apply_checkpoint(state, version, parts)
+        elif self.read_commit(0) is None:
+            raise UnknownTopicOrPartitionError(f"no Delta table at {self.table_path}")
+        self.update(state)
+        return state
+
+    def update(self, state: TableState) -> tuple[list[tuple[int, list[Action]]], bool]:
+        """Apply every commit newer than ``state.version``.
+
+        Returns the commits applied, and whether the state had to be reloaded
+        from a checkpoint instead (then anything derived from it is stale).
+        """
+        applied: list[tuple[int, list[Action]]] = []
+        while True:
+            actions = self.read_commit(state.version + 1)
+            if actions is None:
+                break
+            applied.append((state.version + 1, state.apply(state.version + 1, actions)))
+        if not applied and self._cleaned_up_past(state):
+            state.__dict__.update(self.load().__dict__)
+            return [], True
+        return applied, False
+
+    def _cleaned_up_past(self, state: TableState) -> bool:
+        """A reader far behind may find its next commit deleted by log cleanup.
+
+        The next version missing while a newer checkpoint exists means exactly
+        that; the caller then starts again from the checkpoint instead of
+        stalling forever.
+        """
+        now = time.monotonic()
+        if now - self._cleanup_checked_at < CLEANUP_CHECK_INTERVAL_S:
+            return False
+        self._cleanup_checked_at = now
+        checkpoint = self._last_checkpoint()
+        if checkpoint is not None and checkpoint[0] > state.version + 1:
+            log.info(
+                "commit %d of %s was cleaned up; reloading", state.version + 1, self.table_path
+            )
+            return True
+        return False
+
+    def _last_checkpoint(self) -> tuple[int, int | None] | None:
+        try:
+            data = self.storage.read_bytes(join(self.log_path, "_last_checkpoint"))
+        except FileNotFoundError:
+            return None
+        info = json.loads(data)
+        return int(info["version"]), info.get("parts")
+
+    def _apply_checkpoint(self, state: TableState, version: int, parts: int | None) -> None:
+        if parts:
+            names = [
+                f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet"
+                for i in range(1, parts + 1)
+            ]
+        else:
+            names = [f"{version:020d}.checkpoint.parquet"]
+        actions: list[Action] = []
+        for name in names:
+            data = self.storage.read_bytes(join(self.log_path, name))
+            table = pq.read_table(pa.BufferReader(data))
+            for row in table.to_pylist():
+                actions.extend(_checkpoint_row_actions(row))
+        state.apply(version, actions)
+
+    # -- writing -------------------------------------------------------------
+
+    def try_commit(self, version: int, actions: list[Action]) -> bool:
+        """Write commit ``version``; False if another writer already wrote it."""
+        try:
+            return self.storage.put_if_absent(
+                join(self.log_path, commit_file(version)), encode_commit(actions)
+            )
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write Delta commit {version}: {exc}") from exc
+
+    def delete_table(self) -> None:
+        self.storage.delete_tree(self.table_path)
+
+
+def _checkpoint_row_actions(row: dict[str, Any]) -> list[Action]:
+    """Turn one checkpoint row (one non-null action column) into actions."""
+    actions: list[Action] = []
+    for column in ("protocol", "metaData", "txn", "add", "remove"):
+        value = row.get(column)
+        if value is None:
+            continue
+        if column == "remove":
+            # Tombstones in a checkpoint only matter for vacuum, not for the live state.
+            continue
+        actions.append(action_from_json({column: _maps_to_dicts(value)}))
+    return actions
+
+
+def _maps_to_dicts(value: Any) -> Any:
+    """pyarrow renders Parquet maps as lists of (key, value) tuples; JSON actions use objects."""
+    if isinstance(value, dict):
+        return {k: _maps_to_dicts(v) for k, v in value.items()}
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(item, tuple) and len(item) == 2 for item in value)
+    ):
+        return {k: v for k, v in value}
+    if isinstance(value, list):
+        if value == [] or all(isinstance(i, str) for i in value):
+            return value
+        return [_maps_to_dicts(v) for v in value]
+    return value

@@ -1,0 +1,83 @@
+"""The state of a Delta table at one version, folded from its actions (pure logic)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from lakelog.delta.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    OtherAction,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from lakelog.errors import UnsupportedVersionError
+
+#: Table features this implementation reads and writes correctly. Anything else
+#: (deletion vectors, column mapping, ...) changes what a file or a commit means,
+#: so a table that needs it is refused rather than misread.
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
+SUPPORTED_WRITER_FEATURES = frozenset(
+    {"appendOnly", "invariants", "timestampNtz", "checkConstraints"}
+)
+
+
+def check_protocol(protocol: Protocol) -> None:
+    if protocol.min_reader_version > 3 or protocol.min_writer_version > 7:
+        raise UnsupportedVersionError(
+            f"Delta protocol {protocol.min_reader_version}/{protocol.min_writer_version} "
+            "is newer than lakelog supports (reader 3, writer 7)"
+        )
+    unknown = sorted(
+        set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES
+        | set(protocol.writer_features or ()) - SUPPORTED_WRITER_FEATURES
+    )
+    if unknown:
+        raise UnsupportedVersionError(
+            f"the Delta table uses features lakelog does not support: {', '.join(unknown)}"
+        )
+
+
+@dataclass
+class TableState:
+    """Files, app transactions, metadata and protocol of a table at ``version``.
+
+    ``removed`` remembers which paths recent commits removed so that a writer
+    whose commit raced with another can tell whether the files it read are
+    still live (see ``TopicLog``'s conflict check).
+    """
+
+    version: int = -1
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    files: dict[str, AddFile] = field(default_factory=dict)
+    txns: dict[str, int] = field(default_factory=dict)
+
+    def apply(self, version: int, actions: Iterable[Action]) -> list[Action]:
+        """Fold the actions of commit ``version`` into the state; returns them for listeners."""
+        if version != self.version + 1 and self.version != -1:
+            raise ValueError(f"commit {version} applied to state at version {self.version}")
+        applied = list(actions)
+        for action in applied:
+            if isinstance(action, AddFile):
+                self.files[action.path] = action
+            elif isinstance(action, RemoveFile):
+                self.files.pop(action.path, None)
+            elif isinstance(action, Txn):
+                self.txns[action.app_id] = action.version
+            elif isinstance(action, Metadata):
+                self.metadata = action
+            elif isinstance(action, Protocol):
+                check_protocol(action)
+                self.protocol = action
+            elif isinstance(action, CommitInfo | OtherAction):
+                pass
+        self.version = version
+        return applied
+
+    def txn_version(self, app_id: str, default: int = 0) -> int:
+        return self.txns.get(app_id, default)

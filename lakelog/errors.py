@@ -1,0 +1,191 @@
+"""The one exception hierarchy of lakelog.
+
+Every error a user can see carries the Kafka protocol error code and name a
+Kafka client would get for the same situation, whether the request may be
+retried unchanged (``retriable``, checked by the client's retry loop the way
+aiokafka does), and the HTTP status the brokers answer with. Layers above the
+core (server, compaction, connector) translate these, they never invent codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class LakelogError(Exception):
+    """Base of all lakelog errors; ``code``/``name`` are Kafka's error code and name."""
+
+    code: ClassVar[int] = -1
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    retriable: ClassVar[bool] = False
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the brokers put it in a response body."""
+        body: dict[str, Any] = {
+            "error_code": self.code,
+            "error": self.name,
+            "message": self.message,
+            "retriable": self.retriable,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+    def __str__(self) -> str:
+        return f"[{self.name}] {self.message}"
+
+
+class UnknownServerError(LakelogError):
+    """An unexpected failure; the message says what failed."""
+
+
+class OffsetOutOfRangeError(LakelogError):
+    code = 1
+    name = "OFFSET_OUT_OF_RANGE"
+    http_status = 416
+
+
+class CorruptRecordError(LakelogError):
+    """A stored segment cannot be read back (truncated, not Parquet, wrong schema)."""
+
+    code = 2
+    name = "CORRUPT_MESSAGE"
+    http_status = 500
+
+
+class UnknownTopicOrPartitionError(LakelogError):
+    code = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    http_status = 404
+
+
+class RequestTimedOutError(LakelogError):
+    code = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+    http_status = 504
+
+
+class MessageTooLargeError(LakelogError):
+    code = 10
+    name = "MESSAGE_TOO_LARGE"
+    http_status = 413
+
+
+class InvalidTopicError(LakelogError):
+    code = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+    http_status = 400
+
+
+class RecordListTooLargeError(LakelogError):
+    code = 18
+    name = "RECORD_LIST_TOO_LARGE"
+    http_status = 413
+
+
+class InvalidRequiredAcksError(LakelogError):
+    code = 21
+    name = "INVALID_REQUIRED_ACKS"
+    http_status = 400
+
+
+class InvalidTimestampError(LakelogError):
+    code = 32
+    name = "INVALID_TIMESTAMP"
+    http_status = 400
+
+
+class TopicAlreadyExistsError(LakelogError):
+    code = 36
+    name = "TOPIC_ALREADY_EXISTS"
+    http_status = 409
+
+
+class InvalidPartitionsError(LakelogError):
+    code = 37
+    name = "INVALID_PARTITIONS"
+    http_status = 400
+
+
+class InvalidReplicationFactorError(LakelogError):
+    code = 38
+    name = "INVALID_REPLICATION_FACTOR"
+    http_status = 400
+
+
+class InvalidConfigError(LakelogError):
+    code = 40
+    name = "INVALID_CONFIG"
+    http_status = 400
+
+
+class InvalidRequestError(LakelogError):
+    code = 42
+    name = "INVALID_REQUEST"
+    http_status = 400
+
+
+class KafkaStorageError(LakelogError):
+    """The storage root could not be read or written; usually transient."""
+
+    code = 56
+    name = "KAFKA_STORAGE_ERROR"
+    retriable = True
+    http_status = 503
+
+
+class UnsupportedVersionError(LakelogError):
+    """The Delta table needs a protocol feature this writer does not implement."""
+
+    code = 35
+    name = "UNSUPPORTED_VERSION"
+    http_status = 400
+
+
+class InvalidRecordError(LakelogError):
+    code = 87
+    name = "INVALID_RECORD"
+    http_status = 400
+
+
+class ThrottlingQuotaExceededError(LakelogError):
+    code = 89
+    name = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+    http_status = 429
+
+
+class ConcurrentCommitError(LakelogError):
+    """Another writer committed the Delta version this writer wanted.
+
+    Internal to the commit protocol: the log retries after reloading, and only
+    surfaces it when the retry budget is spent.
+    """
+
+    code = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+    http_status = 503
+
+
+def error_for_code(code: int) -> type[LakelogError]:
+    """The exception class for a Kafka error code (``UnknownServerError`` if unknown)."""
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def _all_subclasses(cls: type[LakelogError]) -> list[type[LakelogError]]:
+    found: list[type[LakelogError]] = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+_BY_CODE: dict[int, type[LakelogError]] = {c.code: c for c in _all_subclasses(LakelogError)}

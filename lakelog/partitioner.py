@@ -1,0 +1,222 @@
+"""Partition selection that matches Kafka's producer byte for byte.
+
+A keyed record must land on the partition the Java producer (or librdkafka with
+``partitioner=murmur2_random``) would pick for the same key, otherwise per-key ordering
+breaks the moment a topic is written by a mix of lakelog and Kafka clients, and
+consumers that rely on co-partitioning (joins, compacted changelogs) see keys
+split across partitions. So the hash is Kafka's exact ``Utils.murmur2`` with its
+signed 32-bit result, ``Utils.toPositive`` and a plain modulo, nothing "better".
+
+Keyless records have no ordering to preserve, so the choice there is about batch
+efficiency (sticky, KIP-480) or even spread (round-robin). Both are objects with
+state because the choice depends on what was chosen before.
+
+Everything here is pure computation: no I/O, no clocks, so the produce path can
+call it per record and tests can pin it down exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import threading
+from typing import Literal, Protocol, runtime_checkable
+
+from lakelog.errors import InvalidConfigError, InvalidPartitionsError
+
+__all__ = [
+    "KeylessStrategy",
+    "Partitioner",
+    "RoundRobinPartitioner",
+    "StickyPartitioner",
+    "choose_partition",
+    "make_keyless_partitioner",
+    "murmur2",
+    "partition_for_key",
+    "to_positive",
+]
+
+KeylessStrategy = Literal["sticky", "round_robin"]
+
+_MASK32 = 0xFFFFFFFF
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+# Precompiled so the hot path does not re-parse the format on every call.
+_BLOCKS = struct.Struct("<I")
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: the hash keyed records are placed by.
+
+    Java does this in wrapping signed ``int`` arithmetic; we keep the state as an
+    unsigned 32-bit Python int (masking after every multiply so the ints stay
+    small and fast) and only reinterpret it as signed at the end. ``>>>`` on a
+    Java int is then an ordinary right shift of the unsigned value. The result
+    is signed because callers compare against Java-produced values and because
+    ``to_positive`` is defined on the signed form.
+    """
+    length = len(data)
+    # Locals, not module globals, inside the loop: CPython reads them faster.
+    m = _M
+    mask = _MASK32
+    h = (_SEED ^ length) & mask
+    tail = length & 3
+    aligned = length - tail
+    if aligned:
+        # iter_unpack reads little-endian blocks in C, far cheaper than
+        # assembling each block from four indexed bytes in Python. The slice
+        # is a zero-copy view and is skipped when there is no tail to cut off.
+        blocks = memoryview(data)[:aligned] if tail else data
+        for (k,) in _BLOCKS.iter_unpack(blocks):
+            k = (k * m) & mask
+            k ^= k >> 24  # r = 24
+            h = ((h * m) & mask) ^ ((k * m) & mask)
+    if tail:
+        # Java's fall-through switch XORs the trailing bytes into h, little-endian,
+        # then multiplies once; reading them as one little-endian int is the same.
+        h = ((h ^ int.from_bytes(data[aligned:], "little")) * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def to_positive(n: int) -> int:
+    """Java's ``Utils.toPositive``: ``n & 0x7fffffff``.
+
+    Deliberately not ``abs``: ``abs(-2**31)`` overflows in Java and would map
+    differently, and Kafka clears the sign bit instead, so we must too.
+    Python's ``&`` on negative ints uses two's complement, which is what makes
+    this one expression identical to Java's for every signed 32-bit input.
+    """
+    return n & 0x7FFFFFFF
+
+
+def _check_partitions(num_partitions: int) -> None:
+    # bool is an int subclass; True would silently mean "one partition".
+    if isinstance(num_partitions, bool) or num_partitions < 1:
+        raise InvalidPartitionsError(
+            f"number of partitions must be at least 1, got {num_partitions!r}"
+        )
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """The partition Kafka's default/built-in partitioner picks for ``key``.
+
+    Note that an empty key (``b""``) is a key: Kafka hashes it like any other
+    and only a missing (null) key goes to the keyless strategy.
+    """
+    _check_partitions(num_partitions)
+    return to_positive(murmur2(key)) % num_partitions
+
+
+@runtime_checkable
+class Partitioner(Protocol):
+    """Chooses partitions for keyless records; one instance per topic.
+
+    Instances hold per-topic state (the sticky choice, the round-robin position),
+    so sharing one between topics would couple their distributions.
+    """
+
+    def partition(self, num_partitions: int) -> int:
+        """The partition for the next keyless record."""
+        ...
+
+    def on_new_batch(self) -> None:
+        """Called when the producer closes the current batch for this topic."""
+        ...
+
+
+class StickyPartitioner:
+    """KIP-480 sticky partitioning for keyless records.
+
+    Spreading keyless records one by one fills many small batches, each costing
+    a request (here: a Delta commit / Parquet file). Sticking to one partition
+    until its batch completes yields fewer, fuller batches, and switching to a
+    random other partition afterwards still spreads load evenly over time.
+
+    ``on_new_batch`` only marks that a switch is due; the new partition is drawn
+    on the next ``partition`` call because only then is the partition count
+    known (it may have grown since the last call).
+    """
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        # An injectable RNG keeps tests deterministic; the default is a private
+        # instance so seeding the global ``random`` elsewhere cannot skew us.
+        self._rng = rng if rng is not None else random.Random()
+        self._lock = threading.Lock()
+        self._current: int | None = None
+        self._switch_due = False
+
+    def partition(self, num_partitions: int) -> int:
+        """The current sticky partition, drawing a new one when a switch is due."""
+        _check_partitions(num_partitions)
+        with self._lock:
+            current = self._current
+            if current is None or current >= num_partitions:
+                # First use, or the topic shrank under us: any partition will do.
+                current = self._rng.randrange(num_partitions)
+            elif self._switch_due and num_partitions > 1:
+                # Draw from the other n-1 partitions directly (skipping over the
+                # previous one) so the pick is uniform and needs no retry loop.
+                pick = self._rng.randrange(num_partitions - 1)
+                current = pick + 1 if pick >= current else pick
+            self._current = current
+            self._switch_due = False
+            return current
+
+    def on_new_batch(self) -> None:
+        """Mark the current batch as completed so the next record moves on."""
+        with self._lock:
+            self._switch_due = True
+
+
+class RoundRobinPartitioner:
+    """Cycles keyless records through partitions, like Kafka's RoundRobinPartitioner.
+
+    Even per-record spread at the cost of small batches; useful when consumers
+    must see equal load on every partition regardless of batching.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counter = 0
+
+    def partition(self, num_partitions: int) -> int:
+        """The next partition in the cycle."""
+        _check_partitions(num_partitions)
+        with self._lock:
+            # The lock makes read-and-increment atomic: without it two threads
+            # could take the same slot and the spread would drift.
+            n = self._counter
+            self._counter = n + 1
+        return n % num_partitions
+
+    def on_new_batch(self) -> None:
+        """Batch boundaries do not affect round-robin; present for the protocol."""
+
+
+def make_keyless_partitioner(strategy: KeylessStrategy) -> Partitioner:
+    """Build a fresh keyless partitioner for one topic from a config value.
+
+    Raises ``InvalidConfigError`` rather than ``ValueError`` because the strategy
+    usually comes from user configuration and should surface with Kafka's code.
+    """
+    if strategy == "sticky":
+        return StickyPartitioner()
+    if strategy == "round_robin":
+        return RoundRobinPartitioner()
+    raise InvalidConfigError(
+        f"unknown keyless partitioner strategy {strategy!r}; expected 'sticky' or 'round_robin'"
+    )
+
+
+def choose_partition(key: bytes | None, num_partitions: int, keyless: Partitioner) -> int:
+    """The partition for one record: by key hash when keyed, else by ``keyless``.
+
+    Only ``None`` counts as keyless, mirroring Kafka's null check; see
+    ``partition_for_key`` for why ``b""`` is hashed.
+    """
+    if key is None:
+        return keyless.partition(num_partitions)
+    return partition_for_key(key, num_partitions)

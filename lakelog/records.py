@@ -1,0 +1,167 @@
+"""Records: what producers send, what consumers get, and their Arrow/Delta schema.
+
+The stored columns follow DESIGN.md. ``timestamp`` is Delta's ``timestamp``
+type (microseconds, UTC) holding Kafka's millisecond timestamps; ``partition``
+is the Delta partition column, so it lives in the file path, not in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
+
+HEADER_TYPE = pa.struct(
+    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
+)
+HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE, nullable=False))
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+
+#: Columns of a segment file (the partition column is in the Delta partition path).
+SEGMENT_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", TIMESTAMP_TYPE, nullable=False),
+        pa.field("timestamp_type", pa.int32(), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADERS_TYPE),
+        pa.field("producer_id", pa.int64()),
+        pa.field("sequence", pa.int32()),
+    ]
+)
+
+#: The input of an append: what the producer decided, before offsets exist.
+PRODUCE_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.int32()),
+        pa.field("timestamp", TIMESTAMP_TYPE),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADERS_TYPE),
+        pa.field("producer_id", pa.int64()),
+        pa.field("sequence", pa.int32()),
+    ]
+)
+
+
+def _delta_field(name: str, type_: Any, nullable: bool) -> dict[str, Any]:
+    return {"name": name, "type": type_, "nullable": nullable, "metadata": {}}
+
+
+DELTA_SCHEMA_STRING = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            _delta_field("partition", "integer", False),
+            _delta_field("offset", "long", False),
+            _delta_field("timestamp", "timestamp", False),
+            _delta_field("timestamp_type", "integer", False),
+            _delta_field("key", "binary", True),
+            _delta_field("value", "binary", True),
+            _delta_field(
+                "headers",
+                {
+                    "type": "array",
+                    "elementType": {
+                        "type": "struct",
+                        "fields": [
+                            _delta_field("key", "string", False),
+                            _delta_field("value", "binary", True),
+                        ],
+                    },
+                    "containsNull": False,
+                },
+                True,
+            ),
+            _delta_field("producer_id", "long", True),
+            _delta_field("sequence", "integer", True),
+        ],
+    },
+    separators=(",", ":"),
+)
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record to append. ``value=None`` is a tombstone; ``timestamp_ms=None`` means now."""
+
+    value: bytes | None
+    key: bytes | None = None
+    timestamp_ms: int | None = None
+    headers: Sequence[Header] = ()
+    partition: int | None = None
+
+    def size_in_bytes(self) -> int:
+        """Size counted against max.message.bytes (key + value + headers)."""
+        size = len(self.key or b"") + len(self.value or b"")
+        for name, value in self.headers:
+            size += len(name.encode()) + len(value or b"")
+        return size
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """A record read back from a partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+    @property
+    def timestamp_type_name(self) -> str:
+        return TIMESTAMP_TYPE_NAMES.get(self.timestamp_type, "NoTimestampType")
+
+
+def records_to_table(records: Sequence[Record]) -> pa.Table:
+    """Produce input as Arrow columns (the shape every append path converges on)."""
+    return pa.table(
+        {
+            "partition": pa.array([r.partition for r in records], pa.int32()),
+            "timestamp": pa.array([r.timestamp_ms for r in records], TIMESTAMP_TYPE),
+            "key": pa.array([r.key for r in records], pa.binary()),
+            "value": pa.array([r.value for r in records], pa.binary()),
+            "headers": pa.array(
+                [[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS_TYPE
+            ),
+            "producer_id": pa.nulls(len(records), pa.int64()),
+            "sequence": pa.nulls(len(records), pa.int32()),
+        },
+        schema=PRODUCE_SCHEMA,
+    )
+
+
+def table_to_records(topic: str, partition: int, table: pa.Table) -> list[ConsumerRecord]:
+    """Segment rows (already filtered to one partition) as consumer records."""
+    columns = {
+        name: table.column(name).to_pylist()
+        for name in ("offset", "timestamp_type", "key", "value", "headers")
+    }
+    millis = table.column("timestamp").cast(pa.int64()).to_pylist()
+    return [
+        ConsumerRecord(
+            topic=topic,
+            partition=partition,
+            offset=columns["offset"][i],
+            timestamp_ms=millis[i],
+            timestamp_type=columns["timestamp_type"][i],
+            key=columns["key"][i],
+            value=columns["value"][i],
+            headers=[(h["key"], h["value"]) for h in (columns["headers"][i] or [])],
+        )
+        for i in range(table.num_rows)
+    ]

@@ -1,0 +1,183 @@
+"""Segment files: one partition's contiguous offset range as one Parquet file.
+
+Writing produces the file and the Delta add action that will publish it; the
+file is invisible to every reader until that action is committed, so a crash
+between the two leaves only an orphan for vacuum. Reading uses the row-group
+statistics on ``offset`` to skip straight to the requested offset, with the
+immutable footers cached.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.delta.actions import AddFile
+from lakelog.errors import CorruptRecordError, KafkaStorageError
+from lakelog.offset_index import Segment
+from lakelog.records import SEGMENT_SCHEMA
+from lakelog.storage import Storage, join
+
+ROW_GROUP_ROWS = 16_384
+DEFAULT_COMPRESSION = "snappy"
+
+
+def segment_file_name(partition: int, base_offset: int, last_offset: int) -> str:
+    """Kafka-like naming: the base offset leads, so a listing sorts in log order."""
+    return f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def encode_segment(table: pa.Table, compression: str = DEFAULT_COMPRESSION) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table.cast(SEGMENT_SCHEMA) if table.schema != SEGMENT_SCHEMA else table,
+        sink,
+        compression=compression,
+        row_group_size=ROW_GROUP_ROWS,
+        write_statistics=["offset", "timestamp"],
+    )
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def describe_segment(
+    table: pa.Table,
+    partition: int,
+    path: str,
+    size: int,
+    base_offset: int | None = None,
+    last_offset: int | None = None,
+) -> Segment:
+    """Index entry for segment rows; the covered range may be wider than the rows (compaction)."""
+    offsets = table.column("offset")
+    millis = table.column("timestamp").cast(pa.int64())
+    return Segment(
+        base_offset=base_offset if base_offset is not None else pc.min(offsets).as_py(),
+        last_offset=last_offset if last_offset is not None else pc.max(offsets).as_py(),
+        path=path,
+        partition=partition,
+        size_bytes=size,
+        num_records=table.num_rows,
+        min_timestamp_ms=pc.min(millis).as_py() or 0,
+        max_timestamp_ms=pc.max(millis).as_py() or 0,
+        modification_time=int(time.time() * 1000),
+    )
+
+
+def add_action(segment: Segment, data_change: bool = True) -> AddFile:
+    """The Delta add action publishing a segment (tags + Delta-standard stats)."""
+    stats = {
+        "numRecords": segment.num_records,
+        "minValues": {"offset": segment.base_offset, "timestamp": _iso(segment.min_timestamp_ms)},
+        "maxValues": {"offset": segment.last_offset, "timestamp": _iso(segment.max_timestamp_ms)},
+        "nullCount": {"offset": 0, "timestamp": 0},
+    }
+    return AddFile(
+        path=segment.path,
+        partition_values={"partition": str(segment.partition)},
+        size=segment.size_bytes,
+        modification_time=segment.modification_time,
+        data_change=data_change,
+        stats=json.dumps(stats, separators=(",", ":")),
+        tags=segment.tags(),
+    )
+
+
+def write_segment(
+    storage: Storage,
+    table_path: str,
+    partition: int,
+    table: pa.Table,
+    compression: str = DEFAULT_COMPRESSION,
+    base_offset: int | None = None,
+    last_offset: int | None = None,
+) -> Segment:
+    """Write rows of one partition (with offsets) durably as a new, uncommitted segment."""
+    offsets = table.column("offset")
+    first = base_offset if base_offset is not None else pc.min(offsets).as_py()
+    last = last_offset if last_offset is not None else pc.max(offsets).as_py()
+    relative = segment_file_name(partition, first, last)
+    data = encode_segment(table, compression)
+    try:
+        storage.put(join(table_path, relative), data)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot write segment {relative}: {exc}") from exc
+    return describe_segment(table, partition, relative, len(data), first, last)
+
+
+class SegmentReader:
+    """Reads offset ranges from segments, caching their (immutable) Parquet footers."""
+
+    def __init__(self, storage: Storage, table_path: str, cache_size: int = 1024) -> None:
+        self.storage = storage
+        self.table_path = table_path
+        self._fs = storage.arrow_filesystem()
+        self._footers: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _open(self, path: str) -> pq.ParquetFile:
+        full = self.storage.arrow_path(join(self.table_path, path))
+        with self._lock:
+            metadata = self._footers.get(path)
+            if metadata is not None:
+                self._footers.move_to_end(path)
+        try:
+            source = self._fs.open_input_file(full)
+            parquet = pq.ParquetFile(source, metadata=metadata)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                raise FileNotFoundError(full) from exc
+            raise CorruptRecordError(f"segment {path} cannot be opened: {exc}") from exc
+        if metadata is None:
+            with self._lock:
+                self._footers[path] = parquet.metadata
+                while len(self._footers) > self._cache_size:
+                    self._footers.popitem(last=False)
+        return parquet
+
+    def read(self, segment: Segment, from_offset: int, max_records: int) -> pa.Table:
+        """Up to ``max_records`` rows of ``segment`` with offset >= ``from_offset``."""
+        parquet = self._open(segment.path)
+        try:
+            offset_col = parquet.schema_arrow.get_field_index("offset")
+            groups = []
+            for i in range(parquet.metadata.num_row_groups):
+                stats = parquet.metadata.row_group(i).column(offset_col).statistics
+                if stats is not None and stats.has_min_max and stats.max < from_offset:
+                    continue
+                groups.append(i)
+            pieces = []
+            remaining = max_records
+            for i in groups:
+                rows = parquet.read_row_group(i)
+                if from_offset > segment.base_offset:
+                    rows = rows.filter(pc.greater_equal(rows.column("offset"), from_offset))
+                if rows.num_rows > remaining:
+                    rows = rows.slice(0, remaining)
+                pieces.append(rows)
+                remaining -= rows.num_rows
+                if remaining <= 0:
+                    break
+        except (OSError, pa.ArrowInvalid) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise CorruptRecordError(f"segment {segment.path} is unreadable: {exc}") from exc
+        if not pieces:
+            return SEGMENT_SCHEMA.empty_table()
+        table = pa.concat_tables(pieces)
+        return table.select(SEGMENT_SCHEMA.names)

@@ -1,0 +1,188 @@
+"""Storage roots reached through fsspec: S3 (s3fs), HDFS (pyarrow) and memory.
+
+The backends differ only in how they create an object only if it is absent;
+everything else is fsspec's common API.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import fsspec
+import pyarrow.fs
+from fsspec.implementations.memory import MemoryFileSystem
+
+from lakelog.errors import KafkaStorageError
+from lakelog.storage.base import FileInfo, Storage, check_relative_path
+from lakelog.storage.settings import S3Settings
+
+
+class FsspecStorage(Storage):
+    """A root at ``<scheme>://<bucket-or-host>/<prefix>`` on an fsspec filesystem."""
+
+    def __init__(self, url: str, fs: fsspec.AbstractFileSystem, base: str) -> None:
+        self.url = url.rstrip("/")
+        self.fs = fs
+        self.base = base.rstrip("/")
+
+    def _abs(self, path: str) -> str:
+        return f"{self.base}/{check_relative_path(path)}"
+
+    def _rel(self, absolute: str) -> str:
+        absolute = absolute.rstrip("/")
+        prefix = self.base.lstrip("/") + "/"
+        stripped = absolute.lstrip("/")
+        return stripped[len(prefix) :] if stripped.startswith(prefix) else stripped
+
+    def read_bytes(self, path: str) -> bytes:
+        data = self.fs.cat_file(self._abs(path))
+        assert isinstance(data, bytes)
+        return data
+
+    def put(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(self._abs(path), data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        try:
+            self.fs.pipe_file(self._abs(path), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs.rm_file(self._abs(path))
+        except FileNotFoundError:
+            return
+
+    def delete_tree(self, path: str) -> None:
+        try:
+            self.fs.rm(self._abs(path), recursive=True)
+        except FileNotFoundError:
+            return
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        rel = check_relative_path(path)
+        try:
+            entries = self.fs.ls(self._abs(rel), detail=True, refresh=True)
+        except FileNotFoundError:
+            return []
+        infos = []
+        for e in entries:
+            child = self._rel(e["name"])
+            if child == rel:
+                continue
+            is_dir = e.get("type") == "directory"
+            infos.append(FileInfo(child, 0 if is_dir else int(e.get("size") or 0), is_dir))
+        return sorted(infos, key=lambda i: i.path)
+
+    def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
+        return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(self.fs))
+
+    def arrow_path(self, path: str) -> str:
+        return self._abs(path)
+
+    def delta_uri(self, path: str) -> str:
+        return self._abs(path)
+
+
+class S3Storage(FsspecStorage):
+    """``s3://bucket/prefix`` through s3fs; commits rely on ``If-None-Match: *``."""
+
+    def __init__(self, url: str, settings: S3Settings | None = None) -> None:
+        self.settings = settings or S3Settings()
+        bucket_and_prefix = url[len("s3://") :].strip("/")
+        if not bucket_and_prefix:
+            raise KafkaStorageError(f"storage URL {url!r} names no bucket")
+        fs = fsspec.filesystem(
+            "s3",
+            key=self.settings.access_key_id,
+            secret=self.settings.secret_access_key,
+            token=self.settings.session_token,
+            endpoint_url=self.settings.endpoint_url,
+            client_kwargs={"region_name": self.settings.region},
+            skip_instance_cache=True,
+        )
+        super().__init__(url, fs, bucket_and_prefix)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (S3Storage, (self.url, self.settings))
+
+    def delta_uri(self, path: str) -> str:
+        return f"s3://{self._abs(path)}"
+
+    def delta_storage_options(self) -> dict[str, str]:
+        s = self.settings
+        options = {"AWS_REGION": s.region, "conditional_put": "etag"}
+        if s.endpoint_url:
+            options["AWS_ENDPOINT_URL"] = s.endpoint_url
+        if s.allow_http:
+            options["AWS_ALLOW_HTTP"] = "true"
+        if s.access_key_id:
+            options["AWS_ACCESS_KEY_ID"] = s.access_key_id
+        if s.secret_access_key:
+            options["AWS_SECRET_ACCESS_KEY"] = s.secret_access_key
+        if s.session_token:
+            options["AWS_SESSION_TOKEN"] = s.session_token
+        return options
+
+
+class HdfsStorage(FsspecStorage):
+    """``hdfs://namenode:port/path`` through pyarrow's libhdfs binding.
+
+    HDFS ``create`` without overwrite is atomic at the namenode, which is the
+    put-if-absent the log needs. Needs a Hadoop client (``HADOOP_HOME``,
+    ``CLASSPATH``) on the machine; see the README for what was tested.
+    """
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlparse
+
+        parsed = urlparse(url)
+        fs = fsspec.filesystem("hdfs", host=parsed.hostname or "default", port=parsed.port or 0)
+        super().__init__(url, fs, parsed.path or "/")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (HdfsStorage, (self.url,))
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        target = self._abs(path)
+        tmp = f"{target}.tmp-{id(data)}-{threading.get_ident()}"
+        self.fs.pipe_file(tmp, data)
+        try:
+            # HDFS rename refuses an existing destination: atomic create-if-absent.
+            self.fs.mv(tmp, target)
+        except OSError:
+            self.fs.rm_file(tmp)
+            if self.fs.exists(target):
+                return False
+            raise
+        return True
+
+    def delta_uri(self, path: str) -> str:
+        return self.url.rstrip("/") + "/" + check_relative_path(path)
+
+
+_MEMORY_LOCK = threading.Lock()
+
+
+class MemoryStorage(FsspecStorage):
+    """``memory://name``: a process-local root, for unit tests of pure logic only."""
+
+    def __init__(self, url: str) -> None:
+        fs = MemoryFileSystem()
+        super().__init__(url, fs, "/" + url[len("memory://") :].strip("/"))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryStorage, (self.url,))
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        with _MEMORY_LOCK:
+            if self.fs.exists(self._abs(path)):
+                return False
+            self.fs.pipe_file(self._abs(path), data)
+            return True
+
+    def delta_uri(self, path: str) -> str:
+        return "memory://" + self._abs(path).lstrip("/")

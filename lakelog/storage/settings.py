@@ -1,0 +1,54 @@
+"""Typed, validated settings for opening a storage root.
+
+Values come from arguments, ``LAKELOG_S3_*`` variables, or the standard AWS
+variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_REGION``/``AWS_DEFAULT_REGION``), in that order, so a root that works with
+the AWS CLI works with lakelog unchanged.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class S3Settings(BaseSettings):
+    """How to reach an S3-protocol object store (AWS, MinIO, moto, ...)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    endpoint_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "endpoint_url", "LAKELOG_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"
+        ),
+        description="Endpoint of an S3-compatible store; None means AWS itself.",
+    )
+    access_key_id: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "access_key_id", "LAKELOG_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"
+        ),
+    )
+    secret_access_key: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias=AliasChoices(
+            "secret_access_key", "LAKELOG_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"
+        ),
+    )
+    session_token: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias=AliasChoices("session_token", "AWS_SESSION_TOKEN"),
+    )
+    region: str = Field(
+        default="us-east-1",
+        validation_alias=AliasChoices(
+            "region", "LAKELOG_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"
+        ),
+    )
+
+    @property
+    def allow_http(self) -> bool:
+        return bool(self.endpoint_url and self.endpoint_url.startswith("http://"))

@@ -1,0 +1,617 @@
+"""One topic's partitioned log on its Delta table: append, read by offset, offsets.
+
+The commit protocol (DESIGN.md, "Offsets without a coordinator"): the high
+watermark of partition p is the version of the Delta app transaction
+``lakelog.partition.<p>``. An append writes its segments for offsets starting
+at those watermarks and commits them, with transactions carrying the new
+watermarks, as the next table version via put-if-absent. If another writer
+took that version first, the new commits are read; when none of them moved a
+partition this append touches, the same segments are committed at the next
+version; otherwise they are renumbered and rewritten. An offset is therefore
+assigned exactly once, in order, with no gap, by any number of processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.delta.actions import Action, CommitInfo, Metadata, Txn
+from lakelog.delta.checkpoint import write_checkpoint
+from lakelog.delta.log import DeltaLog
+from lakelog.delta.state import TableState
+from lakelog.errors import (
+    ConcurrentCommitError,
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.offset_index import OffsetIndex, Segment
+from lakelog.partitioner import Partitioner, make_keyless_partitioner, partition_for_key
+from lakelog.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    PRODUCE_SCHEMA,
+    SEGMENT_SCHEMA,
+    ConsumerRecord,
+    Record,
+    records_to_table,
+    table_to_records,
+)
+from lakelog.segments import DEFAULT_COMPRESSION, SegmentReader, add_action, write_segment
+from lakelog.storage import Storage, join
+from lakelog.topic_config import TopicConfig
+
+log = logging.getLogger(__name__)
+
+PARTITION_TXN_PREFIX = "lakelog.partition."
+CONFIG_PARTITIONS = "lakelog.partitions"
+CONFIG_PREFIX = "lakelog.config."
+COMMIT_ID = "lakelog.commitId"
+ENGINE = "lakelog/0.1.0"
+
+
+def partition_txn(partition: int) -> str:
+    return f"{PARTITION_TXN_PREFIX}{partition}"
+
+
+def topic_config_of(metadata: Metadata) -> TopicConfig:
+    conf = metadata.configuration
+    return TopicConfig(
+        {k[len(CONFIG_PREFIX) :]: v for k, v in conf.items() if k.startswith(CONFIG_PREFIX)}
+    )
+
+
+def table_configuration(partitions: int, config: TopicConfig) -> dict[str, str]:
+    """The Delta table configuration that stores a topic's partition count and overrides."""
+    conf = {CONFIG_PARTITIONS: str(partitions)}
+    conf.update({CONFIG_PREFIX + k: v for k, v in config.overrides.items()})
+    return conf
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionBatch:
+    """The records one append placed in one partition."""
+
+    partition: int
+    base_offset: int
+    count: int
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where every appended record landed, in input order."""
+
+    partitions: list[int]
+    offsets: list[int]
+    timestamps_ms: list[int]
+    batches: list[PartitionBatch]
+    version: int
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    size_bytes: int
+    num_segments: int
+    num_records: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Records of one partition from an offset, with the partition's bounds at read time."""
+
+    partition: int
+    records: pa.Table
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+
+    def to_records(self, topic: str) -> list[ConsumerRecord]:
+        return table_to_records(topic, self.partition, self.records)
+
+
+@dataclass
+class _PreparedAppend:
+    """Segments written for one attempt, reusable while their base offsets stay valid."""
+
+    bases: dict[int, int] = field(default_factory=dict)
+    segments: dict[int, Segment] = field(default_factory=dict)
+
+
+class TopicLog:
+    """Append to and read from one topic's Delta table. Thread-safe; one per process per topic."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        name: str,
+        table_path: str,
+        *,
+        checkpoint_interval: int = 100,
+        keyless_partitioner: Partitioner | None = None,
+        compression: str = DEFAULT_COMPRESSION,
+        commit_timeout_s: float = 30.0,
+    ) -> None:
+        self.storage = storage
+        self.name = name
+        self.table_path = table_path
+        self.checkpoint_interval = checkpoint_interval
+        self.compression = compression
+        self.commit_timeout_s = commit_timeout_s
+        self._delta = DeltaLog(storage, table_path)
+        self._state_lock = threading.RLock()
+        self._write_lock = threading.Lock()
+        self._state: TableState = self._delta.load()
+        self._index = OffsetIndex.from_adds(self._state.files.values())
+        self._reader = SegmentReader(storage, table_path)
+        self._keyless = keyless_partitioner or make_keyless_partitioner("sticky")
+        self._io_pool: ThreadPoolExecutor | None = None
+        self._checkpointer: ThreadPoolExecutor | None = None
+        self._checkpoint_pending = False
+
+    # -- snapshot ------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    @property
+    def metadata(self) -> Metadata:
+        metadata = self._state.metadata
+        if metadata is None:
+            raise UnknownTopicOrPartitionError(f"topic {self.name!r} has no Delta metadata")
+        return metadata
+
+    @property
+    def config(self) -> TopicConfig:
+        return topic_config_of(self.metadata)
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.metadata.configuration.get(CONFIG_PARTITIONS, "1"))
+
+    @property
+    def topic_id(self) -> str:
+        return self.metadata.table_id
+
+    def refresh(self) -> bool:
+        """Pick up commits made by other processes; True if anything new was found."""
+        with self._state_lock:
+            applied, reloaded = self._delta.update(self._state)
+            if reloaded:
+                self._index = OffsetIndex.from_adds(self._state.files.values())
+            else:
+                for _, actions in applied:
+                    self._index.apply(actions)
+            return bool(applied) or reloaded
+
+    def check_partition(self, partition: int) -> None:
+        if not isinstance(partition, int) or not 0 <= partition < self.num_partitions:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} does not exist in topic {self.name!r} "
+                f"(it has {self.num_partitions} partitions)"
+            )
+
+    def high_watermark(self, partition: int) -> int:
+        self.check_partition(partition)
+        return self._state.txn_version(partition_txn(partition))
+
+    def log_start_offset(self, partition: int) -> int:
+        self.check_partition(partition)
+        with self._state_lock:
+            hwm = self._state.txn_version(partition_txn(partition))
+            return self._index.partition(partition).log_start_offset(hwm)
+
+    def partition_state(self, partition: int) -> PartitionState:
+        self.check_partition(partition)
+        with self._state_lock:
+            hwm = self._state.txn_version(partition_txn(partition))
+            index = self._index.partition(partition)
+            return PartitionState(
+                partition=partition,
+                log_start_offset=index.log_start_offset(hwm),
+                high_watermark=hwm,
+                size_bytes=index.size_bytes(),
+                num_segments=len(index),
+                num_records=sum(s.num_records for s in index),
+            )
+
+    def segments(self, partition: int) -> list[Segment]:
+        self.check_partition(partition)
+        with self._state_lock:
+            return self._index.partition(partition).segments
+
+    # -- commit protocol -----------------------------------------------------
+
+    def commit(
+        self,
+        build: Callable[[TableState], list[Action]],
+        operation: str,
+        parameters: dict[str, str] | None = None,
+    ) -> int:
+        """Commit the actions ``build`` derives from the latest state; returns the new version.
+
+        ``build`` is called again, with the newer state, every time another
+        writer wins the version; it must decide from that state whether its
+        earlier work is still valid. This is the one place any table change
+        (append, config change, compaction) is made durable.
+        """
+        commit_id = uuid.uuid4().hex
+        deadline = time.monotonic() + self.commit_timeout_s
+        attempt = 0
+        with self._write_lock:
+            while True:
+                with self._state_lock:
+                    snapshot = self._state
+                    version = snapshot.version + 1
+                actions = build(snapshot)
+                info = CommitInfo(
+                    {
+                        "timestamp": int(time.time() * 1000),
+                        "operation": operation,
+                        "operationParameters": parameters or {},
+                        "engineInfo": ENGINE,
+                        "clientVersion": ENGINE,
+                        COMMIT_ID: commit_id,
+                    }
+                )
+                committed = self._delta.try_commit(version, [*actions, info])
+                with self._state_lock:
+                    if committed:
+                        if self._state.version == version - 1:
+                            self._state.apply(version, [*actions, info])
+                            self._index.apply(actions)
+                        else:
+                            self.refresh()
+                        self._maybe_checkpoint(version)
+                        return version
+                    self.refresh()
+                    if self._committed_by_us(commit_id, version):
+                        return version
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise ConcurrentCommitError(
+                        f"could not commit to topic {self.name!r} after {attempt} attempts: "
+                        "other writers kept winning"
+                    )
+                if attempt > 2:
+                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+
+    def _committed_by_us(self, commit_id: str, version: int) -> bool:
+        """A put that failed in transit may still have landed: look for our commit id."""
+        actions = self._delta.read_commit(version)
+        return any(
+            isinstance(a, CommitInfo) and a.values.get(COMMIT_ID) == commit_id
+            for a in actions or []
+        )
+
+    def _maybe_checkpoint(self, version: int) -> None:
+        if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
+            return
+        if self._checkpoint_pending:
+            return
+        if self._checkpointer is None:
+            self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
+        self._checkpoint_pending = True
+        self._checkpointer.submit(self._checkpoint, version)
+
+    def _checkpoint(self, version: int) -> None:
+        try:
+            write_checkpoint(self.storage, self.table_path, version)
+        except KafkaStorageError:
+            # Checkpoints only bound open/commit cost; the next interval tries again.
+            log.warning("checkpoint of %s at %d failed", self.name, version, exc_info=True)
+        finally:
+            self._checkpoint_pending = False
+
+    def wait_for_checkpoints(self) -> None:
+        """Block until a background checkpoint (if any) has finished; for tests and shutdown."""
+        if self._checkpointer is not None:
+            self._checkpointer.submit(lambda: None).result()
+
+    def close(self) -> None:
+        for pool in (self._checkpointer, self._io_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._checkpointer = self._io_pool = None
+
+    # -- append --------------------------------------------------------------
+
+    def append(self, records: Sequence[Record] | pa.Table) -> AppendResult:
+        """Append a batch: one segment per partition touched, one Delta commit in all.
+
+        Records without a partition get one from their key (Kafka's murmur2) or,
+        keyless, from the sticky partitioner. All records are validated before
+        anything is written, so a bad record leaves the topic untouched.
+        """
+        table = records if isinstance(records, pa.Table) else records_to_table(records)
+        if table.num_rows == 0:
+            raise InvalidRequestError("an append needs at least one record")
+        table = self._conform(table)
+        config = self.config
+        table = self._assign_partitions(table)
+        self._validate(table, config)
+        now_ms = int(time.time() * 1000)
+        timestamps, ts_type = self._timestamps(table, config, now_ms)
+        partition_of = table.column("partition").to_numpy()
+        order = np.argsort(partition_of, kind="stable")
+        groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
+        payload = (
+            table.drop_columns(["partition"])
+            .set_column(0, "timestamp", timestamps)
+            .append_column("timestamp_type", pa.array(np.full(table.num_rows, ts_type, np.int32)))
+        )
+        by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
+        prepared = _PreparedAppend()
+
+        def build(state: TableState) -> list[Action]:
+            return self._build_append(state, by_partition, prepared)
+
+        version = self.commit(build, "WRITE", {"mode": "Append"})
+        offsets = np.empty(table.num_rows, dtype=np.int64)
+        batches = []
+        for g in groups:
+            p = int(partition_of[g[0]])
+            base = prepared.bases[p]
+            offsets[g] = base + np.arange(len(g))
+            batches.append(PartitionBatch(p, base, len(g)))
+        return AppendResult(
+            partitions=table.column("partition").to_pylist(),
+            offsets=offsets.tolist(),
+            timestamps_ms=timestamps.cast(pa.int64()).to_pylist(),
+            batches=batches,
+            version=version,
+        )
+
+    def _build_append(
+        self, state: TableState, by_partition: dict[int, pa.Table], prepared: _PreparedAppend
+    ) -> list[Action]:
+        partitions = int((state.metadata or self.metadata).configuration[CONFIG_PARTITIONS])
+        bases = {p: state.txn_version(partition_txn(p)) for p in by_partition}
+        for p in by_partition:
+            if p >= partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {p} does not exist in topic {self.name!r}"
+                )
+        stale = [p for p, base in bases.items() if prepared.bases.get(p) != base]
+        if stale:
+            for p in stale:
+                old = prepared.segments.pop(p, None)
+                if old is not None:  # never committed: nobody can be reading it
+                    self.storage.delete(join(self.table_path, old.path))
+            written = self._write_segments(
+                {
+                    p: by_partition[p].add_column(
+                        0, "offset", pa.array(np.arange(bases[p], bases[p] + n, dtype=np.int64))
+                    )
+                    for p in stale
+                    for n in [by_partition[p].num_rows]
+                }
+            )
+            prepared.segments.update(written)
+            prepared.bases.update({p: bases[p] for p in stale})
+        now = int(time.time() * 1000)
+        actions: list[Action] = []
+        for p in sorted(by_partition):
+            segment = prepared.segments[p]
+            actions.append(Txn(partition_txn(p), segment.end_offset, now))
+            actions.append(add_action(segment))
+        return actions
+
+    def _write_segments(self, tables: dict[int, pa.Table]) -> dict[int, Segment]:
+        def one(p: int) -> Segment:
+            return write_segment(
+                self.storage,
+                self.table_path,
+                p,
+                tables[p].select(SEGMENT_SCHEMA.names),
+                self.compression,
+            )
+
+        if len(tables) == 1:
+            (p,) = tables
+            return {p: one(p)}
+        if self._io_pool is None:
+            self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
+        futures = {p: self._io_pool.submit(one, p) for p in tables}
+        return {p: f.result() for p, f in futures.items()}
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        """Fill optional produce columns and cast to the produce schema, or say what is wrong."""
+        columns = {}
+        for f in PRODUCE_SCHEMA:
+            if f.name in table.column_names:
+                columns[f.name] = table.column(f.name)
+            else:
+                columns[f.name] = pa.nulls(table.num_rows, f.type)
+        unknown = set(table.column_names) - set(PRODUCE_SCHEMA.names)
+        if unknown:
+            raise InvalidRecordError(f"unknown record columns: {', '.join(sorted(unknown))}")
+        try:
+            return pa.table(columns).cast(PRODUCE_SCHEMA)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidRecordError(f"records do not match the record schema: {exc}") from exc
+
+    def _assign_partitions(self, table: pa.Table) -> pa.Table:
+        partitions = table.column("partition")
+        if partitions.null_count == 0:
+            return table
+        n = self.num_partitions
+        keys = table.column("key").to_pylist()
+        given = partitions.to_pylist()
+        sticky = self._keyless.partition(n)
+        chosen = [
+            g if g is not None else (partition_for_key(k, n) if k is not None else sticky)
+            for g, k in zip(given, keys, strict=True)
+        ]
+        self._keyless.on_new_batch()
+        return table.set_column(0, "partition", pa.array(chosen, pa.int32()))
+
+    def _validate(self, table: pa.Table, config: TopicConfig) -> None:
+        partitions = table.column("partition")
+        lo, hi = pc.min_max(partitions).values()
+        if lo.as_py() < 0 or hi.as_py() >= self.num_partitions:
+            bad = lo.as_py() if lo.as_py() < 0 else hi.as_py()
+            self.check_partition(bad)
+        sizes = pc.add(
+            pc.fill_null(pc.binary_length(table.column("key")), 0),
+            pc.fill_null(pc.binary_length(table.column("value")), 0),
+        )
+        headers = table.column("headers")
+        if headers.null_count < table.num_rows:
+            flat = pc.list_flatten(headers)
+            if len(flat):
+                header_bytes = pc.add(
+                    pc.fill_null(pc.binary_length(pc.struct_field(flat, "key")), 0),
+                    pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0),
+                )
+                parents = pc.list_parent_indices(headers).to_numpy()
+                per_record = np.bincount(
+                    parents, weights=header_bytes.to_numpy(), minlength=table.num_rows
+                )
+                sizes = pc.add(sizes, pa.array(per_record.astype(np.int64)))
+        largest = pc.max(sizes).as_py()
+        limit = config.max_message_bytes
+        if largest is not None and largest > limit:
+            raise MessageTooLargeError(
+                f"a record of {largest} bytes exceeds max.message.bytes={limit} "
+                f"of topic {self.name!r}"
+            )
+        if config.compacted and table.column("key").null_count:
+            raise InvalidRecordError(
+                f"topic {self.name!r} is compacted (cleanup.policy={config.get('cleanup.policy')}) "
+                "and cannot accept a record without a key"
+            )
+        ts = table.column("timestamp")
+        if ts.null_count < table.num_rows:
+            earliest = pc.min(ts.cast(pa.int64())).as_py()
+            if earliest is not None and earliest < 0:
+                raise InvalidTimestampError(f"record timestamp {earliest} is negative")
+
+    def _timestamps(
+        self, table: pa.Table, config: TopicConfig, now_ms: int
+    ) -> tuple[pa.ChunkedArray, int]:
+        now = pa.scalar(now_ms, pa.timestamp("ms", tz="UTC"))
+        if config.log_append_time:
+            return pa.chunked_array([pa.array(np.full(table.num_rows, now_ms), pa.int64())]).cast(
+                now.type
+            ), LOG_APPEND_TIME
+        return pc.fill_null(table.column("timestamp"), now), CREATE_TIME
+
+    # -- read ----------------------------------------------------------------
+
+    def read(
+        self,
+        partition: int,
+        offset: int,
+        max_records: int = 500,
+        max_bytes: int = 1024 * 1024,
+    ) -> FetchResult:
+        """Records from ``offset`` on; the first record is returned even if over ``max_bytes``.
+
+        An offset removed by compaction yields the next record present (Kafka's
+        behaviour). Below the log start or past the high watermark is
+        OFFSET_OUT_OF_RANGE. If a segment vanished (a compaction committed and
+        a vacuum ran meanwhile) the index is refreshed and the read retried.
+        """
+        self.check_partition(partition)
+        if max_records <= 0 or max_bytes <= 0:
+            raise InvalidRequestError("max_records and max_bytes must be positive")
+        for attempt in range(3):
+            with self._state_lock:
+                hwm = self._state.txn_version(partition_txn(partition))
+                index = self._index.partition(partition)
+                start = index.log_start_offset(hwm)
+                segments = index.segments_from(offset)
+            if offset < start or offset > hwm:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.name}-{partition}: "
+                    f"valid offsets are {start}..{hwm}",
+                    log_start_offset=start,
+                    high_watermark=hwm,
+                )
+            try:
+                return self._read_segments(
+                    partition, offset, segments, hwm, start, max_records, max_bytes
+                )
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+                self.refresh()
+        raise AssertionError("unreachable")
+
+    def _read_segments(
+        self,
+        partition: int,
+        offset: int,
+        segments: list[Segment],
+        hwm: int,
+        start: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> FetchResult:
+        pieces: list[pa.Table] = []
+        remaining_records, remaining_bytes = max_records, max_bytes
+        next_offset = offset
+        for segment in segments:
+            if segment.base_offset >= hwm:
+                break
+            rows = self._reader.read(segment, max(offset, segment.base_offset), remaining_records)
+            if rows.num_rows:
+                sizes = pc.add(
+                    pc.fill_null(pc.binary_length(rows.column("key")), 0),
+                    pc.fill_null(pc.binary_length(rows.column("value")), 0),
+                ).to_numpy()
+                cumulative = np.cumsum(sizes)
+                fits = int(np.searchsorted(cumulative, remaining_bytes, side="right"))
+                if fits == 0 and not pieces:
+                    fits = 1
+                if fits < rows.num_rows:
+                    rows = rows.slice(0, fits)
+                    remaining_records = 0
+                if rows.num_rows:
+                    pieces.append(rows)
+                    remaining_records -= rows.num_rows
+                    remaining_bytes -= int(cumulative[rows.num_rows - 1])
+                    next_offset = int(rows.column("offset")[-1].as_py()) + 1
+                if remaining_records <= 0 or remaining_bytes <= 0:
+                    break
+            else:
+                next_offset = max(next_offset, segment.end_offset)
+        if not pieces:
+            next_offset = max(next_offset, offset) if segments else hwm
+        records = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
+        return FetchResult(partition, records, hwm, start, min(next_offset, hwm))
+
+    def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
+        """First (offset, timestamp) with timestamp >= ``timestamp_ms`` (Kafka's ListOffsets)."""
+        self.check_partition(partition)
+        with self._state_lock:
+            segments = self._index.partition(partition).segments_for_timestamp(timestamp_ms)
+        for segment in segments:
+            rows = self._reader.read(segment, segment.base_offset, max(segment.num_records, 1) + 1)
+            if segment.num_records == 0:
+                rows = self._reader.read(segment, segment.base_offset, 2**62)
+            millis = rows.column("timestamp").cast(pa.int64()).to_numpy()
+            hits = np.flatnonzero(millis >= timestamp_ms)
+            if len(hits):
+                i = int(hits[0])
+                return int(rows.column("offset")[i].as_py()), int(millis[i])
+        return None

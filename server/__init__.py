@@ -1,0 +1,1 @@
+"""server package (see the issues that build it)."""

@@ -1,0 +1,1 @@
+"""spark_connector package (see the issues that build it)."""
