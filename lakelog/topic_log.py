@@ -164,7 +164,7 @@ class TopicLog:
         self._keyless = keyless_partitioner or make_keyless_partitioner("sticky")
         self._io_pool: ThreadPoolExecutor | None = None
         self._checkpointer: ThreadPoolExecutor | None = None
-        self._checkpoint_pending = False
+        self._checkpointed = -1
 
     # -- snapshot ------------------------------------------------------------
 
@@ -305,21 +305,20 @@ class TopicLog:
     def _maybe_checkpoint(self, version: int) -> None:
         if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
             return
-        if self._checkpoint_pending:
-            return
         if self._checkpointer is None:
             self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
-        self._checkpoint_pending = True
         self._checkpointer.submit(self._checkpoint, version)
 
     def _checkpoint(self, version: int) -> None:
+        """Runs on the one checkpoint thread, off the append path, so commits stay fast."""
+        if version <= self._checkpointed:
+            return
         try:
             write_checkpoint(self.storage, self.table_path, version)
+            self._checkpointed = version
         except KafkaStorageError:
             # Checkpoints only bound open/commit cost; the next interval tries again.
             log.warning("checkpoint of %s at %d failed", self.name, version, exc_info=True)
-        finally:
-            self._checkpoint_pending = False
 
     def wait_for_checkpoints(self) -> None:
         """Block until a background checkpoint (if any) has finished; for tests and shutdown."""
