@@ -43,9 +43,7 @@ def _spawn(
 
 
 def _env(root: RootSpec, request: pytest.FixtureRequest) -> dict[str, str]:
-    env: dict[str, str] = (
-        request.getfixturevalue("s3_env") if root.s3 else dict(os.environ)
-    )
+    env: dict[str, str] = request.getfixturevalue("s3_env") if root.s3 else dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return env
 

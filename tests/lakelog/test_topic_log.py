@@ -229,9 +229,7 @@ def test_tables_are_standard_delta(catalog: Catalog, root: RootSpec) -> None:
     rows = sorted(
         (r["partition"], r["offset"], r["value"]) for r in table.to_pyarrow_table().to_pylist()
     )
-    ours = sorted(
-        (p, r.offset, r.value) for p in range(2) for r in log.read(p, 0).to_records("t")
-    )
+    ours = sorted((p, r.offset, r.value) for p in range(2) for r in log.read(p, 0).to_records("t"))
     assert rows == ours
     assert table.transaction_version("lakelog.partition.1") == 6
 

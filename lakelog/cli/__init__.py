@@ -1,0 +1,34 @@
+"""The ``lakelog`` command: one sub-command per operator tool, mirroring Kafka's scripts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lakelog.cli import demo, topics
+from lakelog.errors import LakelogError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakelog", description="Kafka's log model on Delta Lake tables."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (topics, demo):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except LakelogError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
