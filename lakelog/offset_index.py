@@ -15,7 +15,7 @@ import bisect
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from lakelog.delta.actions import Action, AddFile, RemoveFile
 
@@ -59,7 +59,16 @@ def _stats_millis(value: object) -> int:
     if isinstance(value, int | float):
         return int(value)
     text = str(value).replace("Z", "+00:00")
-    return int(datetime.fromisoformat(text).timestamp() * 1000)
+    parsed = datetime.fromisoformat(text)
+    # Fix: ``int(parsed.timestamp() * 1000)`` went through a float and truncated,
+    # so e.g. "1970-01-01T00:00:01.001Z" gave 1000; and a stats value without a
+    # zone was read in the host's local time. Integer arithmetic, naive = UTC.
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def segment_from_add(add: AddFile) -> Segment:
@@ -159,7 +168,11 @@ class OffsetIndex:
         return index
 
     def apply(self, actions: Iterable[Action]) -> None:
-        """Fold one commit's adds and removes into the index."""
+        """Fold one commit's adds and removes into the index, in commit order.
+
+        Within a merge or compaction commit the new segment briefly overlaps
+        the ones it replaces; callers read the index only between commits.
+        """
         for action in actions:
             if isinstance(action, RemoveFile):
                 partition = self._partition_of.pop(action.path, None)
@@ -167,6 +180,12 @@ class OffsetIndex:
                     self._partitions[partition].remove(action.path)
             elif isinstance(action, AddFile):
                 segment = segment_from_add(action)
+                # Fix: in Delta an add of a path that is already live replaces the
+                # earlier add (as TableState.files does); inserting it again left a
+                # duplicate segment behind that a later remove did not take out.
+                previous = self._partition_of.get(segment.path)
+                if previous is not None:
+                    self._partitions[previous].remove(segment.path)
                 self.partition(segment.partition).add(segment)
                 self._partition_of[segment.path] = segment.partition
 

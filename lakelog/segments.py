@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,8 +35,13 @@ def segment_file_name(partition: int, base_offset: int, last_offset: int) -> str
     return f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """Delta stats timestamp text; integer arithmetic so no millisecond is lost to floats."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def encode_segment(table: pa.Table, compression: str = DEFAULT_COMPRESSION) -> bytes:

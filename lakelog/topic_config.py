@@ -8,6 +8,7 @@ overrides are stored, so a topic follows a changed default as Kafka does.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from typing import Any, Literal
 from lakelog.errors import InvalidConfigError, InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Fix: was ``^...+$`` with ``match``, and ``$`` also matches before a trailing
+# newline, so "topic\n" passed; ``fullmatch`` checks every character.
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPIC_PREFIX = "__"
 
 LONG_MAX = 2**63 - 1
@@ -32,7 +35,7 @@ def validate_topic_name(name: object) -> str:
         raise InvalidTopicError(
             f"topic name is {len(name)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}"
         )
-    if not _TOPIC_NAME.match(name):
+    if not _TOPIC_NAME.fullmatch(name):
         raise InvalidTopicError(
             f"topic name {name!r} is illegal: only ASCII letters, digits, '.', '_' and '-' "
             "are allowed"
@@ -64,6 +67,10 @@ class ConfigDef:
                 value = int(text)
             elif self.kind == "double":
                 value = float(text)
+                # Fix: float() accepts "nan", and NaN passed the minimum/maximum checks
+                # below because every comparison with it is false.
+                if math.isnan(value):
+                    raise ValueError(text)
             elif self.kind == "list":
                 value = ",".join(sorted(p.strip() for p in text.split(",") if p.strip()))
             else:

@@ -21,8 +21,7 @@ def open_storage(url: str, s3: S3Settings | None = None) -> Storage:
         raise InvalidConfigError("storage root URL is empty")
     scheme = urlparse(url).scheme
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
-        path = url[len("file://") :] if url.startswith("file://") else url
-        return LocalStorage(os.path.expanduser(path))
+        return LocalStorage(os.path.expanduser(_local_path(url)))
     if scheme in ("s3", "s3a"):
         return S3Storage("s3://" + url.split("://", 1)[1], s3)
     if scheme == "hdfs":
@@ -32,3 +31,26 @@ def open_storage(url: str, s3: S3Settings | None = None) -> Storage:
     raise InvalidConfigError(
         f"unsupported storage root {url!r}: use a local path, file://, s3://, hdfs:// or memory://"
     )
+
+
+def _local_path(url: str) -> str:
+    """The directory of a plain path or ``file:`` URL.
+
+    Besides ``file:///abs`` this accepts ``file:/abs`` (how Hadoop and Spark
+    print local paths) and ``file://localhost/abs`` (RFC 8089). Stripping only a
+    literal ``file://`` turned those into *relative* directories under the
+    current working directory (``./file:/abs``, ``./localhost/abs``), silently
+    writing the log somewhere else. A remote host cannot be a local root.
+    """
+    if not url.startswith("file:"):
+        return url
+    rest = url[len("file:") :]
+    if rest.startswith("//"):
+        host, sep, path = rest[2:].partition("/")
+        if host not in ("", "localhost") or not sep:
+            raise InvalidConfigError(
+                f"unsupported storage root {url!r}: a file:// URL must name a local "
+                "absolute path, e.g. file:///data/lakelog"
+            )
+        return "/" + path
+    return rest

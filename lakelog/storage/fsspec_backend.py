@@ -7,13 +7,14 @@ everything else is fsspec's common API.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 import fsspec
 import pyarrow.fs
 from fsspec.implementations.memory import MemoryFileSystem
 
-from lakelog.errors import KafkaStorageError
+from lakelog.errors import InvalidConfigError
 from lakelog.storage.base import FileInfo, Storage, check_relative_path
 from lakelog.storage.settings import S3Settings
 
@@ -94,7 +95,9 @@ class S3Storage(FsspecStorage):
         self.settings = settings or S3Settings()
         bucket_and_prefix = url[len("s3://") :].strip("/")
         if not bucket_and_prefix:
-            raise KafkaStorageError(f"storage URL {url!r} names no bucket")
+            # A configuration mistake, not KafkaStorageError: that one is retriable
+            # ("usually transient"), so clients would retry a URL that can never work.
+            raise InvalidConfigError(f"storage URL {url!r} names no bucket")
         fs = fsspec.filesystem(
             "s3",
             key=self.settings.access_key_id,
@@ -148,7 +151,10 @@ class HdfsStorage(FsspecStorage):
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         target = self._abs(path)
-        tmp = f"{target}.tmp-{id(data)}-{threading.get_ident()}"
+        # A random name: the old ``id(data)``/thread-ident name is only unique inside
+        # one process, so writers on two hosts could share (and overwrite) one temp
+        # file and a winner could commit the loser's bytes.
+        tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         self.fs.pipe_file(tmp, data)
         try:
             # HDFS rename refuses an existing destination: atomic create-if-absent.

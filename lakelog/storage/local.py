@@ -45,23 +45,44 @@ class LocalStorage(Storage):
         tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            # A failed write (ENOSPC, EIO, ...) must not leave the temporary file
+            # behind: list_dir hides ``.tmp-`` names, so nothing would ever notice
+            # or remove it and each failed attempt would leak disk space.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return tmp
 
     def read_bytes(self, path: str) -> bytes:
-        with open(self._abs(path), "rb") as f:
-            return f.read()
+        # A directory, or a path below a plain file, is "no such object" too, as
+        # on S3 and memory://: the contract (and ``exists``) only knows
+        # FileNotFoundError, and IsADirectoryError/NotADirectoryError are not
+        # subclasses of it.
+        try:
+            with open(self._abs(path), "rb") as f:
+                return f.read()
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            raise FileNotFoundError(exc.errno, exc.strerror, exc.filename) from exc
 
     def put(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         tmp = self._write_temp(target, data)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            # Same reason as in _write_temp: never leak a hidden temporary file.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         _fsync_dir(os.path.dirname(target))
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
@@ -95,7 +116,12 @@ class LocalStorage(Storage):
             if entry.name.startswith(".tmp-"):
                 continue
             is_dir = entry.is_dir()
-            size = 0 if is_dir else entry.stat().st_size
+            try:
+                size = 0 if is_dir else entry.stat().st_size
+            except FileNotFoundError:
+                # Deleted (retention, compaction, another client) between scandir
+                # and stat: it is simply no longer a child, not an error.
+                continue
             infos.append(FileInfo(f"{rel}/{entry.name}", size, is_dir))
         return sorted(infos, key=lambda i: i.path)
 

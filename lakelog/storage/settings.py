@@ -4,6 +4,12 @@ Values come from arguments, ``LAKELOG_S3_*`` variables, or the standard AWS
 variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_REGION``/``AWS_DEFAULT_REGION``), in that order, so a root that works with
 the AWS CLI works with lakelog unchanged.
+
+The field names themselves (``endpoint_url``, ``region``, ...) are accepted as
+constructor arguments (``populate_by_name``) but are deliberately *not* alias
+choices: pydantic-settings looks every alias choice up in the environment
+(case-insensitively), so listing them made a stray ``REGION`` or
+``ENDPOINT_URL`` variable silently override ``AWS_REGION``/``LAKELOG_S3_*``.
 """
 
 from __future__ import annotations
@@ -19,34 +25,26 @@ class S3Settings(BaseSettings):
 
     endpoint_url: str | None = Field(
         default=None,
-        validation_alias=AliasChoices(
-            "endpoint_url", "LAKELOG_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"
-        ),
+        validation_alias=AliasChoices("LAKELOG_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"),
         description="Endpoint of an S3-compatible store; None means AWS itself.",
     )
     access_key_id: str | None = Field(
         default=None,
-        validation_alias=AliasChoices(
-            "access_key_id", "LAKELOG_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"
-        ),
+        validation_alias=AliasChoices("LAKELOG_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
     )
     secret_access_key: str | None = Field(
         default=None,
         repr=False,
-        validation_alias=AliasChoices(
-            "secret_access_key", "LAKELOG_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"
-        ),
+        validation_alias=AliasChoices("LAKELOG_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
     )
     session_token: str | None = Field(
         default=None,
         repr=False,
-        validation_alias=AliasChoices("session_token", "AWS_SESSION_TOKEN"),
+        validation_alias=AliasChoices("AWS_SESSION_TOKEN"),
     )
     region: str = Field(
         default="us-east-1",
-        validation_alias=AliasChoices(
-            "region", "LAKELOG_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"
-        ),
+        validation_alias=AliasChoices("LAKELOG_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
     )
 
     @property
