@@ -149,6 +149,22 @@ class UnsupportedVersionError(LakelogError):
     http_status = 400
 
 
+class OutOfOrderSequenceError(LakelogError):
+    """An idempotent producer skipped sequence numbers (a request in between was lost)."""
+
+    code = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    http_status = 409
+
+
+class DuplicateSequenceError(LakelogError):
+    """A retried request was already written, but its original offsets can no longer be found."""
+
+    code = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+    http_status = 409
+
+
 class InvalidRecordError(LakelogError):
     code = 87
     name = "INVALID_RECORD"

@@ -32,26 +32,25 @@ from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
 from lakelog.errors import (
     ConcurrentCommitError,
-    InvalidRecordError,
+    DuplicateSequenceError,
     InvalidRequestError,
-    InvalidTimestampError,
     KafkaStorageError,
-    MessageTooLargeError,
+    LakelogError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from lakelog.offset_index import OffsetIndex, Segment
-from lakelog.partitioner import Partitioner, make_keyless_partitioner, partition_for_key
-from lakelog.records import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    PRODUCE_SCHEMA,
-    SEGMENT_SCHEMA,
-    ConsumerRecord,
-    Record,
-    records_to_table,
-    table_to_records,
+from lakelog.partitioner import Partitioner, make_keyless_partitioner
+from lakelog.produce import (
+    PreparedBatch,
+    SequenceCheck,
+    check_sequences,
+    prepare_batch,
+    producer_txn,
 )
+from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, Record, table_to_records
 from lakelog.segments import DEFAULT_COMPRESSION, SegmentReader, add_action, write_segment
 from lakelog.storage import Storage, join
 from lakelog.topic_config import TopicConfig
@@ -101,6 +100,8 @@ class AppendResult:
     timestamps_ms: list[int]
     batches: list[PartitionBatch]
     version: int
+    #: True when this is the original result of a retried idempotent request.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,29 @@ class _PreparedAppend:
     bases: dict[int, int] = field(default_factory=dict)
     segments: dict[int, Segment] = field(default_factory=dict)
 
+    def discard(self, storage: Storage, table_path: str) -> None:
+        """Delete segments that were written but never committed (nobody can see them)."""
+        for segment in self.segments.values():
+            storage.delete(join(table_path, segment.path))
+        self.segments.clear()
+        self.bases.clear()
+
+
+class _SequenceConflict(Exception):
+    """Raised inside a commit attempt: some requests repeat or skip producer sequences."""
+
+    def __init__(self, check: SequenceCheck) -> None:
+        super().__init__("producer sequence conflict")
+        self.check = check
+
+
+def _partition_batches(partitions: np.ndarray, offsets: np.ndarray) -> list[PartitionBatch]:
+    batches = []
+    for p in sorted(set(partitions.tolist())):
+        mine = offsets[partitions == p]
+        batches.append(PartitionBatch(int(p), int(mine.min()), len(mine)))
+    return batches
+
 
 class TopicLog:
     """Append to and read from one topic's Delta table. Thread-safe; one per process per topic."""
@@ -165,6 +189,7 @@ class TopicLog:
         self._io_pool: ThreadPoolExecutor | None = None
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpointed = -1
+        self._listeners: list[Callable[[int, pa.Table], None]] = []
 
     # -- snapshot ------------------------------------------------------------
 
@@ -333,51 +358,196 @@ class TopicLog:
 
     # -- append --------------------------------------------------------------
 
-    def append(self, records: Sequence[Record] | pa.Table) -> AppendResult:
+    def prepare(
+        self,
+        records: Sequence[Record] | pa.Table,
+        producer_id: int | None = None,
+        base_sequence: int | None = None,
+    ) -> PreparedBatch:
+        """Validate one request's records against the topic; nothing is written."""
+        return prepare_batch(
+            records,
+            topic=self.name,
+            num_partitions=self.num_partitions,
+            config=self.config,
+            keyless=self._keyless,
+            now_ms=int(time.time() * 1000),
+            producer_id=producer_id,
+            base_sequence=base_sequence,
+        )
+
+    def append(
+        self,
+        records: Sequence[Record] | pa.Table,
+        producer_id: int | None = None,
+        base_sequence: int | None = None,
+    ) -> AppendResult:
         """Append a batch: one segment per partition touched, one Delta commit in all.
 
         Records without a partition get one from their key (Kafka's murmur2) or,
         keyless, from the sticky partitioner. All records are validated before
-        anything is written, so a bad record leaves the topic untouched.
+        anything is written, so a bad record leaves the topic untouched. With a
+        producer id and base sequence, a retry of an append that was already
+        committed returns the original offsets instead of writing twice.
         """
-        table = records if isinstance(records, pa.Table) else records_to_table(records)
-        if table.num_rows == 0:
-            raise InvalidRequestError("an append needs at least one record")
-        table = self._conform(table)
-        config = self.config
-        table = self._assign_partitions(table)
-        self._validate(table, config)
-        now_ms = int(time.time() * 1000)
-        timestamps, ts_type = self._timestamps(table, config, now_ms)
-        partition_of = table.column("partition").to_numpy()
+        (result,) = self.append_prepared([self.prepare(records, producer_id, base_sequence)])
+        if isinstance(result, LakelogError):
+            raise result
+        return result
+
+    def append_prepared(
+        self, batches: Sequence[PreparedBatch]
+    ) -> list[AppendResult | LakelogError]:
+        """Commit many prepared requests together (group commit); one result per request.
+
+        Requests that repeat an idempotent producer's committed sequences get
+        their original result; ones that skip sequences get
+        OUT_OF_ORDER_SEQUENCE_NUMBER; the rest share one Delta commit.
+        """
+        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
+        pending = list(range(len(batches)))
+        duplicates: list[int] = []
+        while pending:
+            active = [batches[i] for i in pending]
+            try:
+                committed = self._commit_batches(active)
+            except _SequenceConflict as conflict:
+                duplicates += [pending[i] for i in conflict.check.duplicates]
+                for i, expected in conflict.check.out_of_order:
+                    batch = active[i]
+                    results[pending[i]] = OutOfOrderSequenceError(
+                        f"producer {batch.producer_id} sent sequence {batch.base_sequence} "
+                        f"to topic {self.name!r}; the next expected is {expected}"
+                    )
+                skip = set(conflict.check.duplicates) | {i for i, _ in conflict.check.out_of_order}
+                pending = [p for i, p in enumerate(pending) if i not in skip]
+                continue
+            for i, result in zip(pending, committed, strict=True):
+                results[i] = result
+            pending = []
+        for i in duplicates:
+            results[i] = self._original_result(batches[i])
+        return [r if r is not None else UnknownServerError("no result") for r in results]
+
+    def _commit_batches(self, batches: list[PreparedBatch]) -> list[AppendResult]:
+        combined = pa.concat_tables([b.table for b in batches])
+        partition_of = combined.column("partition").to_numpy()
         order = np.argsort(partition_of, kind="stable")
         groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
-        payload = (
-            table.drop_columns(["partition"])
-            .set_column(0, "timestamp", timestamps)
-            .append_column("timestamp_type", pa.array(np.full(table.num_rows, ts_type, np.int32)))
-        )
+        payload = combined.drop_columns(["partition"])
         by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
         prepared = _PreparedAppend()
 
         def build(state: TableState) -> list[Action]:
-            return self._build_append(state, by_partition, prepared)
+            check = check_sequences(batches, lambda pid: state.txns.get(producer_txn(pid)))
+            if check:
+                raise _SequenceConflict(check)
+            actions = self._build_append(state, by_partition, prepared)
+            now = int(time.time() * 1000)
+            last: dict[int, int] = {}
+            for b in batches:
+                if b.producer_id is not None and b.last_sequence is not None:
+                    last[b.producer_id] = b.last_sequence
+            actions += [Txn(producer_txn(pid), seq, now) for pid, seq in last.items()]
+            return actions
 
-        version = self.commit(build, "WRITE", {"mode": "Append"})
-        offsets = np.empty(table.num_rows, dtype=np.int64)
-        batches = []
+        try:
+            version = self.commit(build, "WRITE", {"mode": "Append"})
+        except BaseException:
+            prepared.discard(self.storage, self.table_path)
+            raise
+        offsets = np.empty(combined.num_rows, dtype=np.int64)
         for g in groups:
             p = int(partition_of[g[0]])
-            base = prepared.bases[p]
-            offsets[g] = base + np.arange(len(g))
-            batches.append(PartitionBatch(p, base, len(g)))
-        return AppendResult(
-            partitions=table.column("partition").to_pylist(),
-            offsets=offsets.tolist(),
-            timestamps_ms=timestamps.cast(pa.int64()).to_pylist(),
-            batches=batches,
-            version=version,
+            offsets[g] = prepared.bases[p] + np.arange(len(g))
+        timestamps = combined.column("timestamp").cast(pa.int64()).to_numpy()
+        results = []
+        start = 0
+        for b in batches:
+            stop = start + b.num_records
+            parts = partition_of[start:stop]
+            offs = offsets[start:stop]
+            results.append(
+                AppendResult(
+                    partitions=parts.tolist(),
+                    offsets=offs.tolist(),
+                    timestamps_ms=timestamps[start:stop].tolist(),
+                    batches=_partition_batches(parts, offs),
+                    version=version,
+                )
+            )
+            start = stop
+        self._notify_appended(by_partition, prepared)
+        return results
+
+    def _original_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
+        """Where a duplicate request's records were first written, found by their sequences."""
+        assert batch.producer_id is not None and batch.base_sequence is not None
+        found = self.find_producer_records(
+            batch.producer_id, batch.base_sequence, batch.num_records
         )
+        if found is None:
+            return DuplicateSequenceError(
+                f"producer {batch.producer_id} sequence {batch.base_sequence} of topic "
+                f"{self.name!r} was already written; its offsets are no longer in the log"
+            )
+        return found
+
+    def find_producer_records(
+        self, producer_id: int, base_sequence: int, count: int, max_segments: int = 64
+    ) -> AppendResult | None:
+        """Look up records of a producer's sequence range in the newest segments."""
+        wanted = np.arange(base_sequence, base_sequence + count)
+        parts = np.full(count, -1, np.int64)
+        offs = np.full(count, -1, np.int64)
+        stamps = np.zeros(count, np.int64)
+        for partition in range(self.num_partitions):
+            for segment in reversed(self.segments(partition)[-max_segments:]):
+                rows = self._reader.read(segment, segment.base_offset, 2**62)
+                mask = pc.and_(
+                    pc.equal(rows.column("producer_id"), producer_id),
+                    pc.is_in(rows.column("sequence"), pa.array(wanted, pa.int32())),
+                )
+                hits = rows.filter(pc.fill_null(mask, False))
+                for seq, off, ts in zip(
+                    hits.column("sequence").to_pylist(),
+                    hits.column("offset").to_pylist(),
+                    hits.column("timestamp").cast(pa.int64()).to_pylist(),
+                    strict=True,
+                ):
+                    i = seq - base_sequence
+                    parts[i], offs[i], stamps[i] = partition, off, ts
+        if (parts < 0).any():
+            return None
+        return AppendResult(
+            partitions=parts.tolist(),
+            offsets=offs.tolist(),
+            timestamps_ms=stamps.tolist(),
+            batches=_partition_batches(parts, offs),
+            version=self.version,
+            duplicate=True,
+        )
+
+    def add_append_listener(self, listener: Callable[[int, pa.Table], None]) -> None:
+        """Call ``listener(partition, rows_with_offsets)`` after each append of this process.
+
+        Lets a broker keep recent batches in memory for caught-up consumers and
+        wake long polls without touching storage.
+        """
+        self._listeners.append(listener)
+
+    def _notify_appended(
+        self, by_partition: dict[int, pa.Table], prepared: _PreparedAppend
+    ) -> None:
+        if not self._listeners:
+            return
+        for p, rows in by_partition.items():
+            base = prepared.bases[p]
+            with_offsets = rows.add_column(
+                0, "offset", pa.array(np.arange(base, base + rows.num_rows, dtype=np.int64))
+            ).select(SEGMENT_SCHEMA.names)
+            for listener in self._listeners:
+                listener(p, with_offsets)
 
     def _build_append(
         self, state: TableState, by_partition: dict[int, pa.Table], prepared: _PreparedAppend
@@ -431,88 +601,6 @@ class TopicLog:
             self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
         futures = {p: self._io_pool.submit(one, p) for p in tables}
         return {p: f.result() for p, f in futures.items()}
-
-    def _conform(self, table: pa.Table) -> pa.Table:
-        """Fill optional produce columns and cast to the produce schema, or say what is wrong."""
-        columns = {}
-        for f in PRODUCE_SCHEMA:
-            if f.name in table.column_names:
-                columns[f.name] = table.column(f.name)
-            else:
-                columns[f.name] = pa.nulls(table.num_rows, f.type)
-        unknown = set(table.column_names) - set(PRODUCE_SCHEMA.names)
-        if unknown:
-            raise InvalidRecordError(f"unknown record columns: {', '.join(sorted(unknown))}")
-        try:
-            return pa.table(columns).cast(PRODUCE_SCHEMA)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise InvalidRecordError(f"records do not match the record schema: {exc}") from exc
-
-    def _assign_partitions(self, table: pa.Table) -> pa.Table:
-        partitions = table.column("partition")
-        if partitions.null_count == 0:
-            return table
-        n = self.num_partitions
-        keys = table.column("key").to_pylist()
-        given = partitions.to_pylist()
-        sticky = self._keyless.partition(n)
-        chosen = [
-            g if g is not None else (partition_for_key(k, n) if k is not None else sticky)
-            for g, k in zip(given, keys, strict=True)
-        ]
-        self._keyless.on_new_batch()
-        return table.set_column(0, "partition", pa.array(chosen, pa.int32()))
-
-    def _validate(self, table: pa.Table, config: TopicConfig) -> None:
-        partitions = table.column("partition")
-        lo, hi = pc.min_max(partitions).values()
-        if lo.as_py() < 0 or hi.as_py() >= self.num_partitions:
-            bad = lo.as_py() if lo.as_py() < 0 else hi.as_py()
-            self.check_partition(bad)
-        sizes = pc.add(
-            pc.fill_null(pc.binary_length(table.column("key")), 0),
-            pc.fill_null(pc.binary_length(table.column("value")), 0),
-        )
-        headers = table.column("headers")
-        if headers.null_count < table.num_rows:
-            flat = pc.list_flatten(headers)
-            if len(flat):
-                header_bytes = pc.add(
-                    pc.fill_null(pc.binary_length(pc.struct_field(flat, "key")), 0),
-                    pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0),
-                )
-                parents = pc.list_parent_indices(headers).to_numpy()
-                per_record = np.bincount(
-                    parents, weights=header_bytes.to_numpy(), minlength=table.num_rows
-                )
-                sizes = pc.add(sizes, pa.array(per_record.astype(np.int64)))
-        largest = pc.max(sizes).as_py()
-        limit = config.max_message_bytes
-        if largest is not None and largest > limit:
-            raise MessageTooLargeError(
-                f"a record of {largest} bytes exceeds max.message.bytes={limit} "
-                f"of topic {self.name!r}"
-            )
-        if config.compacted and table.column("key").null_count:
-            raise InvalidRecordError(
-                f"topic {self.name!r} is compacted (cleanup.policy={config.get('cleanup.policy')}) "
-                "and cannot accept a record without a key"
-            )
-        ts = table.column("timestamp")
-        if ts.null_count < table.num_rows:
-            earliest = pc.min(ts.cast(pa.int64())).as_py()
-            if earliest is not None and earliest < 0:
-                raise InvalidTimestampError(f"record timestamp {earliest} is negative")
-
-    def _timestamps(
-        self, table: pa.Table, config: TopicConfig, now_ms: int
-    ) -> tuple[pa.ChunkedArray, int]:
-        now = pa.scalar(now_ms, pa.timestamp("ms", tz="UTC"))
-        if config.log_append_time:
-            return pa.chunked_array([pa.array(np.full(table.num_rows, now_ms), pa.int64())]).cast(
-                now.type
-            ), LOG_APPEND_TIME
-        return pc.fill_null(table.column("timestamp"), now), CREATE_TIME
 
     # -- read ----------------------------------------------------------------
 

@@ -1,0 +1,254 @@
+"""Turning produce input into a validated batch, ready to commit (pure logic, no I/O).
+
+Validation happens per request, before anything is written, so one bad
+request can neither leave partial data behind nor fail the other requests a
+broker batches into the same commit. Idempotent producers follow Kafka's
+model: every record of producer ``pid`` carries a sequence number, a request
+holds the consecutive range ``base_sequence .. base_sequence + n - 1``, and
+the highest sequence committed per producer is a Delta app transaction, so a
+retried request is recognised whichever broker it reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import (
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.partitioner import Partitioner, partition_for_key
+from lakelog.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    PRODUCE_SCHEMA,
+    TIMESTAMP_TYPE,
+    Record,
+    records_to_table,
+)
+from lakelog.topic_config import TopicConfig
+
+PRODUCER_TXN_PREFIX = "lakelog.producer."
+MAX_SEQUENCE = 2**31 - 1
+
+
+def producer_txn(producer_id: int) -> str:
+    return f"{PRODUCER_TXN_PREFIX}{producer_id}"
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """One request's records: validated, partitioned and timestamped.
+
+    ``table`` has the produce columns plus ``timestamp_type``; offsets are
+    the only thing left to assign, at commit time.
+    """
+
+    table: pa.Table
+    producer_id: int | None = None
+    base_sequence: int | None = None
+
+    @property
+    def num_records(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def last_sequence(self) -> int | None:
+        if self.base_sequence is None:
+            return None
+        return self.base_sequence + self.num_records - 1
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self.table.nbytes)
+
+
+def prepare_batch(
+    records: Sequence[Record] | pa.Table,
+    *,
+    topic: str,
+    num_partitions: int,
+    config: TopicConfig,
+    keyless: Partitioner,
+    now_ms: int,
+    producer_id: int | None = None,
+    base_sequence: int | None = None,
+) -> PreparedBatch:
+    """Validate and complete one request's records, or raise the error that names the problem."""
+    table = records if isinstance(records, pa.Table) else records_to_table(records)
+    if table.num_rows == 0:
+        raise InvalidRequestError("a produce request needs at least one record")
+    _check_producer(producer_id, base_sequence, table.num_rows)
+    table = conform(table)
+    table = assign_partitions(table, num_partitions, keyless)
+    validate(table, topic, num_partitions, config)
+    timestamps, ts_type = stamp(table, config, now_ms)
+    table = table.set_column(
+        table.schema.get_field_index("timestamp"), "timestamp", timestamps
+    ).append_column("timestamp_type", pa.array(np.full(table.num_rows, ts_type, np.int32)))
+    if producer_id is not None and base_sequence is not None:
+        n = table.num_rows
+        table = table.set_column(
+            table.schema.get_field_index("producer_id"),
+            "producer_id",
+            pa.array(np.full(n, producer_id, np.int64)),
+        ).set_column(
+            table.schema.get_field_index("sequence"),
+            "sequence",
+            pa.array(np.arange(base_sequence, base_sequence + n, dtype=np.int32)),
+        )
+    return PreparedBatch(table, producer_id, base_sequence)
+
+
+def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) -> None:
+    if (producer_id is None) != (base_sequence is None):
+        raise InvalidRequestError("producer_id and sequence must be given together")
+    if producer_id is None or base_sequence is None:
+        return
+    if not 0 <= producer_id < 2**63:
+        raise InvalidRequestError(f"producer_id {producer_id} must be a non-negative 64-bit int")
+    if base_sequence < 0 or base_sequence + n - 1 > MAX_SEQUENCE:
+        raise InvalidRequestError(
+            f"sequence {base_sequence} (+{n} records) is outside 0..{MAX_SEQUENCE}; "
+            "start a new producer id instead of wrapping"
+        )
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """Fill optional produce columns and cast to the produce schema, or say what is wrong."""
+    unknown = set(table.column_names) - set(PRODUCE_SCHEMA.names)
+    if unknown:
+        raise InvalidRecordError(f"unknown record columns: {', '.join(sorted(unknown))}")
+    columns = {
+        f.name: table.column(f.name)
+        if f.name in table.column_names
+        else pa.nulls(len(table), f.type)
+        for f in PRODUCE_SCHEMA
+    }
+    try:
+        return pa.table(columns).cast(PRODUCE_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidRecordError(f"records do not match the record schema: {exc}") from exc
+
+
+def assign_partitions(table: pa.Table, num_partitions: int, keyless: Partitioner) -> pa.Table:
+    """Kafka's choice: explicit partition, else murmur2 of the key, else the sticky partition."""
+    partitions = table.column("partition")
+    if partitions.null_count == 0:
+        return table
+    keys = table.column("key").to_pylist()
+    given = partitions.to_pylist()
+    sticky = keyless.partition(num_partitions)
+    chosen = [
+        g if g is not None else (partition_for_key(k, num_partitions) if k is not None else sticky)
+        for g, k in zip(given, keys, strict=True)
+    ]
+    keyless.on_new_batch()
+    return table.set_column(0, "partition", pa.array(chosen, pa.int32()))
+
+
+def record_sizes(table: pa.Table) -> np.ndarray:
+    """Per record: key + value + header bytes (what max.message.bytes limits)."""
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(table.column("key")), 0),
+        pc.fill_null(pc.binary_length(table.column("value")), 0),
+    ).to_numpy()
+    sizes = np.asarray(sizes, dtype=np.int64)
+    headers = table.column("headers")
+    if headers.null_count < table.num_rows:
+        flat = pc.list_flatten(headers)
+        if len(flat):
+            header_bytes = pc.add(
+                pc.fill_null(pc.binary_length(pc.struct_field(flat, "key")), 0),
+                pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0),
+            ).to_numpy()
+            parents = pc.list_parent_indices(headers).to_numpy()
+            sizes = sizes + np.bincount(
+                parents, weights=header_bytes, minlength=table.num_rows
+            ).astype(np.int64)
+    return sizes
+
+
+def validate(table: pa.Table, topic: str, num_partitions: int, config: TopicConfig) -> None:
+    lo, hi = (v.as_py() for v in pc.min_max(table.column("partition")).values())
+    if lo < 0 or hi >= num_partitions:
+        bad = lo if lo < 0 else hi
+        raise UnknownTopicOrPartitionError(
+            f"partition {bad} does not exist in topic {topic!r} "
+            f"(it has {num_partitions} partitions)"
+        )
+    sizes = record_sizes(table)
+    limit = config.max_message_bytes
+    if len(sizes) and int(sizes.max()) > limit:
+        index = int(sizes.argmax())
+        raise MessageTooLargeError(
+            f"record {index} is {int(sizes[index])} bytes, more than max.message.bytes={limit} "
+            f"of topic {topic!r}",
+            record_index=index,
+        )
+    if config.compacted and table.column("key").null_count:
+        raise InvalidRecordError(
+            f"topic {topic!r} is compacted (cleanup.policy={config.get('cleanup.policy')}) "
+            "and cannot accept a record without a key"
+        )
+    ts = table.column("timestamp")
+    if ts.null_count < table.num_rows:
+        earliest = pc.min(ts.cast(pa.int64())).as_py()
+        if earliest is not None and earliest < 0:
+            raise InvalidTimestampError(f"record timestamp {earliest} is negative")
+
+
+def stamp(table: pa.Table, config: TopicConfig, now_ms: int) -> tuple[pa.ChunkedArray, int]:
+    """Timestamps as the topic's message.timestamp.type says, and that type's code."""
+    if config.log_append_time:
+        now = pa.array(np.full(table.num_rows, now_ms, np.int64)).cast(TIMESTAMP_TYPE)
+        return pa.chunked_array([now]), LOG_APPEND_TIME
+    now_scalar = pa.scalar(now_ms, TIMESTAMP_TYPE)
+    return pc.fill_null(table.column("timestamp"), now_scalar), CREATE_TIME
+
+
+@dataclass(frozen=True)
+class SequenceCheck:
+    """Which batches repeat sequences already written, and which skip ahead."""
+
+    duplicates: list[int]
+    out_of_order: list[tuple[int, int]]  # (batch index, expected base sequence)
+
+    def __bool__(self) -> bool:
+        return bool(self.duplicates or self.out_of_order)
+
+
+def check_sequences(
+    batches: Sequence[PreparedBatch], last_sequence: Callable[[int], int | None]
+) -> SequenceCheck:
+    """Kafka's idempotence rules, applied in batch order on top of the committed state.
+
+    A batch whose sequences were all written (by an earlier commit or an
+    earlier batch of this commit) is a duplicate; one that starts after a gap
+    is out of order. A producer unknown to the table may start anywhere.
+    """
+    last: dict[int, int | None] = {}
+    duplicates: list[int] = []
+    out_of_order: list[tuple[int, int]] = []
+    for i, batch in enumerate(batches):
+        pid, base = batch.producer_id, batch.base_sequence
+        if pid is None or base is None:
+            continue
+        if pid not in last:
+            last[pid] = last_sequence(pid)
+        seen = last[pid]
+        if seen is not None and base <= seen:
+            duplicates.append(i)
+        elif seen is not None and base != seen + 1:
+            out_of_order.append((i, seen + 1))
+        else:
+            last[pid] = batch.last_sequence
+    return SequenceCheck(duplicates, out_of_order)

@@ -1,0 +1,84 @@
+"""Group commit of many requests and idempotent-producer deduplication."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from lakelog import Catalog, Record
+from lakelog.errors import InvalidRequestError, LakelogError, OutOfOrderSequenceError
+from lakelog.topic_log import AppendResult
+
+
+def _records(n: int, tag: str) -> list[Record]:
+    return [Record(f"{tag}-{i}".encode(), key=f"k{i}".encode()) for i in range(n)]
+
+
+def test_many_requests_share_one_commit(catalog: Catalog) -> None:
+    catalog.create_topic("t", 3)
+    log = catalog.topic("t")
+    batches = [log.prepare(_records(4, f"r{j}")) for j in range(5)]
+    version = log.version
+    results = log.append_prepared(batches)
+    assert log.version == version + 1
+    offsets: dict[int, list[int]] = {}
+    for result in results:
+        assert isinstance(result, AppendResult)
+        assert result.version == version + 1
+        for p, o in zip(result.partitions, result.offsets, strict=True):
+            offsets.setdefault(p, []).append(o)
+    for p, got in offsets.items():
+        assert sorted(got) == list(range(log.high_watermark(p)))
+
+
+def test_retry_returns_original_offsets_on_any_client(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    first, second = make_catalog(), make_catalog()
+    first.create_topic("t", 3)
+    records = _records(6, "a")
+    original = first.topic("t").append(records, producer_id=42, base_sequence=0)
+    assert not original.duplicate
+    # The "ack was lost" retry reaches another broker.
+    retried = second.topic("t").append(records, producer_id=42, base_sequence=0)
+    assert retried.duplicate
+    assert (retried.partitions, retried.offsets) == (original.partitions, original.offsets)
+    hwms = [second.topic("t").high_watermark(p) for p in range(3)]
+    assert sum(hwms) == 6
+    follow = second.topic("t").append(_records(2, "b"), producer_id=42, base_sequence=6)
+    assert not follow.duplicate
+
+
+def test_sequence_gap_is_refused(catalog: Catalog) -> None:
+    catalog.create_topic("t", 1)
+    log = catalog.topic("t")
+    log.append(_records(3, "a"), producer_id=7, base_sequence=0)
+    with pytest.raises(OutOfOrderSequenceError, match="next expected is 3"):
+        log.append(_records(1, "b"), producer_id=7, base_sequence=5)
+    assert log.high_watermark(0) == 3
+
+
+def test_duplicate_inside_one_group_commit(catalog: Catalog) -> None:
+    catalog.create_topic("t", 2)
+    log = catalog.topic("t")
+    records = _records(3, "a")
+    batches = [
+        log.prepare(records, producer_id=9, base_sequence=0),
+        log.prepare(records, producer_id=9, base_sequence=0),
+        log.prepare(_records(2, "other")),
+        log.prepare(_records(1, "skip"), producer_id=9, base_sequence=10),
+    ]
+    first, again, other, skipped = log.append_prepared(batches)
+    assert isinstance(first, AppendResult) and isinstance(again, AppendResult)
+    assert again.duplicate and again.offsets == first.offsets
+    assert isinstance(other, AppendResult)
+    assert isinstance(skipped, LakelogError) and skipped.code == 45
+    assert sum(log.high_watermark(p) for p in range(2)) == 5
+
+
+@pytest.mark.parametrize(("pid", "seq"), [(1, None), (None, 1), (-1, 0), (1, -2), (1, 2**31)])
+def test_bad_producer_fields(catalog: Catalog, pid: int | None, seq: int | None) -> None:
+    catalog.create_topic("t", 1)
+    with pytest.raises(InvalidRequestError):
+        catalog.topic("t").append(_records(1, "x"), producer_id=pid, base_sequence=seq)
