@@ -111,6 +111,13 @@ class PartitionIndex:
         self._segments: list[Segment] = []
         self._lasts: list[int] = []
 
+    @classmethod
+    def from_segments(cls, segments: list[Segment]) -> PartitionIndex:
+        index = cls()
+        index._segments = sorted(segments)
+        index._lasts = [s.last_offset for s in index._segments]
+        return index
+
     def add(self, segment: Segment) -> None:
         i = bisect.bisect_left(self._segments, segment)
         self._segments.insert(i, segment)
@@ -163,8 +170,15 @@ class OffsetIndex:
 
     @classmethod
     def from_adds(cls, adds: Iterable[AddFile]) -> OffsetIndex:
+        """Bulk build (opening a table): group by partition and sort once."""
         index = cls()
-        index.apply(adds)
+        grouped: dict[int, list[Segment]] = {}
+        for add in adds:
+            segment = segment_from_add(add)
+            grouped.setdefault(segment.partition, []).append(segment)
+            index._partition_of[segment.path] = segment.partition
+        for partition, segments in grouped.items():
+            index._partitions[partition] = PartitionIndex.from_segments(segments)
         return index
 
     def apply(self, actions: Iterable[Action]) -> None:

@@ -435,7 +435,10 @@ class TopicLog:
         order = np.argsort(partition_of, kind="stable")
         groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
         payload = combined.drop_columns(["partition"])
-        by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
+        if len(groups) == 1:
+            by_partition = {int(partition_of[0]): payload}  # common case: no copy
+        else:
+            by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
         prepared = _PreparedAppend()
 
         def build(state: TableState) -> list[Action]:

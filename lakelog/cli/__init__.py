@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 
 from lakelog.cli import demo, topics
 from lakelog.errors import LakelogError
+
+#: Entry-point group through which server/, compaction/ and spark_connector/
+#: add their commands without the core importing them.
+COMMANDS_GROUP = "lakelog.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (topics, demo):
         module.register(sub)
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(sub)
     return parser
 
 

@@ -15,9 +15,16 @@ import time
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.delta.actions import Action, action_from_json, decode_commit, encode_commit
+from lakelog.delta.actions import (
+    Action,
+    AddFile,
+    action_from_json,
+    decode_commit,
+    encode_commit,
+)
 from lakelog.delta.state import TableState
 from lakelog.errors import CorruptRecordError, KafkaStorageError, UnknownTopicOrPartitionError
 from lakelog.storage import Storage, join
@@ -128,8 +135,16 @@ class DeltaLog:
         for name in names:
             data = self.storage.read_bytes(join(self.log_path, name))
             table = pq.read_table(pa.BufferReader(data))
-            for row in table.to_pylist():
-                actions.extend(_checkpoint_row_actions(row))
+            actions.extend(_checkpoint_adds(table))
+            # The few non-add rows (protocol, metadata, txns) go the generic way.
+            present = [c for c in ("protocol", "metaData", "txn") if c in table.column_names]
+            small = table.select(present)
+            keep = pc.is_valid(small.column(present[0])) if present else None
+            for column in present[1:]:
+                keep = pc.or_(keep, pc.is_valid(small.column(column)))
+            if keep is not None:
+                for row in small.filter(keep).to_pylist():
+                    actions.extend(_checkpoint_row_actions(row))
         state.apply(version, actions)
 
     # -- writing -------------------------------------------------------------
@@ -147,15 +162,49 @@ class DeltaLog:
         self.storage.delete_tree(self.table_path)
 
 
+def _checkpoint_adds(table: pa.Table) -> list[AddFile]:
+    """The add rows of a checkpoint, column by column (a topic may have many thousands)."""
+    if "add" not in table.column_names:
+        return []
+    adds = table.column("add")
+    adds = adds.filter(pc.is_valid(adds))
+    if len(adds) == 0:
+        return []
+    fields = {f.name for f in adds.type}
+
+    def column(name: str) -> list[Any]:
+        if name not in fields:
+            return [None] * len(adds)
+        values: list[Any] = pc.struct_field(adds, name).to_pylist()
+        return values
+
+    paths, sizes, mtimes = column("path"), column("size"), column("modificationTime")
+    changes, stats, tags, parts = (
+        column("dataChange"),
+        column("stats"),
+        column("tags"),
+        column("partitionValues"),
+    )
+    return [
+        AddFile(
+            path=paths[i],
+            partition_values=dict(parts[i] or ()),
+            size=int(sizes[i] or 0),
+            modification_time=int(mtimes[i] or 0),
+            data_change=bool(changes[i]) if changes[i] is not None else True,
+            stats=stats[i],
+            tags=dict(tags[i] or ()),
+        )
+        for i in range(len(adds))
+    ]
+
+
 def _checkpoint_row_actions(row: dict[str, Any]) -> list[Action]:
     """Turn one checkpoint row (one non-null action column) into actions."""
     actions: list[Action] = []
-    for column in ("protocol", "metaData", "txn", "add", "remove"):
+    for column in ("protocol", "metaData", "txn"):
         value = row.get(column)
         if value is None:
-            continue
-        if column == "remove":
-            # Tombstones in a checkpoint only matter for vacuum, not for the live state.
             continue
         actions.append(action_from_json({column: _maps_to_dicts(value)}))
     return actions

@@ -14,9 +14,10 @@ are refused so that no name supplied by a user can escape the root.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lakelog.errors import InvalidRequestError
 
@@ -61,6 +62,19 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def put(self, path: str, data: bytes) -> None:
         """Write (or replace) an object atomically and durably: readers see all or nothing."""
+
+    def write_new(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+        """Stream a new object (e.g. a Parquet segment) durably; returns its size.
+
+        Unlike ``put`` there is no atomic-visibility promise: callers publish the
+        object separately (a Delta commit), so a partial file is never read.
+        Backends that can stream override this to avoid buffering a copy.
+        """
+        buffer = io.BytesIO()
+        write(buffer)
+        data = buffer.getvalue()
+        self.put(path, data)
+        return len(data)
 
     @abc.abstractmethod
     def put_if_absent(self, path: str, data: bytes) -> bool:

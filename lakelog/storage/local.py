@@ -11,7 +11,8 @@ import contextlib
 import os
 import shutil
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import pyarrow.fs
 
@@ -84,6 +85,24 @@ class LocalStorage(Storage):
                 os.unlink(tmp)
             raise
         _fsync_dir(os.path.dirname(target))
+
+    def write_new(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+        """Write in place under the final name: one copy, no rename; fsync file and directory."""
+        target = self._abs(path)
+        parent = os.path.dirname(target)
+        os.makedirs(parent, exist_ok=True)
+        try:
+            with open(target, "xb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+                size = f.tell()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+            raise
+        _fsync_dir(parent)
+        return size
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         target = self._abs(path)

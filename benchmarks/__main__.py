@@ -1,0 +1,95 @@
+"""``python -m benchmarks <suite|all> [--size tiny|small|large] [--json OUT]``.
+
+Each suite is a module (see :class:`benchmarks.common.Suite`) registered in
+``SUITES``; ``all`` runs them in that order. Results are printed as tables,
+each lakelog figure next to its baselines from the same run, and optionally
+written as a JSON list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+from benchmarks.common import (
+    SIZES,
+    Progress,
+    Report,
+    Suite,
+    machine_info,
+    quiet,
+    render_machine,
+    render_report,
+    stderr_progress,
+    write_json,
+)
+
+#: suite name -> module implementing it; future suites (broker, compaction, connector) go here.
+SUITES: dict[str, str] = {
+    "log": "benchmarks.bench_log",
+}
+
+
+def load_suite(name: str) -> Suite:
+    module = importlib.import_module(SUITES[name])
+    return cast(Suite, module)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="lakelog benchmarks: every figure next to its baselines from the same run.",
+    )
+    parser.add_argument("suite", choices=[*SUITES, "all"], help="suite to run, or all")
+    parser.add_argument(
+        "--size",
+        choices=SIZES,
+        default="small",
+        help="small: about a minute; large: a few minutes; tiny: smoke test only",
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write results here")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="parent of the temporary storage roots (default: the system temp dir)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser.parse_args(argv)
+
+
+def run_suite(name: str, size: str, workdir: Path | None, progress: Progress) -> Report:
+    suite = load_suite(name)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"lakelog-bench-{name}-", dir=workdir) as tmp:
+        report = suite.run(size, Path(tmp), progress)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = list(SUITES) if args.suite == "all" else [args.suite]
+    machine = machine_info()
+    print(render_machine(machine))
+    print(f"size: {args.size}\n", flush=True)
+    reports = []
+    for name in names:
+        progress = quiet if args.quiet else stderr_progress(name)
+        report = run_suite(name, args.size, args.workdir, progress)
+        reports.append(report)
+        print(render_report(report) + "\n", flush=True)
+    if args.json is not None:
+        write_json(args.json, reports, machine)
+        print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

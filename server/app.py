@@ -1,0 +1,103 @@
+"""The FastAPI application of one broker: small routers composed around one ``Broker``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lakelog import __version__
+from lakelog.errors import LakelogError
+from server.broker import Broker
+from server.http import (
+    http_error_handler,
+    lakelog_error_handler,
+    request_validation_handler,
+    unexpected_error_handler,
+)
+from server.metrics import BrokerMetrics
+from server.models import ProduceRequest
+from server.routes import admin, records
+from server.settings import BrokerSettings
+
+
+class MetricsMiddleware:
+    """Counts requests by route template and status, and times them."""
+
+    def __init__(self, app: ASGIApp, metrics: BrokerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(name, str(status)).inc()
+            self.metrics.latency.labels(name).observe(time.perf_counter() - started)
+
+
+def create_app(settings: BrokerSettings | None = None, broker: Broker | None = None) -> FastAPI:
+    settings = settings or BrokerSettings()
+    broker = broker or Broker(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await broker.start()
+        try:
+            yield
+        finally:
+            await broker.stop()
+
+    app = FastAPI(
+        title="lakelog broker",
+        version=__version__,
+        description="Kafka's log model on Delta Lake: produce, fetch and administer topics.",
+        lifespan=lifespan,
+    )
+    app.state.broker = broker
+    app.add_exception_handler(LakelogError, lakelog_error_handler)
+    app.add_exception_handler(RequestValidationError, request_validation_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(Exception, unexpected_error_handler)
+    app.add_middleware(MetricsMiddleware, metrics=broker.metrics)
+    for module in (records, admin):
+        app.include_router(module.router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            extra = ProduceRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(extra.pop("$defs", {}))
+            components["ProduceRequest"] = extra
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

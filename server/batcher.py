@@ -1,0 +1,180 @@
+"""Group commit: concurrent produce requests for a topic become one Delta commit.
+
+Each topic has a queue and one flusher task. The flusher waits until the
+oldest request has lingered ``linger_ms`` or ``batch_bytes`` are waiting,
+then commits everything queued through ``TopicLog.append_prepared`` on a
+worker thread. While a commit runs, new requests queue up and form the next
+batch, so throughput grows with load instead of commits piling up.
+
+Memory is bounded per partition and per broker. A request that does not fit
+waits (Kafka's throttling) up to ``max_block_ms`` and then gets the retriable
+THROTTLING_QUOTA_EXCEEDED error; nothing is ever dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lakelog.errors import LakelogError, ThrottlingQuotaExceededError, UnknownServerError
+from lakelog.produce import PreparedBatch
+from lakelog.topic_log import AppendResult, TopicLog
+from server.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    batch: PreparedBatch
+    future: asyncio.Future[AppendResult]
+    size: int
+    per_partition: dict[int, int]
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _TopicQueue:
+    log: TopicLog
+    items: list[_Pending] = field(default_factory=list)
+    bytes: int = 0
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+CommitObserver = Callable[[str, int, int, float], None]
+
+
+class ProduceBatcher:
+    """Queues prepared requests per topic and commits them in groups."""
+
+    def __init__(self, settings: BrokerSettings, on_commit: CommitObserver | None = None) -> None:
+        self.settings = settings
+        self._queues: dict[str, _TopicQueue] = {}
+        self._buffered = 0
+        self._partition_bytes: dict[tuple[str, int], int] = defaultdict(int)
+        self._space = asyncio.Condition()
+        self._on_commit = on_commit
+        self._closing = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffered
+
+    async def submit(
+        self, topic_log: TopicLog, batch: PreparedBatch
+    ) -> asyncio.Future[AppendResult]:
+        """Queue a request; the future resolves once its records are durable (or fail)."""
+        if self._closing:
+            raise UnknownServerError("broker is shutting down")
+        size = max(batch.size_bytes, 1)
+        parts, counts = np.unique(batch.table.column("partition").to_numpy(), return_counts=True)
+        per_partition = {
+            int(p): int(size * c / batch.num_records) for p, c in zip(parts, counts, strict=True)
+        }
+        await self._reserve(topic_log.name, size, per_partition)
+        loop = asyncio.get_running_loop()
+        pending = _Pending(batch, loop.create_future(), size, per_partition)
+        queue = self._queues.get(topic_log.name)
+        if queue is None or queue.log is not topic_log:
+            queue = self._queues[topic_log.name] = _TopicQueue(topic_log)
+        queue.items.append(pending)
+        queue.bytes += size
+        queue.wakeup.set()
+        if queue.task is None or queue.task.done():
+            queue.task = asyncio.create_task(self._flusher(topic_log.name, queue))
+        return pending.future
+
+    async def _reserve(self, topic: str, size: int, per_partition: dict[int, int]) -> None:
+        s = self.settings
+
+        def fits() -> bool:
+            if self._buffered == 0:
+                return True  # one oversized request may always go alone
+            if self._buffered + size > s.buffer_memory:
+                return False
+            return all(
+                self._partition_bytes[(topic, p)] + n <= s.partition_buffer_bytes
+                or self._partition_bytes[(topic, p)] == 0
+                for p, n in per_partition.items()
+            )
+
+        async with self._space:
+            if not fits():
+                try:
+                    await asyncio.wait_for(
+                        self._space.wait_for(fits), timeout=s.max_block_ms / 1000
+                    )
+                except TimeoutError:
+                    raise ThrottlingQuotaExceededError(
+                        f"produce buffer is full ({self._buffered} bytes waiting, limit "
+                        f"{s.buffer_memory} per broker, {s.partition_buffer_bytes} per "
+                        f"partition); retry after a short backoff"
+                    ) from None
+            self._buffered += size
+            for p, n in per_partition.items():
+                self._partition_bytes[(topic, p)] += n
+
+    async def _release(self, topic: str, items: list[_Pending]) -> None:
+        async with self._space:
+            for item in items:
+                self._buffered -= item.size
+                for p, n in item.per_partition.items():
+                    self._partition_bytes[(topic, p)] -= n
+            self._space.notify_all()
+
+    async def _flusher(self, topic: str, queue: _TopicQueue) -> None:
+        linger = self.settings.linger_ms / 1000
+        while queue.items:
+            oldest = queue.items[0].enqueued
+            while (
+                queue.bytes < self.settings.batch_bytes
+                and not self._closing
+                and (remaining := oldest + linger - time.monotonic()) > 0
+            ):
+                queue.wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(queue.wakeup.wait(), remaining)
+            items, queue.items, queue.bytes = queue.items, [], 0
+            await self._commit(topic, queue.log, items)
+
+    async def _commit(self, topic: str, topic_log: TopicLog, items: list[_Pending]) -> None:
+        started = time.perf_counter()
+        try:
+            results: list[AppendResult | LakelogError] = await asyncio.to_thread(
+                topic_log.append_prepared, [i.batch for i in items]
+            )
+        except LakelogError as exc:
+            results = [exc] * len(items)
+        except Exception as exc:  # an unexpected failure must still answer every request
+            log.exception("commit to topic %s failed", topic)
+            results = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
+        finally:
+            await self._release(topic, items)
+        elapsed = time.perf_counter() - started
+        if self._on_commit is not None:
+            records = sum(i.batch.num_records for i in items)
+            self._on_commit(topic, len(items), records, elapsed)
+        for item, result in zip(items, results, strict=True):
+            if item.future.done():
+                continue
+            if isinstance(result, LakelogError):
+                item.future.set_exception(result)
+            else:
+                item.future.set_result(result)
+
+    async def close(self) -> None:
+        """Commit everything still queued, then stop accepting requests."""
+        self._closing = True
+        for queue in list(self._queues.values()):
+            queue.wakeup.set()
+        tasks = [q.task for q in self._queues.values() if q.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

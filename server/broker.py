@@ -1,0 +1,233 @@
+"""The broker service: what the HTTP routes call. One per process, injected into routes.
+
+It owns the catalog of the storage root, the produce batcher, the cache of
+recent batches and the long-poll machinery. All blocking storage work runs on
+worker threads so the event loop keeps accepting requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.catalog import Catalog
+from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError
+from lakelog.records import SEGMENT_SCHEMA, Record
+from lakelog.storage import open_storage
+from lakelog.topic_log import AppendResult, FetchResult, TopicLog
+from server.batcher import ProduceBatcher
+from server.metrics import BrokerMetrics
+from server.recent_batches import RecentBatches
+from server.registry import BrokerRegistry
+from server.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+Acks = Literal[0, 1, -1]
+OffsetSpec = int | Literal["earliest", "latest"]
+
+
+def parse_acks(value: str | int | None) -> Acks:
+    """Kafka's acks: 0, 1, all (= -1). 1 and all both wait for the durable commit."""
+    if value is None:
+        return -1
+    text = str(value).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text == "1":
+        return 1
+    if text == "0":
+        return 0
+    raise InvalidRequiredAcksError(f"acks must be 0, 1 or all, got {value!r}")
+
+
+class Broker:
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.storage = open_storage(settings.root)
+        self.catalog = Catalog(self.storage, checkpoint_interval=settings.checkpoint_interval)
+        self.metrics = BrokerMetrics()
+        self.cache = RecentBatches(settings.fetch_cache_bytes)
+        self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
+        self.registry = BrokerRegistry(self.storage, settings)
+        self._listening: set[int] = set()
+        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
+        self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._refreshed_at: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self.started_ms = int(time.time() * 1000)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.registry.start()
+
+    async def stop(self) -> None:
+        await self.batcher.close()
+        for task in list(self._background):
+            await task
+        await self.registry.stop()
+        await asyncio.to_thread(self.catalog.close)
+
+    # -- topics ----------------------------------------------------------------
+
+    async def topic(self, name: str) -> TopicLog:
+        """The topic's log, wired to this broker's cache and long polls on first use."""
+        topic_log = await asyncio.to_thread(self.catalog.topic, name)
+        if id(topic_log) not in self._listening:
+            self._listening.add(id(topic_log))
+            self.cache.forget(name)
+            topic_log.add_append_listener(functools.partial(self._on_append, name))
+        return topic_log
+
+    def _on_append(self, topic: str, partition: int, rows: pa.Table) -> None:
+        """Runs on the committing thread right after a durable commit."""
+        self.cache.add(topic, partition, rows)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake, topic, partition)
+
+    def _wake(self, topic: str, partition: int) -> None:
+        for event in self._waiters.get((topic, partition), ()):
+            event.set()
+
+    async def refresh(self, topic_log: TopicLog, max_age_s: float) -> None:
+        """Look for other brokers' commits, at most once per ``max_age_s`` per topic."""
+        name = topic_log.name
+        async with self._refresh_locks[name]:
+            now = time.monotonic()
+            if now - self._refreshed_at.get(name, 0.0) < max_age_s:
+                return
+            await asyncio.to_thread(topic_log.refresh)
+            self._refreshed_at[name] = time.monotonic()
+
+    # -- produce ---------------------------------------------------------------
+
+    async def produce(
+        self,
+        topic: str,
+        records: Sequence[Record] | pa.Table,
+        acks: Acks = -1,
+        producer_id: int | None = None,
+        base_sequence: int | None = None,
+    ) -> AppendResult | None:
+        """Validate, queue for the next group commit, and (acks != 0) wait until durable."""
+        topic_log = await self.topic(topic)
+        batch = topic_log.prepare(records, producer_id, base_sequence)
+        self.metrics.records_in.labels(topic).inc(batch.num_records)
+        future = await self.batcher.submit(topic_log, batch)
+        if acks == 0:
+            future.add_done_callback(self._report_unacknowledged_failure)
+            return None
+        return await future
+
+    def _report_unacknowledged_failure(self, future: asyncio.Future[AppendResult]) -> None:
+        """acks=0 callers are gone; a failure must still be visible to operators."""
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self.metrics.acks0_failures.inc()
+            log.warning("acks=0 produce failed: %s", exc)
+
+    # -- fetch -----------------------------------------------------------------
+
+    async def resolve_offset(self, topic_log: TopicLog, partition: int, spec: OffsetSpec) -> int:
+        if spec == "earliest":
+            await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
+            return topic_log.log_start_offset(partition)
+        if spec == "latest":
+            await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
+            return topic_log.high_watermark(partition)
+        return spec
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: OffsetSpec,
+        max_records: int = 500,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+    ) -> FetchResult:
+        """Records from ``offset``; if there are none yet, wait up to ``max_wait_ms`` for some."""
+        if max_wait_ms < 0 or max_wait_ms > self.settings.fetch_max_wait_ms:
+            raise InvalidRequestError(
+                f"max_wait_ms must be between 0 and {self.settings.fetch_max_wait_ms}"
+            )
+        topic_log = await self.topic(topic)
+        topic_log.check_partition(partition)
+        position = await self.resolve_offset(topic_log, partition, offset)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        interval = self.settings.refresh_interval_ms / 1000
+        while True:
+            hwm = topic_log.high_watermark(partition)
+            if position >= hwm:
+                # Maybe another broker wrote more: look before answering or waiting.
+                await self.refresh(topic_log, interval)
+                hwm = topic_log.high_watermark(partition)
+            if position != hwm or time.monotonic() >= deadline:
+                result = await self._read(topic_log, partition, position, max_records, max_bytes)
+                self.metrics.records_out.labels(topic).inc(result.records.num_rows)
+                return result
+            await self._wait_for_append(
+                topic, partition, min(interval, deadline - time.monotonic())
+            )
+
+    async def _read(
+        self, topic_log: TopicLog, partition: int, offset: int, max_records: int, max_bytes: int
+    ) -> FetchResult:
+        hwm = topic_log.high_watermark(partition)
+        start = topic_log.log_start_offset(partition)
+        if start <= offset < hwm:
+            cached = self.cache.read(topic_log.name, partition, offset, max_records)
+            if cached is not None:
+                cached = _limit_bytes(cached, max_bytes)
+                next_offset = int(cached.column("offset")[-1].as_py()) + 1
+                return FetchResult(partition, cached, hwm, start, next_offset)
+        return await asyncio.to_thread(topic_log.read, partition, offset, max_records, max_bytes)
+
+    async def _wait_for_append(self, topic: str, partition: int, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        event = asyncio.Event()
+        key = (topic, partition)
+        self._waiters[key].add(event)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            self._waiters[key].discard(event)
+            if not self._waiters[key]:
+                del self._waiters[key]
+
+    async def offset_for_time(
+        self, topic: str, partition: int, timestamp_ms: int
+    ) -> tuple[int, int | None]:
+        """Kafka's ListOffsets by time: the first offset at/after it, else the high watermark."""
+        topic_log = await self.topic(topic)
+        topic_log.check_partition(partition)
+        await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
+        found = await asyncio.to_thread(topic_log.offset_for_timestamp, partition, timestamp_ms)
+        if found is None:
+            return topic_log.high_watermark(partition), None
+        return found
+
+
+def _limit_bytes(rows: pa.Table, max_bytes: int) -> pa.Table:
+    """Same rule as storage reads: stop before max_bytes, but return at least one record."""
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(rows.column("key")), 0),
+        pc.fill_null(pc.binary_length(rows.column("value")), 0),
+    ).to_numpy()
+    fits = max(int(np.searchsorted(np.cumsum(sizes), max_bytes, side="right")), 1)
+    return rows.slice(0, fits).select(SEGMENT_SCHEMA.names)

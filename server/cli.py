@@ -1,0 +1,75 @@
+"""``lakelog broker start``: run one broker with uvicorn.
+
+Registered into the ``lakelog`` command through the ``lakelog.commands``
+entry point, so the core package never imports the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from lakelog.errors import LakelogError
+from server.app import create_app
+from server.settings import load_settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("broker", help="run a broker (HTTP produce/fetch/admin)")
+    actions = parser.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    start = actions.add_parser("start", help="start a broker in the foreground")
+    add_start_arguments(start)
+    start.set_defaults(run=run_start)
+
+
+def add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="broker config file (.properties or .json)")
+    parser.add_argument("--root", help="storage root URL (default ./data/lakelog)")
+    parser.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="HTTP port (default 8082)")
+    parser.add_argument("--broker-id", help="broker identity (default: random)")
+    parser.add_argument("--advertised-url", help="URL clients should use for this broker")
+    parser.add_argument("--linger-ms", type=int, help="group-commit linger (default 5)")
+    parser.add_argument("--log-level", help="debug, info, warning, error")
+
+
+def run_start(args: argparse.Namespace) -> int:
+    settings = load_settings(
+        args.config,
+        root=args.root,
+        host=args.host,
+        port=args.port,
+        broker_id=args.broker_id,
+        advertised_url=args.advertised_url,
+        linger_ms=args.linger_ms,
+        log_level=args.log_level,
+    )
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    print(
+        f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}",
+        flush=True,
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server", description="Start a broker.")
+    add_start_arguments(parser)
+    try:
+        return run_start(parser.parse_args(argv))
+    except LakelogError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,115 @@
+"""HTTP plumbing shared by all routers: the broker dependency, errors, body limits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lakelog.errors import InvalidRequestError, LakelogError, RecordListTooLargeError
+from server.broker import Broker
+from server.models import ErrorBody
+
+log = logging.getLogger(__name__)
+
+#: The error responses every route documents (all share the ErrorBody shape).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in [
+        (400, "Bad request: malformed body or parameter, invalid name or config"),
+        (404, "Unknown topic or partition"),
+        (409, "Conflict, e.g. the topic already exists"),
+        (413, "Body or record too large"),
+        (415, "Unsupported content type"),
+        (416, "Offset out of range"),
+        (422, "Request does not match the schema"),
+        (429, "Produce buffer full: retry after a backoff"),
+        (500, "Unexpected server error"),
+        (503, "Storage unavailable: retry"),
+        (504, "Timed out"),
+    ]
+}
+
+
+def get_broker(request: Request) -> Broker:
+    broker: Broker = request.app.state.broker
+    return broker
+
+
+def error_response(exc: LakelogError) -> JSONResponse:
+    return JSONResponse(exc.to_dict(), status_code=exc.http_status)
+
+
+async def lakelog_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LakelogError)
+    if exc.http_status >= 500:
+        log.warning("%s %s failed: %s", request.method, request.url.path, exc)
+    return error_response(exc)
+
+
+def validation_error(exc: ValidationError | RequestValidationError) -> LakelogError:
+    """Pydantic's complaint as INVALID_REQUEST, naming the fields at fault."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        problems.append(f"{where or 'body'}: {err.get('msg')}")
+    malformed = any(e.get("type") == "json_invalid" for e in exc.errors())
+    message = ("malformed JSON: " if malformed else "invalid request: ") + "; ".join(problems)
+    return InvalidRequestError(message[:2000])
+
+
+async def request_validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    error = validation_error(exc)
+    response = error_response(error)
+    response.status_code = 400
+    return response
+
+
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """Routing errors (no such path, wrong method) in the same shape as every other error."""
+    assert isinstance(exc, StarletteHTTPException)
+    message = str(exc.detail)
+    if exc.status_code == 404:
+        message = (
+            f"no endpoint {request.method} {request.url.path}; topic names cannot contain '/'"
+        )
+    body = {"error_code": 42, "error": "INVALID_REQUEST", "message": message, "retriable": False}
+    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error in %s %s", request.method, request.url.path)
+    body = {
+        "error_code": -1,
+        "error": "UNKNOWN_SERVER_ERROR",
+        "message": f"{type(exc).__name__}: {exc}",
+        "retriable": False,
+    }
+    return JSONResponse(body, status_code=500)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) anything above ``limit`` without buffering it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RecordListTooLargeError(
+            f"request body of {declared} bytes exceeds the broker limit of {limit} bytes"
+        )
+    chunks = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise RecordListTooLargeError(f"request body exceeds the broker limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()

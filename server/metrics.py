@@ -1,0 +1,76 @@
+"""Prometheus metrics of one broker (its own registry, so several brokers fit in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "lakelog_http_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "lakelog_http_request_seconds",
+            "HTTP request latency by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.bytes_in = Counter("lakelog_bytes_in", "Request body bytes received", registry=r)
+        self.bytes_out = Counter("lakelog_bytes_out", "Response body bytes sent", registry=r)
+        self.records_in = Counter(
+            "lakelog_records_in", "Records accepted for produce", ["topic"], registry=r
+        )
+        self.records_out = Counter(
+            "lakelog_records_out", "Records returned by fetches", ["topic"], registry=r
+        )
+        self.commit_latency = Histogram(
+            "lakelog_commit_seconds",
+            "Time to make one group commit durable",
+            ["topic"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_requests = Histogram(
+            "lakelog_batch_requests",
+            "Produce requests per group commit",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=r,
+        )
+        self.batch_records = Histogram(
+            "lakelog_batch_records",
+            "Records per group commit",
+            buckets=(1, 10, 100, 1_000, 10_000, 100_000, 1_000_000),
+            registry=r,
+        )
+        self.acks0_failures = Counter(
+            "lakelog_acks0_failures",
+            "acks=0 produce requests that failed after the answer",
+            registry=r,
+        )
+        self.buffered_bytes = Gauge(
+            "lakelog_produce_buffer_bytes", "Bytes waiting for a group commit", registry=r
+        )
+        self.cache_hits = Gauge(
+            "lakelog_fetch_cache_hits", "Fetches served from recent batches", registry=r
+        )
+        self.cache_misses = Gauge(
+            "lakelog_fetch_cache_misses", "Fetches that read storage", registry=r
+        )
+
+    def observe_commit(self, topic: str, requests: int, records: int, seconds: float) -> None:
+        self.commit_latency.labels(topic).observe(seconds)
+        self.batch_requests.observe(requests)
+        self.batch_records.observe(records)
+
+    def render(self) -> bytes:
+        data: bytes = generate_latest(self.registry)
+        return data

@@ -1,0 +1,169 @@
+"""Request and response bodies of the native HTTP API (``/v1``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.codec import DataFormat
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every error: Kafka's error code and name, a message naming the problem, retriable."""
+
+    error_code: int = Field(description="Kafka protocol error code, e.g. 3")
+    error: str = Field(description="Kafka error name, e.g. UNKNOWN_TOPIC_OR_PARTITION")
+    message: str
+    retriable: bool
+    details: dict[str, Any] | None = None
+
+
+class HeaderIn(_Strict):
+    key: str
+    value: Any = Field(None, description="Encoded like values (json headers as strings)")
+
+
+class RecordIn(_Strict):
+    key: Any = None
+    value: Any = None
+    partition: int | None = Field(None, ge=0, le=2**31 - 1)
+    timestamp_ms: int | None = Field(None, ge=0, le=2**62)
+    headers: list[HeaderIn] = Field(default_factory=list)
+
+
+class ProduceRequest(_Strict):
+    records: list[RecordIn] = Field(min_length=1)
+    key_format: DataFormat = "string"
+    value_format: DataFormat = "string"
+    producer_id: int | None = Field(None, ge=0, le=2**63 - 1)
+    sequence: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="Base sequence of the first record (idempotence)"
+    )
+
+
+class RecordOffset(BaseModel):
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+class ProduceResponse(BaseModel):
+    topic: str
+    records: list[RecordOffset]
+    duplicate: bool = Field(False, description="True if this retry was already written")
+
+
+class AcceptedResponse(BaseModel):
+    """acks=0: the records were queued; no durability is promised."""
+
+    topic: str
+    accepted: int
+
+
+class HeaderOut(BaseModel):
+    key: str
+    value: Any = None
+
+
+class RecordOut(BaseModel):
+    offset: int
+    timestamp_ms: int
+    timestamp_type: str
+    key: Any = None
+    value: Any = None
+    headers: list[HeaderOut] = Field(default_factory=list)
+
+
+class FetchResponse(BaseModel):
+    topic: str
+    partition: int
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+    records: list[RecordOut]
+
+
+class OffsetResponse(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None = None
+
+
+class PartitionOffsets(BaseModel):
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+
+
+class TopicOffsets(BaseModel):
+    topic: str
+    partitions: list[PartitionOffsets]
+
+
+class CreateTopicRequest(_Strict):
+    name: str
+    partitions: int = Field(1, ge=1, le=10_000)
+    replication_factor: int | None = Field(None, description="Accepted for compatibility")
+    configs: dict[str, str] = Field(default_factory=dict)
+
+
+class PartitionInfo(BaseModel):
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    size_bytes: int
+    num_segments: int
+    num_records: int
+
+
+class ConfigEntry(BaseModel):
+    name: str
+    value: str
+    source: str
+    is_default: bool
+
+
+class TopicDescriptionOut(BaseModel):
+    name: str
+    topic_id: str
+    table_uri: str
+    version: int
+    size_bytes: int
+    partitions: list[PartitionInfo]
+    configs: list[ConfigEntry]
+
+
+class TopicList(BaseModel):
+    topics: list[str]
+
+
+class AlterConfigsRequest(_Strict):
+    set: dict[str, str] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+
+
+class CreatePartitionsRequest(_Strict):
+    count: int = Field(ge=1, le=10_000, description="The new total number of partitions")
+
+
+class BrokerOut(BaseModel):
+    broker_id: str
+    url: str
+    started_ms: int
+    heartbeat_ms: int
+
+
+class BrokerList(BaseModel):
+    cluster_id: str
+    brokers: list[BrokerOut]
+
+
+class Health(BaseModel):
+    status: str
+    broker_id: str

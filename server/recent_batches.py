@@ -1,0 +1,90 @@
+"""Recently appended batches kept in memory, for consumers that are caught up.
+
+A consumer at the head of a partition asks for exactly what this broker has
+just committed; serving that from memory saves an object-store GET per poll.
+Only whole committed batches are kept (added by the log's append listener),
+and a read is served only from a run of batches contiguous from the requested
+offset, so the cache can answer less than storage would but never something
+different. Bounded by bytes, oldest batches evicted first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class _Batch:
+    base: int
+    end: int
+    rows: pa.Table
+    size: int
+
+
+class RecentBatches:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._batches: dict[tuple[str, int], list[_Batch]] = {}
+        self._order: OrderedDict[tuple[str, int, int], _Batch] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def add(self, topic: str, partition: int, rows: pa.Table) -> None:
+        """Remember a committed batch (rows with offsets, ascending and contiguous)."""
+        if self.max_bytes <= 0 or rows.num_rows == 0:
+            return
+        offsets = rows.column("offset")
+        batch = _Batch(int(offsets[0].as_py()), int(offsets[-1].as_py()) + 1, rows, rows.nbytes)
+        if batch.size > self.max_bytes:
+            return
+        with self._lock:
+            batches = self._batches.setdefault((topic, partition), [])
+            i = bisect.bisect_left([b.base for b in batches], batch.base)
+            batches.insert(i, batch)
+            self._order[(topic, partition, batch.base)] = batch
+            self._bytes += batch.size
+            while self._bytes > self.max_bytes and self._order:
+                (t, p, _), old = self._order.popitem(last=False)
+                self._bytes -= old.size
+                remaining = self._batches[(t, p)]
+                remaining.remove(old)
+                if not remaining:
+                    del self._batches[(t, p)]
+
+    def read(self, topic: str, partition: int, offset: int, max_records: int) -> pa.Table | None:
+        """Rows from ``offset`` if a cached batch holds it; None means ask storage."""
+        with self._lock:
+            batches = self._batches.get((topic, partition), [])
+            i = bisect.bisect_right([b.base for b in batches], offset) - 1
+            if i < 0 or offset >= batches[i].end:
+                self.misses += 1
+                return None
+            pieces = []
+            taken = 0
+            expected = offset
+            for batch in batches[i:]:
+                if batch.base != expected and batch.base > expected:
+                    break
+                start = expected - batch.base
+                piece = batch.rows.slice(start, max_records - taken)
+                pieces.append(piece)
+                taken += piece.num_rows
+                expected = batch.end
+                if taken >= max_records:
+                    break
+            self.hits += 1
+        return pa.concat_tables(pieces)
+
+    def forget(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._batches if k[0] == topic]:
+                for batch in self._batches.pop(key):
+                    self._order.pop((key[0], key[1], batch.base), None)
+                    self._bytes -= batch.size

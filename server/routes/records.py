@@ -1,0 +1,291 @@
+"""Native produce, fetch and offset lookup: ``/v1/topics/{topic}/...``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
+
+from lakelog.errors import InvalidRequestError, LakelogError
+from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, TIMESTAMP_TYPE_NAMES
+from lakelog.topic_log import FetchResult
+from server.broker import Broker, OffsetSpec, parse_acks
+from server.codec import (
+    ARROW_STREAM,
+    NDJSON,
+    DataFormat,
+    arrow_stream_bytes,
+    decode_data,
+    encode_data,
+    fetch_table,
+    parse_arrow_stream,
+)
+from server.http import ERROR_RESPONSES, get_broker, media_type, read_body, validation_error
+from server.models import (
+    AcceptedResponse,
+    FetchResponse,
+    OffsetResponse,
+    PartitionOffsets,
+    ProduceRequest,
+    ProduceResponse,
+    RecordOffset,
+    TopicOffsets,
+)
+
+router = APIRouter(prefix="/v1", tags=["records"], responses=ERROR_RESPONSES)
+
+TopicName = Annotated[str, Path(description="Topic name", min_length=1, max_length=249)]
+PartitionId = Annotated[int, Path(ge=0, le=2**31 - 1)]
+BrokerDep = Annotated[Broker, Depends(get_broker)]
+
+PRODUCE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ProduceRequest"}},
+            ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def request_to_table(body: ProduceRequest) -> pa.Table:
+    """JSON records as produce columns, decoding keys/values/headers by the given formats."""
+    kf, vf = body.key_format, body.value_format
+    hf: DataFormat = "string" if vf == "json" else vf
+    keys, values, headers, partitions, stamps = [], [], [], [], []
+    for i, r in enumerate(body.records):
+        keys.append(decode_data(r.key, kf, f"records[{i}].key"))
+        values.append(decode_data(r.value, vf, f"records[{i}].value"))
+        headers.append(
+            [
+                {"key": h.key, "value": decode_data(h.value, hf, f"records[{i}].headers[{j}]")}
+                for j, h in enumerate(r.headers)
+            ]
+        )
+        partitions.append(r.partition)
+        stamps.append(r.timestamp_ms)
+    return pa.table(
+        {
+            "partition": pa.array(partitions, pa.int32()),
+            "timestamp": pa.array(stamps, pa.int64()).cast(PRODUCE_SCHEMA.field("timestamp").type),
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "headers": pa.array(headers, HEADERS_TYPE),
+        }
+    )
+
+
+@router.post(
+    "/topics/{topic}/records",
+    response_model=ProduceResponse | AcceptedResponse,
+    openapi_extra=PRODUCE_BODY,
+    summary="Produce records (JSON or Arrow IPC stream)",
+)
+async def produce(
+    topic: TopicName,
+    request: Request,
+    broker: BrokerDep,
+    acks: Annotated[str, Query(description="0, 1 or all")] = "all",
+    partition: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+    producer_id: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    sequence: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+) -> ProduceResponse | AcceptedResponse | Response:
+    required_acks = parse_acks(acks)
+    raw = await read_body(request, broker.settings.max_request_bytes)
+    broker.metrics.bytes_in.inc(len(raw))
+    kind = media_type(request)
+    if kind == ARROW_STREAM:
+        table = parse_arrow_stream(raw)
+    elif kind in ("application/json", ""):
+        try:
+            body = ProduceRequest.model_validate_json(raw)
+        except ValidationError as exc:
+            raise validation_error(exc) from None
+        table = request_to_table(body)
+        producer_id = body.producer_id if body.producer_id is not None else producer_id
+        sequence = body.sequence if body.sequence is not None else sequence
+    else:
+        return Response(
+            json.dumps(
+                {
+                    "error_code": 42,
+                    "error": "INVALID_REQUEST",
+                    "message": f"unsupported content type {kind!r}; use application/json "
+                    f"or {ARROW_STREAM}",
+                    "retriable": False,
+                }
+            ),
+            status_code=415,
+            media_type="application/json",
+        )
+    if partition is not None:
+        column = pa.array([partition] * table.num_rows, pa.int32())
+        if "partition" in table.column_names:
+            table = table.set_column(table.schema.get_field_index("partition"), "partition", column)
+        else:
+            table = table.append_column("partition", column)
+    result = await broker.produce(topic, table, required_acks, producer_id, sequence)
+    if result is None:
+        return AcceptedResponse(topic=topic, accepted=table.num_rows)
+    return ProduceResponse(
+        topic=topic,
+        records=[
+            RecordOffset(partition=p, offset=o, timestamp_ms=t)
+            for p, o, t in zip(result.partitions, result.offsets, result.timestamps_ms, strict=True)
+        ],
+        duplicate=result.duplicate,
+    )
+
+
+def parse_offset(value: str) -> OffsetSpec:
+    text = value.strip().lower()
+    if text in ("earliest", "beginning", "-2"):
+        return "earliest"
+    if text in ("latest", "end", "-1"):
+        return "latest"
+    if text.isdigit():
+        return int(text)
+    raise InvalidRequestError(f"offset must be a number, earliest or latest; got {value!r}")
+
+
+def encode_records(
+    fetched: FetchResult, kf: DataFormat, vf: DataFormat
+) -> Iterator[dict[str, Any]]:
+    rows = fetched.records
+    offsets = rows.column("offset").to_pylist()
+    stamps = rows.column("timestamp").cast(pa.int64()).to_pylist()
+    types = rows.column("timestamp_type").to_pylist()
+    keys = rows.column("key").to_pylist()
+    values = rows.column("value").to_pylist()
+    headers = rows.column("headers").to_pylist()
+    hf: DataFormat = "string" if vf == "json" else vf
+    for i, offset in enumerate(offsets):
+        where = f"offset {offset}"
+        yield {
+            "offset": offset,
+            "timestamp_ms": stamps[i],
+            "timestamp_type": TIMESTAMP_TYPE_NAMES.get(types[i], "NoTimestampType"),
+            "key": encode_data(keys[i], kf, f"key at {where}"),
+            "value": encode_data(values[i], vf, f"value at {where}"),
+            "headers": [
+                {"key": h["key"], "value": encode_data(h["value"], hf, f"header at {where}")}
+                for h in headers[i] or []
+            ],
+        }
+
+
+FetchFormat = Literal["json", "ndjson", "arrow"]
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/records",
+    response_model=FetchResponse,
+    summary="Fetch records from an offset, with an optional long poll",
+    responses={
+        200: {
+            "content": {
+                NDJSON: {"schema": {"type": "string"}},
+                ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+            }
+        }
+    },
+)
+async def fetch(
+    topic: TopicName,
+    partition: PartitionId,
+    request: Request,
+    broker: BrokerDep,
+    offset: Annotated[str, Query(description="A number, earliest or latest")] = "earliest",
+    max_records: Annotated[int, Query(ge=1, le=1_000_000)] = 500,
+    max_bytes: Annotated[int, Query(ge=1, le=1 << 30)] = 1 << 20,
+    max_wait_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    format: Annotated[FetchFormat | None, Query(description="Overrides Accept")] = None,
+    key_format: DataFormat = "string",
+    value_format: DataFormat = "string",
+) -> Any:
+    fetched = await broker.fetch(
+        topic, partition, parse_offset(offset), max_records, max_bytes, max_wait_ms
+    )
+    chosen = format or _from_accept(request.headers.get("accept", ""))
+    headers = {
+        "X-Lakelog-High-Watermark": str(fetched.high_watermark),
+        "X-Lakelog-Log-Start-Offset": str(fetched.log_start_offset),
+        "X-Lakelog-Next-Offset": str(fetched.next_offset),
+    }
+    if chosen == "arrow":
+        data = arrow_stream_bytes(fetch_table(topic, partition, fetched.records))
+        broker.metrics.bytes_out.inc(len(data))
+        return Response(data, media_type=ARROW_STREAM, headers=headers)
+    records = list(encode_records(fetched, key_format, value_format))
+    if chosen == "ndjson":
+        lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records]
+        broker.metrics.bytes_out.inc(sum(len(x) for x in lines))
+        return StreamingResponse(iter(lines), media_type=NDJSON, headers=headers)
+    body = {
+        "topic": topic,
+        "partition": partition,
+        "high_watermark": fetched.high_watermark,
+        "log_start_offset": fetched.log_start_offset,
+        "next_offset": fetched.next_offset,
+        "records": records,
+    }
+    data = json.dumps(body, separators=(",", ":")).encode()
+    broker.metrics.bytes_out.inc(len(data))
+    return Response(data, media_type="application/json", headers=headers)
+
+
+def _from_accept(accept: str) -> FetchFormat:
+    if ARROW_STREAM in accept:
+        return "arrow"
+    if NDJSON in accept:
+        return "ndjson"
+    return "json"
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/offsets",
+    response_model=OffsetResponse,
+    summary="Earliest, latest, or first offset at/after a timestamp (ListOffsets)",
+)
+async def list_offset(
+    topic: TopicName,
+    partition: PartitionId,
+    broker: BrokerDep,
+    timestamp: Annotated[
+        str, Query(description="earliest, latest, or a timestamp in ms since the epoch")
+    ] = "latest",
+) -> OffsetResponse:
+    spec = parse_offset(timestamp) if not timestamp.strip().isdigit() else None
+    if spec is None:
+        offset, ts = await broker.offset_for_time(topic, partition, int(timestamp))
+        return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)
+    topic_log = await broker.topic(topic)
+    topic_log.check_partition(partition)
+    offset = await broker.resolve_offset(topic_log, partition, spec)
+    return OffsetResponse(topic=topic, partition=partition, offset=offset)
+
+
+@router.get("/topics/{topic}/offsets", response_model=TopicOffsets, summary="All partitions")
+async def topic_offsets(topic: TopicName, broker: BrokerDep) -> TopicOffsets:
+    topic_log = await broker.topic(topic)
+    await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
+    return TopicOffsets(
+        topic=topic,
+        partitions=[
+            PartitionOffsets(
+                partition=p,
+                log_start_offset=topic_log.log_start_offset(p),
+                high_watermark=topic_log.high_watermark(p),
+            )
+            for p in range(topic_log.num_partitions)
+        ],
+    )
+
+
+__all__ = ["LakelogError", "router"]

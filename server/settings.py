@@ -1,0 +1,120 @@
+"""Broker settings: typed, validated once, from flags > environment > config file > defaults.
+
+Environment variables use the prefix ``LAKELOG_`` (``LAKELOG_ROOT``,
+``LAKELOG_PORT``, ``LAKELOG_LINGER_MS``...). A config file may be Kafka-style
+``.properties`` (``linger.ms=5``) or JSON; dotted names map to the fields.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from lakelog.errors import InvalidConfigError
+
+
+class BrokerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid", frozen=True)
+
+    root: str = Field("./data/lakelog", description="Storage root URL (path, file://, s3://).")
+    host: str = Field("127.0.0.1", description="Interface to listen on.")
+    port: int = Field(8082, ge=0, le=65535, description="HTTP port (8082, as the REST Proxy).")
+    broker_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex[:12],
+        description="Identity in the broker registry; random when not set.",
+    )
+    advertised_url: str | None = Field(
+        None, description="URL other clients should use to reach this broker."
+    )
+    cluster_id: str = Field("lakelog", description="Cluster id reported by the REST Proxy APIs.")
+    linger_ms: int = Field(5, ge=0, le=60_000, description="How long a batch waits for company.")
+    batch_bytes: int = Field(
+        1 << 20, ge=1, description="A topic's batch is committed once this many bytes wait."
+    )
+    partition_buffer_bytes: int = Field(
+        32 << 20, ge=1, description="Most bytes waiting for one partition before throttling."
+    )
+    buffer_memory: int = Field(
+        128 << 20, ge=1, description="Most bytes waiting in the whole broker before throttling."
+    )
+    max_block_ms: int = Field(
+        5_000, ge=0, description="How long a produce waits for buffer space before failing."
+    )
+    max_request_bytes: int = Field(
+        32 << 20, ge=1, description="Largest produce body accepted (413 above it)."
+    )
+    fetch_max_wait_ms: int = Field(
+        30_000, ge=0, description="Upper bound for a fetch's long-poll max_wait_ms."
+    )
+    fetch_cache_bytes: int = Field(
+        64 << 20, ge=0, description="Memory for recent batches served to caught-up consumers."
+    )
+    refresh_interval_ms: int = Field(
+        100, ge=1, description="How often a long poll looks for other brokers' commits."
+    )
+    heartbeat_interval_ms: int = Field(
+        2_000, ge=50, description="How often the broker refreshes its registry entry."
+    )
+    broker_session_timeout_ms: int = Field(
+        10_000, ge=100, description="A broker unseen for this long is considered dead."
+    )
+    checkpoint_interval: int = Field(
+        100, ge=0, description="Delta checkpoint every N commits (0: never)."
+    )
+    log_level: str = Field("info", description="uvicorn/lakelog log level.")
+
+    @field_validator("root")
+    @classmethod
+    def _root_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("root must name a storage root")
+        return value
+
+    @property
+    def url(self) -> str:
+        return self.advertised_url or f"http://{self.host}:{self.port}"
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Settings from a ``.properties`` (Kafka style) or ``.json`` file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot read config file {path}: {exc}") from exc
+    if file.suffix == ".json":
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise InvalidConfigError(f"config file {path} must hold a JSON object")
+        return {k.replace(".", "_").replace("-", "_"): v for k, v in loaded.items()}
+    values: dict[str, Any] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise InvalidConfigError(f"{path}:{number}: expected name=value, got {line!r}")
+        values[key.strip().replace(".", "_").replace("-", "_")] = value.strip()
+    return values
+
+
+def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSettings:
+    """Defaults < config file < environment < explicit overrides (CLI flags)."""
+    from_file = read_config_file(config_file) if config_file else {}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    env_names = {f"LAKELOG_{name.upper()}" for name in BrokerSettings.model_fields}
+    import os
+
+    from_env = {k for k in env_names if k in os.environ}
+    merged = {k: v for k, v in from_file.items() if f"LAKELOG_{k.upper()}" not in from_env}
+    merged.update(given)
+    try:
+        return BrokerSettings(**merged)
+    except ValueError as exc:
+        raise InvalidConfigError(f"invalid broker settings: {exc}") from exc

@@ -1,0 +1,175 @@
+"""Smoke tests of the benchmark harness: tiny sizes, well-formed output, never timing claims."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import bench_log
+from benchmarks.__main__ import SUITES, load_suite, main
+from benchmarks.common import (
+    Report,
+    Result,
+    format_number,
+    percentile,
+    quiet,
+    random_binary,
+    render_report,
+    render_table,
+    results_json,
+)
+
+LOG_BENCHMARKS = {bench_log.APPEND, bench_log.COMMIT, bench_log.READ, bench_log.OPEN}
+
+
+def _finite_positive(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return bench_log.run("tiny", tmp_path_factory.mktemp("bench"), quiet)
+
+
+def test_log_suite_covers_every_benchmark(tiny_report: Report) -> None:
+    assert tiny_report.suite == "log"
+    assert {r.benchmark for r in tiny_report.results} == LOG_BENCHMARKS
+    cfg = bench_log.CONFIGS["tiny"]
+    append = [r for r in tiny_report.results if r.benchmark == bench_log.APPEND]
+    variants = len(cfg.append_plan) * len(cfg.append_partitions)
+    assert len(append) == 2 * variants  # records/s and MB/s each
+    assert {r.unit for r in append} == {"records/s", "MB/s"}
+    commits = [r for r in tiny_report.results if r.benchmark == bench_log.COMMIT]
+    assert [r.metric for r in commits] == ["p50", "p99"] * len(cfg.commit_stages)
+    opens = [r for r in tiny_report.results if r.benchmark == bench_log.OPEN]
+    assert len(opens) == len(cfg.commit_stages)
+    reads = [r for r in tiny_report.results if r.benchmark == bench_log.READ]
+    assert len(reads) == len(cfg.read_plan)
+    assert all(r.params["records"] == n * k for r, (n, k) in zip(reads, cfg.read_plan, strict=True))
+
+
+def test_log_results_are_well_formed(tiny_report: Report) -> None:
+    expected_baselines = {
+        bench_log.APPEND: {bench_log.RAW, bench_log.RAW_FSYNC, bench_log.NAIVE},
+        bench_log.COMMIT: {bench_log.RAW, bench_log.RAW_FSYNC, bench_log.NAIVE},
+        bench_log.READ: {bench_log.RAW},
+        bench_log.OPEN: {bench_log.DELTA_OPEN},
+    }
+    for r in tiny_report.results:
+        assert _finite_positive(r.value), r
+        assert set(r.baselines) == expected_baselines[r.benchmark], r
+        for name, value in r.baselines.items():
+            assert _finite_positive(value), (r, name)
+            assert _finite_positive(r.ratio(name)), (r, name)
+        assert r.higher_is_better == (r.benchmark in {bench_log.APPEND, bench_log.READ})
+        assert r.variant and r.metric and r.unit
+    for p50, p99 in zip(
+        *[
+            [r for r in tiny_report.results if r.benchmark == bench_log.COMMIT and r.metric == m]
+            for m in ("p50", "p99")
+        ],
+        strict=True,
+    ):
+        assert p50.variant == p99.variant
+        assert p50.value <= p99.value
+    assert tiny_report.notes
+
+
+def test_report_renders_and_serializes(tiny_report: Report) -> None:
+    text = render_report(tiny_report)
+    for benchmark in LOG_BENCHMARKS:
+        assert f"== {benchmark}" in text
+    items = results_json([tiny_report], {"cpu_count": 2})
+    decoded = json.loads(json.dumps(items, allow_nan=False))
+    assert len(decoded) == len(tiny_report.results)
+    for item in decoded:
+        assert {"benchmark", "variant", "metric", "value", "unit", "baselines", "ratios"} <= set(
+            item
+        )
+        assert item["suite"] == "log"
+        assert item["machine"] == {"cpu_count": 2}
+        assert set(item["ratios"]) == set(item["baselines"])
+
+
+def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out" / "results.json"
+    argv = ["log", "--size", "tiny", "--json", str(out), "--workdir", str(tmp_path), "--quiet"]
+    code = main(argv)
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "machine: cpu_count=" in printed
+    assert "deltalake=" in printed and "pyarrow=" in printed
+    assert "== append throughput" in printed
+    data = json.loads(out.read_text())
+    assert isinstance(data, list) and data
+    assert {d["benchmark"] for d in data} == LOG_BENCHMARKS
+    assert all(d["machine"]["cpu_count"] for d in data)
+    leftovers = [p for p in tmp_path.iterdir() if p.name != "out"]
+    assert leftovers == []  # the temporary storage root is removed
+
+
+def test_every_registered_suite_loads() -> None:
+    for name in SUITES:
+        suite = load_suite(name)
+        registered = suite.NAME
+        assert registered == name
+        assert suite.DESCRIPTION
+
+
+def test_unknown_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown size"):
+        bench_log.run("huge", tmp_path, quiet)
+
+
+def test_percentile() -> None:
+    assert percentile([3.0], 99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([4.0, 1.0, 3.0, 2.0], 0) == 1.0
+    assert percentile([4.0, 1.0, 3.0, 2.0], 100) == 4.0
+    assert percentile(list(map(float, range(101))), 99) == pytest.approx(99.0)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_result_ratio_and_json() -> None:
+    r = Result("b", "v", "m", 3.0, "ms", {"a": 1.5, "zero": 0.0}, higher_is_better=False)
+    assert r.ratio("a") == 2.0
+    assert r.ratio("zero") is None
+    assert r.ratio("missing") is None
+    item = r.to_json()
+    assert item["ratios"] == {"a": 2.0, "zero": None}
+    assert "machine" not in item
+    json.dumps(item, allow_nan=False)
+
+
+def test_formatting() -> None:
+    assert format_number(1234567.8) == "1,234,568"
+    assert format_number(12.345) == "12.3"
+    assert format_number(0.01234) == "0.0123"
+    assert format_number(None) == "-"
+    assert format_number(math.inf) == "inf"
+    lines = render_table(["name", "value"], [["a", "1"], ["long name", "22"]]).splitlines()
+    assert lines[0] == "name       value"
+    assert lines[2] == "a              1"
+    assert lines[3] == "long name     22"
+    with pytest.raises(ValueError):
+        render_table(["a", "b"], [["only one"]])
+
+
+def test_random_binary() -> None:
+    values = random_binary(5, 100, np.random.default_rng(1))
+    assert len(values) == 5
+    assert {len(v.as_py()) for v in values} == {100}
+    assert values[0].as_py() != values[1].as_py()
+
+
+def test_report_find(tiny_report: Report) -> None:
+    first = tiny_report.results[0]
+    assert tiny_report.find(first.benchmark, first.variant, first.metric) is first
+    assert tiny_report.find("no such benchmark", first.variant, first.metric) is None
