@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the project on a fresh machine and run it or its tests.
-#   bash scripts/dev.sh run   -> install, then run lakelog on an embedded local root
+#   bash scripts/dev.sh run   -> install, then start a broker on localhost:8082 over ./data/lakelog
 #   bash scripts/dev.sh test  -> install with dev extras, then ruff, mypy and the whole test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ case "${1:-}" in
     run)
         setup
         shift
-        exec .venv/bin/lakelog demo --root "${LAKELOG_ROOT:-./data/lakelog}" "$@"
+        exec .venv/bin/lakelog broker start --root "${LAKELOG_ROOT:-./data/lakelog}" "$@"
         ;;
     test)
         setup
