@@ -1,1 +1,1 @@
-"""compaction package (see the issues that build it)."""
+"""Spark maintenance jobs: key compaction, retention, segment merging, vacuum, scheduling."""

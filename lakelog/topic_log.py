@@ -234,6 +234,16 @@ class TopicLog:
                 f"(it has {self.num_partitions} partitions)"
             )
 
+    def txn_version(self, app_id: str) -> int | None:
+        """The latest version of a Delta app transaction (None if never written)."""
+        with self._state_lock:
+            return self._state.txns.get(app_id)
+
+    def live_paths(self) -> set[str]:
+        """Paths of the segments in the current snapshot."""
+        with self._state_lock:
+            return set(self._state.files)
+
     def high_watermark(self, partition: int) -> int:
         self.check_partition(partition)
         return self._state.txn_version(partition_txn(partition))

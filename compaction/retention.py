@@ -1,0 +1,55 @@
+"""Retention: remove whole segments past retention.ms or beyond retention.bytes.
+
+A metadata-only Delta commit (no data is read or written), so it runs on the
+driver. The removed files stay on storage until a vacuum, so a fetch that
+already chose one of them still completes; the log start offset moves forward
+and fetches below it get OFFSET_OUT_OF_RANGE.
+"""
+
+from __future__ import annotations
+
+import time
+
+from compaction.compact import Progress, commit_rewrite
+from compaction.planner import plan_retention
+from compaction.report import JobReport
+from lakelog.catalog import Catalog
+
+
+def apply_retention(
+    catalog: Catalog,
+    topic: str,
+    *,
+    now_ms: int | None = None,
+    progress: Progress | None = None,
+) -> JobReport:
+    started = time.perf_counter()
+    report = JobReport("retention", topic)
+    topic_log = catalog.topic(topic)
+    topic_log.refresh()
+    config = topic_log.config
+    if "delete" not in config.cleanup_policy:
+        report.status = "skipped"
+        report.message = f"cleanup.policy={config.get('cleanup.policy')} has no 'delete'"
+        return report.finish(started)
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    plans = [
+        plan
+        for p in range(topic_log.num_partitions)
+        if (plan := plan_retention(p, topic_log.segments(p), config, now)) is not None
+    ]
+    if not plans:
+        report.status, report.message = "skipped", "nothing is past retention"
+        return report.finish(started)
+    removed = [s for plan in plans for s in plan.remove]
+    if progress:
+        progress(f"{topic}: removing {len(removed)} segments of {len(plans)} partitions")
+    report.partitions = len(plans)
+    report.records_in = sum(s.num_records for s in removed)
+    report.bytes_before = sum(s.size_bytes for s in removed)
+    report.segments_removed = len(removed)
+    report.message = ", ".join(
+        f"p{plan.partition}: log start -> {plan.new_log_start} ({plan.reason})" for plan in plans
+    )
+    report.table_version = commit_rewrite(topic_log, removed, [], "RETENTION")
+    return report.finish(started)
