@@ -84,7 +84,7 @@ def test_tombstones_delete_keys_then_disappear(catalog: Catalog, spark: SparkSes
 
 def test_bad_input(catalog: Catalog, spark: SparkSession) -> None:
     catalog.create_topic("plain", 1)
-    with pytest.raises(InvalidConfigError, match="cleanup.policy=delete"):
+    with pytest.raises(InvalidConfigError, match=r"cleanup\.policy=delete"):
         compact_topic(catalog, "plain", spark)
     with pytest.raises(UnknownTopicOrPartitionError):
         compact_topic(catalog, "missing", spark)
