@@ -143,6 +143,10 @@ class _PreparedAppend:
         self.bases.clear()
 
 
+class _AlreadyCommitted(Exception):
+    """Raised inside a commit attempt: this app transaction version is already in the log."""
+
+
 class _SequenceConflict(Exception):
     """Raised inside a commit attempt: some requests repeat or skip producer sequences."""
 
@@ -405,14 +409,33 @@ class TopicLog:
             raise result
         return result
 
+    def append_once(
+        self, records: Sequence[Record] | pa.Table, app_id: str, version: int
+    ) -> AppendResult:
+        """Append exactly once per (app_id, version): a repeat is a no-op (``duplicate``).
+
+        The marker is a Delta app transaction committed atomically with the
+        records, so a writer that crashed after committing and retries (a Spark
+        streaming micro-batch, say) cannot write the batch twice. Versions of
+        one app id must increase.
+        """
+        (result,) = self.append_prepared([self.prepare(records)], app_transaction=(app_id, version))
+        if isinstance(result, LakelogError):
+            raise result
+        return result
+
     def append_prepared(
-        self, batches: Sequence[PreparedBatch]
+        self,
+        batches: Sequence[PreparedBatch],
+        app_transaction: tuple[str, int] | None = None,
     ) -> list[AppendResult | LakelogError]:
         """Commit many prepared requests together (group commit); one result per request.
 
         Requests that repeat an idempotent producer's committed sequences get
         their original result; ones that skip sequences get
-        OUT_OF_ORDER_SEQUENCE_NUMBER; the rest share one Delta commit.
+        OUT_OF_ORDER_SEQUENCE_NUMBER; the rest share one Delta commit. With
+        ``app_transaction`` the whole commit happens at most once (see
+        ``append_once``).
         """
         results: list[AppendResult | LakelogError | None] = [None] * len(batches)
         pending = list(range(len(batches)))
@@ -420,7 +443,11 @@ class TopicLog:
         while pending:
             active = [batches[i] for i in pending]
             try:
-                committed = self._commit_batches(active)
+                committed = self._commit_batches(active, app_transaction)
+            except _AlreadyCommitted:
+                version = self.version
+                done = AppendResult([], [], [], [], version, duplicate=True)
+                return [done for _ in batches]
             except _SequenceConflict as conflict:
                 duplicates += [pending[i] for i in conflict.check.duplicates]
                 for i, expected in conflict.check.out_of_order:
@@ -439,7 +466,9 @@ class TopicLog:
             results[i] = self._original_result(batches[i])
         return [r if r is not None else UnknownServerError("no result") for r in results]
 
-    def _commit_batches(self, batches: list[PreparedBatch]) -> list[AppendResult]:
+    def _commit_batches(
+        self, batches: list[PreparedBatch], app_transaction: tuple[str, int] | None = None
+    ) -> list[AppendResult]:
         combined = pa.concat_tables([b.table for b in batches])
         partition_of = combined.column("partition").to_numpy()
         order = np.argsort(partition_of, kind="stable")
@@ -452,11 +481,18 @@ class TopicLog:
         prepared = _PreparedAppend()
 
         def build(state: TableState) -> list[Action]:
+            now = int(time.time() * 1000)
+            if app_transaction is not None:
+                app_id, app_version = app_transaction
+                done = state.txns.get(app_id)
+                if done is not None and done >= app_version:
+                    raise _AlreadyCommitted()
             check = check_sequences(batches, lambda pid: state.txns.get(producer_txn(pid)))
             if check:
                 raise _SequenceConflict(check)
             actions = self._build_append(state, by_partition, prepared)
-            now = int(time.time() * 1000)
+            if app_transaction is not None:
+                actions.append(Txn(app_transaction[0], app_transaction[1], now))
             last: dict[int, int] = {}
             for b in batches:
                 if b.producer_id is not None and b.last_sequence is not None:

@@ -82,3 +82,15 @@ def test_bad_producer_fields(catalog: Catalog, pid: int | None, seq: int | None)
     catalog.create_topic("t", 1)
     with pytest.raises(InvalidRequestError):
         catalog.topic("t").append(_records(1, "x"), producer_id=pid, base_sequence=seq)
+
+
+def test_append_once_per_app_version(make_catalog: Callable[..., Catalog]) -> None:
+    first, second = make_catalog(), make_catalog()
+    first.create_topic("t", 1)
+    done = first.topic("t").append_once(_records(3, "b0"), "query-1", 0)
+    assert done.offsets == [0, 1, 2] and not done.duplicate
+    again = second.topic("t").append_once(_records(3, "b0"), "query-1", 0)
+    assert again.duplicate and again.offsets == []
+    later = second.topic("t").append_once(_records(2, "b1"), "query-1", 1)
+    assert later.offsets == [3, 4]
+    assert second.topic("t").txn_version("query-1") == 1

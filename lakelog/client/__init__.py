@@ -1,0 +1,29 @@
+"""Clients of a lakelog cluster over the brokers' HTTP API: producer, consumer, admin.
+
+Modelled on Kafka's clients (and aiokafka's split into producer, consumer and
+coordinator parts): the same configuration names in snake_case, the same
+defaults where they make sense, and errors that carry Kafka's codes and a
+``retriable`` flag. All three fail over between the brokers of a cluster,
+which all serve every topic.
+"""
+
+from lakelog.client.admin import AdminClient, TopicDescription
+from lakelog.client.connection import Connection
+from lakelog.client.consumer import Consumer
+from lakelog.client.errors import NetworkError, NoOffsetForPartitionError
+from lakelog.client.offsets import OffsetAndTimestamp
+from lakelog.client.producer import Producer
+from lakelog.client.structs import RecordMetadata, TopicPartition
+
+__all__ = [
+    "AdminClient",
+    "Connection",
+    "Consumer",
+    "NetworkError",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+]

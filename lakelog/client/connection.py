@@ -1,0 +1,309 @@
+"""HTTP transport to a lakelog cluster: bootstrap list, broker discovery, failover, errors.
+
+Every lakelog broker serves every topic (they share one storage root), so
+there is no leader to find: a client talks to one broker and, when that broker
+stops answering or answers with a retriable or 5xx error, sends the same
+request to the next one. Which broker is "next" comes from the bootstrap list
+plus the brokers the cluster reports at ``/v1/brokers``; brokers that just
+failed go to the back of the line for ``reconnect_backoff_ms`` so one dead
+host does not cost a timeout on every request.
+
+One pass over the brokers per call, no sleeping: backoff and deadlines belong
+to the caller (``retry.call_with_retries``, the producer's sender), which knows
+whether the request is worth repeating. Error bodies become the
+``lakelog.errors`` class of their Kafka code, so callers check ``.retriable``
+instead of HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from lakelog import __version__
+from lakelog.client.errors import NetworkError
+from lakelog.errors import (
+    InvalidRequestError,
+    LakelogError,
+    RequestTimedOutError,
+    UnknownServerError,
+    error_for_code,
+)
+
+log = logging.getLogger(__name__)
+
+QueryParams = Mapping[str, str | int | float | bool | None]
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
+    """Broker base URLs from ``"host:port,http://other:8082"`` or a list; order is kept.
+
+    A bare ``host:port`` means plain HTTP. Duplicates and trailing slashes are
+    dropped so the same broker is never tried twice in one pass.
+    """
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    urls: list[str] = []
+    for item in items:
+        text = item.strip().rstrip("/")
+        if not text:
+            continue
+        if "://" not in text:
+            text = f"http://{text}"
+        if not text.startswith(("http://", "https://")):
+            raise ValueError(f"bootstrap server {item!r} must be host:port or an http(s) URL")
+        if text not in urls:
+            urls.append(text)
+    if not urls:
+        raise ValueError("bootstrap_servers names no broker")
+    return urls
+
+
+def error_from_response(response: httpx.Response) -> LakelogError:
+    """The LakelogError a broker's error response stands for.
+
+    Brokers answer ``{"error_code", "error", "message", "retriable", "details"}``;
+    the code picks the class (unknown codes give UnknownServerError) and the
+    details (e.g. ``log_start_offset`` of OFFSET_OUT_OF_RANGE) become ``.details``.
+    A body that is not ours (a proxy's 502 page) is a network problem if 5xx,
+    a bad request otherwise.
+    """
+    where = f"{response.request.method} {response.request.url.path}"
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error_code"), int):
+        cls = error_for_code(body["error_code"])
+        message = str(body.get("message") or body.get("error") or response.reason_phrase)
+        raw = body.get("details")
+        details = {k: v for k, v in raw.items() if k != "message"} if isinstance(raw, dict) else {}
+        if cls is UnknownServerError and body["error_code"] != UnknownServerError.code:
+            details.setdefault("error_code", body["error_code"])
+            details.setdefault("error", body.get("error"))
+        return cls(message, **details)
+    text = response.text[:200]
+    if response.status_code >= 500:
+        return NetworkError(f"{where}: HTTP {response.status_code} without an error body: {text}")
+    return InvalidRequestError(f"{where}: HTTP {response.status_code}: {text}")
+
+
+class Connection:
+    """Thread-safe access to a cluster: ``request()`` returns a 2xx response or raises.
+
+    ``transport`` replaces httpx's network layer (tests use it to lose
+    responses); ``discover=False`` keeps the client on the bootstrap list.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        reconnect_backoff_ms: int = 1_000,
+        metadata_max_age_ms: int = 300_000,
+        discover: bool = True,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self._brokers = list(self._bootstrap)
+        self._current = self._bootstrap[0]
+        self._failed_at: dict[str, float] = {}
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._connect_timeout_s = connect_timeout_ms / 1000
+        self._reconnect_backoff_s = reconnect_backoff_ms / 1000
+        self._metadata_max_age_s = metadata_max_age_ms / 1000
+        self._discover = discover
+        self._discovered_at: float | None = None
+        self._discovering = False
+        self._lock = threading.Lock()
+        self._closed = False
+        self._http = httpx.Client(
+            transport=transport,
+            headers={"User-Agent": f"lakelog-client/{__version__}"},
+            timeout=httpx.Timeout(self._request_timeout_s, connect=self._connect_timeout_s),
+            follow_redirects=False,
+        )
+        self.cluster_id: str | None = None
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def brokers(self) -> list[str]:
+        """Every broker URL this client may use, in preference order."""
+        with self._lock:
+            return list(self._brokers)
+
+    @property
+    def current(self) -> str:
+        """The broker requests go to first (the last one that answered)."""
+        with self._lock:
+            return self._current
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._request_timeout_s
+
+    def _candidates(self) -> list[str]:
+        """This pass's order: current broker first, then the ring; recent failures last."""
+        with self._lock:
+            brokers = self._brokers
+            start = brokers.index(self._current) if self._current in brokers else 0
+            ring = brokers[start:] + brokers[:start]
+            now = time.monotonic()
+
+            def recently_failed(url: str) -> bool:
+                failed = self._failed_at.get(url)
+                return failed is not None and now - failed < self._reconnect_backoff_s
+
+            return sorted(ring, key=recently_failed)
+
+    def _answered(self, url: str) -> None:
+        with self._lock:
+            self._current = url
+            self._failed_at.pop(url, None)
+
+    def _failed(self, url: str, error: LakelogError) -> None:
+        log.info("broker %s failed (%s); trying the next broker", url, error)
+        with self._lock:
+            self._failed_at[url] = time.monotonic()
+            self._discovered_at = None  # the cluster changed: ask for the broker list again
+
+    # -- requests --------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: QueryParams | None = None,
+        json: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        failover: bool = True,
+    ) -> httpx.Response:
+        """Send to the current broker, then to the others while the failure is the broker's.
+
+        Raises the broker's LakelogError at once if it is neither retriable nor
+        5xx (it would be the same everywhere); otherwise the last error after
+        every broker was tried once.
+        """
+        if self._closed:
+            raise RuntimeError("the connection is closed")
+        if self._discover:
+            self._maybe_discover()
+        return self._one_pass(method, path, params, json, content, headers, timeout_s, failover)
+
+    def _one_pass(
+        self,
+        method: str,
+        path: str,
+        params: QueryParams | None,
+        json: Any,
+        content: bytes | None,
+        headers: Mapping[str, str] | None,
+        timeout_s: float | None,
+        failover: bool,
+    ) -> httpx.Response:
+        total = self._request_timeout_s if timeout_s is None else timeout_s
+        timeout = httpx.Timeout(total, connect=min(self._connect_timeout_s, total))
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        last: LakelogError | None = None
+        for url in self._candidates():
+            try:
+                response = self._http.request(
+                    method,
+                    url + path,
+                    params=query,
+                    json=json,
+                    content=content,
+                    headers=headers,
+                    timeout=timeout,
+                )
+            except httpx.TimeoutException as exc:
+                error: LakelogError = RequestTimedOutError(
+                    f"{method} {url}{path}: no answer within {total:g} s ({type(exc).__name__})"
+                )
+            except httpx.TransportError as exc:
+                error = NetworkError(f"{method} {url}{path}: {type(exc).__name__}: {exc}")
+            except RuntimeError as exc:  # httpx refuses requests once the client is closed
+                if not self._closed:
+                    raise
+                raise NetworkError(f"{method} {url}{path}: the connection is closed") from exc
+            else:
+                if response.is_success:
+                    self._answered(url)
+                    return response
+                error = error_from_response(response)
+                if not error.retriable and response.status_code < 500:
+                    self._answered(url)
+                    raise error
+            if self._closed:
+                raise error  # closed while waiting: not the broker's fault, try no other
+            self._failed(url, error)
+            last = error
+            if not failover:
+                break
+        assert last is not None
+        raise last
+
+    def get_json(self, path: str, **kwargs: Any) -> Any:
+        return self.request("GET", path, **kwargs).json()
+
+    # -- discovery -------------------------------------------------------------
+
+    def _maybe_discover(self) -> None:
+        with self._lock:
+            fresh = (
+                self._discovered_at is not None
+                and time.monotonic() - self._discovered_at < self._metadata_max_age_s
+            )
+            if fresh or self._discovering:
+                return
+            self._discovering = True
+        try:
+            self.refresh_brokers()
+        except LakelogError as exc:
+            log.debug("broker discovery failed, keeping %s: %s", self.brokers, exc)
+        finally:
+            with self._lock:
+                self._discovering = False
+
+    def refresh_brokers(self) -> list[str]:
+        """Ask the cluster which brokers are alive; keep the bootstrap list as a fallback.
+
+        Brokers that left the registry are dropped unless they were bootstrap
+        servers (an operator named them, and they may come back).
+        """
+        body = self._one_pass("GET", "/v1/brokers", None, None, None, None, None, True).json()
+        alive = [u.rstrip("/") for u in (b.get("url") for b in body.get("brokers", [])) if u]
+        with self._lock:
+            self.cluster_id = body.get("cluster_id", self.cluster_id)
+            merged = list(self._bootstrap)
+            merged += [u for u in alive if u not in merged]
+            self._brokers = merged
+            if self._current not in merged:
+                self._current = merged[0]
+            self._discovered_at = time.monotonic()
+            return list(merged)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        self._closed = True
+        self._http.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Connection", "error_from_response", "parse_bootstrap"]

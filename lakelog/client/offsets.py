@@ -1,0 +1,49 @@
+"""ListOffsets: the earliest, latest, or first-at-a-time offset of a partition.
+
+Shared by the consumer (resetting positions, beginning/end offsets) and the
+admin client, so both ask the same question the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import quote
+
+from lakelog.client.connection import Connection
+from lakelog.client.structs import TopicPartition
+
+#: "earliest", "latest", or a timestamp in ms (the first offset at or after it).
+OffsetSpec = Literal["earliest", "latest"] | int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    """An offset and, for lookups by time, the timestamp of the record found there."""
+
+    offset: int
+    timestamp_ms: int | None = None
+
+
+def topic_path(topic: str) -> str:
+    return f"/v1/topics/{quote(topic, safe='')}"
+
+
+def list_offset(conn: Connection, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
+    """One partition's offset for ``spec``.
+
+    For a timestamp past every record the broker answers the high watermark
+    with no timestamp (Kafka's answer too), so a consumer seeking there waits
+    for new records.
+    """
+    if isinstance(spec, bool) or (isinstance(spec, int) and spec < 0):
+        raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp >= 0: {spec!r}")
+    body = conn.get_json(
+        f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets",
+        params={"timestamp": str(spec)},
+    )
+    stamp = body.get("timestamp_ms")
+    return OffsetAndTimestamp(int(body["offset"]), None if stamp is None else int(stamp))
+
+
+__all__ = ["OffsetAndTimestamp", "OffsetSpec", "list_offset", "topic_path"]

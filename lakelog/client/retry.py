@@ -1,0 +1,65 @@
+"""When to try again: exponential backoff with jitter, and a retry loop bounded by a deadline.
+
+Kafka clients back off exponentially (``retry.backoff.ms`` doubling up to
+``retry.backoff.max.ms``) with random jitter, so many clients that failed
+together do not come back in lockstep and knock a recovering broker over
+again. The same policy serves every client here; only the producer runs its
+own loop, because it must also keep sequence numbers and a delivery deadline.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from lakelog.errors import LakelogError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """``initial_ms * 2**(attempt-1)`` capped at ``max_ms``, spread by +-``jitter``."""
+
+    initial_ms: int = 100
+    max_ms: int = 1_000
+    jitter: float = 0.2
+
+    def delay_s(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1 = the first retry)."""
+        cap = float(max(self.max_ms, self.initial_ms))
+        base = min(float(self.initial_ms) * 2.0 ** max(attempt - 1, 0), cap)
+        spread = 1.0 + random.uniform(-self.jitter, self.jitter)
+        return max(base * spread, 0.0) / 1000.0
+
+
+def call_with_retries(
+    call: Callable[[], T],
+    *,
+    backoff: Backoff,
+    timeout_ms: int,
+    retries: int = 2**31 - 1,
+    sleep: Callable[[float], object] = time.sleep,
+) -> T:
+    """Run ``call`` until it succeeds, fails non-retriably, or retries or time run out.
+
+    Only ``LakelogError`` with ``retriable`` set is retried; the last error is
+    raised unchanged, so callers see the broker's own error class.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except LakelogError as exc:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if not exc.retriable or attempt > retries or remaining <= 0:
+                raise
+            sleep(min(backoff.delay_s(attempt), remaining))
+
+
+__all__ = ["Backoff", "call_with_retries"]

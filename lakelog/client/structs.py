@@ -1,0 +1,40 @@
+"""Small value types shared by the producer, consumer and admin client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic: the unit a consumer is assigned and positions are kept for.
+
+    A NamedTuple so it hashes, sorts and unpacks (``topic, p = tp``) like Kafka clients'.
+    """
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a produced record was written.
+
+    With ``acks=0`` nothing is confirmed, so ``offset`` is -1 (as in Kafka) and
+    ``partition`` is the requested partition, or -1 if the broker chose it.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+__all__ = ["RecordMetadata", "TopicPartition"]

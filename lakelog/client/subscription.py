@@ -1,0 +1,115 @@
+"""What a consumer reads: its assigned partitions, their positions, pause flags, pending resets.
+
+Kept apart from fetching so that whoever decides the assignment can change:
+today the application calls ``assign``; a consumer-group coordinator will
+call the same ``assign`` after each rebalance and fill in positions from
+committed offsets before the reset policy is consulted. Not thread-safe: the
+consumer is used from one thread, as Kafka's is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from lakelog.client.structs import TopicPartition
+
+ResetPolicy = Literal["earliest", "latest", "none"]
+ResetTo = Literal["earliest", "latest"]
+
+
+@dataclass
+class _Partition:
+    position: int | None = None
+    paused: bool = False
+    reset_to: ResetTo | None = None  # an explicit seek_to_beginning/end waiting to resolve
+    high_watermark: int | None = None
+
+
+class SubscriptionState:
+    def __init__(self, default_reset: ResetPolicy) -> None:
+        self.default_reset: ResetPolicy = default_reset
+        self._parts: dict[TopicPartition, _Partition] = {}
+
+    # -- assignment ------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept from before keep their position."""
+        wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        self._parts = {tp: self._parts.get(tp) or _Partition() for tp in wanted}
+
+    def assigned(self) -> list[TopicPartition]:
+        return list(self._parts)
+
+    def _get(self, tp: TopicPartition) -> _Partition:
+        try:
+            return self._parts[tp]
+        except KeyError:
+            raise ValueError(f"partition {tp} is not assigned to this consumer") from None
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        return tp in self._parts
+
+    # -- positions -------------------------------------------------------------
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._get(tp).position
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        state = self._get(tp)
+        state.position = offset
+        state.reset_to = None
+
+    def request_reset(self, tp: TopicPartition, to: ResetTo) -> None:
+        state = self._get(tp)
+        state.position = None
+        state.reset_to = to
+
+    def needs_reset(self, tp: TopicPartition) -> None:
+        """Forget the position; the default policy decides where to go (out of range)."""
+        state = self._get(tp)
+        state.position = None
+        state.reset_to = None
+
+    def missing_positions(self) -> list[TopicPartition]:
+        return [tp for tp, s in self._parts.items() if s.position is None]
+
+    def reset_target(self, tp: TopicPartition) -> ResetTo | Literal["none"]:
+        """Where a partition without a position goes: an explicit seek, else the policy."""
+        return self._get(tp).reset_to or self.default_reset
+
+    def set_high_watermark(self, tp: TopicPartition, hwm: int) -> None:
+        if tp in self._parts:
+            self._parts[tp].high_watermark = hwm
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        return self._get(tp).high_watermark
+
+    # -- pause -----------------------------------------------------------------
+
+    def pause(self, tp: TopicPartition) -> None:
+        self._get(tp).paused = True
+
+    def resume(self, tp: TopicPartition) -> None:
+        self._get(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._parts.items() if s.paused}
+
+    def is_fetchable(self, tp: TopicPartition) -> bool:
+        state = self._parts.get(tp)
+        return state is not None and not state.paused and state.position is not None
+
+    def fetchable(self) -> list[tuple[TopicPartition, int]]:
+        """Partitions to fetch now, with the offset to fetch from."""
+        return [
+            (tp, s.position)
+            for tp, s in self._parts.items()
+            if not s.paused and s.position is not None
+        ]
+
+
+__all__ = ["ResetPolicy", "ResetTo", "SubscriptionState"]
