@@ -38,6 +38,7 @@ from lakelog.topic_config import TopicConfig
 
 PRODUCER_TXN_PREFIX = "lakelog.producer."
 MAX_SEQUENCE = 2**31 - 1
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def producer_txn(producer_id: int) -> str:
@@ -201,9 +202,13 @@ def validate(table: pa.Table, topic: str, num_partitions: int, config: TopicConf
         )
     ts = table.column("timestamp")
     if ts.null_count < table.num_rows:
-        earliest = pc.min(ts.cast(pa.int64())).as_py()
+        earliest, latest = (v.as_py() for v in pc.min_max(ts.cast(pa.int64())).values())
         if earliest is not None and earliest < 0:
             raise InvalidTimestampError(f"record timestamp {earliest} is negative")
+        if latest is not None and latest > MAX_TIMESTAMP_MS:
+            raise InvalidTimestampError(
+                f"record timestamp {latest} is after 9999-12-31, the largest Delta timestamp"
+            )
 
 
 def stamp(table: pa.Table, config: TopicConfig, now_ms: int) -> tuple[pa.ChunkedArray, int]:

@@ -24,7 +24,7 @@ from server.http import (
 )
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
-from server.routes import admin, records
+from server.routes import admin, records, rest_proxy_v2, rest_proxy_v3
 from server.settings import BrokerSettings
 
 
@@ -81,7 +81,7 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
     app.add_middleware(MetricsMiddleware, metrics=broker.metrics)
-    for module in (records, admin):
+    for module in (records, admin, rest_proxy_v2, rest_proxy_v3):
         app.include_router(module.router)
 
     def openapi() -> dict[str, Any]:

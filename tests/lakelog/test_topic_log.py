@@ -251,3 +251,10 @@ def test_checkpoints_keep_open_cost_flat(make_catalog: Callable[..., Catalog]) -
     assert [r.value for r in reopened.read(1, 0).to_records("t")] == [
         f"{i}".encode() for i in range(1, 12, 2)
     ]
+
+
+def test_timestamp_beyond_year_9999_is_refused(catalog: Catalog) -> None:
+    catalog.create_topic("t", 1)
+    with pytest.raises(InvalidTimestampError, match="9999"):
+        catalog.topic("t").append([Record(b"v", timestamp_ms=2**62)])
+    assert catalog.topic("t").high_watermark(0) == 0

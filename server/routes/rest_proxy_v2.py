@@ -1,0 +1,425 @@
+"""Kafka REST Proxy API v2: produce and topic metadata at ``/topics``, for existing clients.
+
+Endpoints: ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
+``GET /topics/{topic}/partitions``, ``GET /topics/{topic}/partitions/{partition}``,
+``POST /topics/{topic}/partitions/{partition}`` and
+``GET /topics/{topic}/partitions/{partition}/offsets``. Every answer, errors
+included, has the content type ``application/vnd.kafka.v2+json``; errors have
+the v2 shape ``{"error_code": 40401, "message": "..."}``, rendered by this
+router's own route class, so the native error handlers stay untouched.
+
+Decisions:
+
+* Content types of produce. The embedded format comes from the content type:
+  ``application/vnd.kafka.binary.v2+json`` (keys/values base64) and
+  ``application/vnd.kafka.json.v2+json`` (keys/values embedded JSON, stored as
+  compact JSON text). ``application/vnd.kafka.v2+json``, which names no
+  embedded format, is taken as binary, as the REST Proxy releases that
+  accepted it did. Anything else, ``application/json`` included, gets HTTP 415
+  with ``error_code`` 415, as in current REST Proxy releases, which accept only
+  embedded-format content types for produce. ``avro``, ``protobuf`` and
+  ``jsonschema`` are refused the same way: they need a schema registry.
+* ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
+  (42202) are refused with HTTP 422 when set; null is accepted.
+* v2 has no acks setting; produce waits for the durable commit (acks=all).
+* Request-level errors (the mapping below) mean nothing was written: lakelog
+  validates a whole request before queueing it. A failure of the commit
+  itself (storage unavailable, commit retries spent, ...) is reported per
+  record in ``offsets[i]`` with HTTP 200, as the REST Proxy does for producer
+  errors: ``error_code`` 2 when retrying may succeed, else 1 (the codes of
+  the v2 API reference; current proxy releases send 50003/50002 there).
+  The records of one request share one commit, so they fail together.
+* Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
+  shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
+* There is one broker identity in v2 answers: every partition's leader and
+  only in-sync replica is broker 0 (durability comes from the storage root).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from http import HTTPStatus
+from typing import Annotated, Any, Literal, TypeVar
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
+
+from lakelog.errors import LakelogError
+from lakelog.topic_log import TopicLog
+from server.broker import Broker
+from server.codec import decode_data
+from server.http import get_broker, media_type, read_body
+from server.rest_proxy_models import (
+    V2Error,
+    V2Partition,
+    V2PartitionOffset,
+    V2PartitionOffsets,
+    V2PartitionProduceRequest,
+    V2ProduceResponse,
+    V2Replica,
+    V2Topic,
+    V2TopicProduceRequest,
+    describe_validation_error,
+    inline_schema,
+)
+
+log = logging.getLogger(__name__)
+
+V2_JSON = "application/vnd.kafka.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+EmbeddedFormat = Literal["base64", "json"]
+Body = TypeVar("Body", V2TopicProduceRequest, V2PartitionProduceRequest)
+#: Produce content types and the codec format of their keys and values.
+PRODUCE_TYPES: dict[str, EmbeddedFormat] = {BINARY_V2: "base64", JSON_V2: "json", V2_JSON: "base64"}
+
+TOPIC_NOT_FOUND = 40401
+PARTITION_NOT_FOUND = 40402
+KEY_SCHEMA_REFUSED = 42201
+VALUE_SCHEMA_REFUSED = 42202
+
+#: lakelog error code -> (HTTP status, v2 error_code) for errors that refuse a whole
+#: request. Codes not listed are failures of the storage or the commit:
+#: HTTP 500 with 50003 (retriable) or 50002, and per record in produce answers.
+V2_ERRORS: dict[int, tuple[int, int]] = {
+    3: (404, TOPIC_NOT_FOUND),  # UNKNOWN_TOPIC_OR_PARTITION (partition checks: 40402)
+    17: (404, TOPIC_NOT_FOUND),  # INVALID_TOPIC_EXCEPTION: no topic can have that name
+    10: (413, 41301),  # MESSAGE_TOO_LARGE: a record above max.message.bytes
+    18: (413, 41301),  # RECORD_LIST_TOO_LARGE: a body above the broker's limit
+    32: (422, 42203),  # INVALID_TIMESTAMP
+    42: (422, 422),  # INVALID_REQUEST
+    87: (422, 42203),  # INVALID_RECORD: not base64, keyless record on a compacted topic...
+    89: (429, 42901),  # THROTTLING_QUOTA_EXCEEDED: produce buffer full, back off
+}
+RETRIABLE_ERROR = 50003
+NON_RETRIABLE_ERROR = 50002
+#: ``offsets[i].error_code`` of a record whose commit failed.
+RECORD_RETRIABLE = 2
+RECORD_NON_RETRIABLE = 1
+
+
+class V2Failure(Exception):
+    """An error answered in the v2 shape with the given HTTP status and v2 code."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+
+def topic_not_found(topic: str) -> V2Failure:
+    return V2Failure(404, TOPIC_NOT_FOUND, f"Topic not found: {topic!r} does not exist.")
+
+
+def partition_not_found(topic: str, partition: object) -> V2Failure:
+    return V2Failure(
+        404,
+        PARTITION_NOT_FOUND,
+        f"Partition not found: topic {topic!r} has no partition {partition}.",
+    )
+
+
+def from_lakelog(exc: LakelogError) -> V2Failure:
+    mapped = V2_ERRORS.get(exc.code)
+    if mapped is not None:
+        return V2Failure(*mapped, f"{exc.name}: {exc.message}")
+    code = RETRIABLE_ERROR if exc.retriable else NON_RETRIABLE_ERROR
+    return V2Failure(500, code, f"Kafka error ({exc.name}): {exc.message}")
+
+
+class V2JSONResponse(JSONResponse):
+    media_type = V2_JSON
+
+
+def v2_response(body: BaseModel | list[Any], status: int = 200) -> JSONResponse:
+    content = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+    return V2JSONResponse(content, status_code=status)
+
+
+def failure_response(failure: V2Failure) -> JSONResponse:
+    body = V2Error(error_code=failure.error_code, message=failure.message)
+    return v2_response(body, failure.status)
+
+
+class V2Route(APIRoute):
+    """Answers every error of this router in the v2 shape (the app's handlers stay native)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def v2_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except V2Failure as failure:
+                return failure_response(failure)
+            except LakelogError as exc:
+                if exc.http_status >= 500:
+                    log.warning("%s %s failed: %s", request.method, request.url.path, exc)
+                return failure_response(from_lakelog(exc))
+            except RequestValidationError as exc:
+                message = "; ".join(
+                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                    for e in exc.errors()
+                )
+                return failure_response(V2Failure(422, 422, message[:2000]))
+            except Exception as exc:
+                log.exception("unexpected error in %s %s", request.method, request.url.path)
+                return failure_response(
+                    V2Failure(500, 500, f"Internal Server Error: {type(exc).__name__}: {exc}")
+                )
+
+        return v2_handler
+
+
+def _errors(*documented: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": V2Error, "description": text} for status, text in documented}
+
+
+router = APIRouter(
+    tags=["REST Proxy v2"],
+    route_class=V2Route,
+    default_response_class=V2JSONResponse,
+    responses=_errors(
+        (404, "Topic not found (40401) or partition not found (40402)"),
+        (422, "Invalid parameter or body (422)"),
+        (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
+    ),
+)
+PRODUCE_ERRORS = _errors(
+    (400, "Malformed JSON (error_code 400)"),
+    (413, "Body or record too large (41301)"),
+    (415, "Produce needs an embedded-format content type (error_code 415)"),
+    (422, "Invalid body (422), schema given (42201/42202), bad record data (42203)"),
+    (429, "Produce buffer full: retry after a backoff (42901)"),
+)
+BrokerDep = Annotated[Broker, Depends(get_broker)]
+
+
+def _documented(model: Any, *, produce: bool = False) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": model}, **(PRODUCE_ERRORS if produce else {})}
+
+
+def _produce_body(model: type[BaseModel]) -> dict[str, Any]:
+    schema = inline_schema(model)
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {kind: {"schema": schema} for kind in (BINARY_V2, JSON_V2)},
+        }
+    }
+
+
+# -- metadata ---------------------------------------------------------------------
+
+
+def partition_out(partition: int) -> V2Partition:
+    return V2Partition(
+        partition=partition,
+        leader=0,
+        replicas=[V2Replica(broker=0, leader=True, in_sync=True)],
+    )
+
+
+async def fresh_topic(broker: Broker, topic: str) -> TopicLog:
+    """The topic's log, refreshed (at most every refresh interval) to see other brokers' work."""
+    try:
+        topic_log = await broker.topic(topic)
+    except LakelogError as exc:
+        if exc.code in (3, 17):
+            raise topic_not_found(topic) from None
+        raise
+    await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
+    return topic_log
+
+
+def parse_partition(topic_log: TopicLog, text: str) -> int:
+    """The path's partition if the topic has it (404/40402 otherwise, as for any bad id)."""
+    if not text.isdigit() or int(text) >= topic_log.num_partitions:
+        raise partition_not_found(topic_log.name, text)
+    return int(text)
+
+
+@router.get("/topics", responses=_documented(list[str]), summary="List topic names")
+async def list_topics(broker: BrokerDep) -> Response:
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    return v2_response(names)
+
+
+@router.get("/topics/{topic}", responses=_documented(V2Topic), summary="Describe a topic")
+async def get_topic(topic: str, broker: BrokerDep) -> Response:
+    try:
+        described = await asyncio.to_thread(broker.catalog.describe_topic, topic)
+    except LakelogError as exc:
+        if exc.code in (3, 17):
+            raise topic_not_found(topic) from None
+        raise
+    return v2_response(
+        V2Topic(
+            name=described.name,
+            configs={c["name"]: c["value"] for c in described.config.describe()},
+            partitions=[partition_out(p.partition) for p in described.partitions],
+        )
+    )
+
+
+@router.get(
+    "/topics/{topic}/partitions",
+    responses=_documented(list[V2Partition]),
+    summary="List a topic's partitions",
+)
+async def list_partitions(topic: str, broker: BrokerDep) -> Response:
+    topic_log = await fresh_topic(broker, topic)
+    partitions = [partition_out(p) for p in range(topic_log.num_partitions)]
+    return v2_response([p.model_dump(mode="json") for p in partitions])
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}",
+    responses=_documented(V2Partition),
+    summary="Describe one partition",
+)
+async def get_partition(topic: str, partition: str, broker: BrokerDep) -> Response:
+    topic_log = await fresh_topic(broker, topic)
+    return v2_response(partition_out(parse_partition(topic_log, partition)))
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/offsets",
+    responses=_documented(V2PartitionOffsets),
+    summary="A partition's first and next offsets",
+)
+async def get_offsets(topic: str, partition: str, broker: BrokerDep) -> Response:
+    topic_log = await fresh_topic(broker, topic)
+    p = parse_partition(topic_log, partition)
+    return v2_response(
+        V2PartitionOffsets(
+            beginning_offset=topic_log.log_start_offset(p), end_offset=topic_log.high_watermark(p)
+        )
+    )
+
+
+# -- produce ----------------------------------------------------------------------
+
+
+def embedded_format(request: Request) -> EmbeddedFormat:
+    kind = media_type(request)
+    fmt = PRODUCE_TYPES.get(kind)
+    if fmt is None:
+        shown = kind or "none"
+        raise V2Failure(
+            415,
+            415,
+            f"{HTTPStatus.UNSUPPORTED_MEDIA_TYPE.phrase}: content type {shown!r}; produce with "
+            f"{BINARY_V2} (base64 keys and values) or {JSON_V2} (embedded JSON)",
+        )
+    return fmt
+
+
+def parse_body(raw: bytes, model: type[Body]) -> Body:
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise V2Failure(400, 400, f"Malformed JSON: {exc}") from None
+    try:
+        body = model.model_validate(decoded)
+    except ValidationError as exc:
+        raise V2Failure(422, 422, describe_validation_error(exc)) from None
+    if body.key_schema is not None or body.key_schema_id is not None:
+        raise V2Failure(
+            422,
+            KEY_SCHEMA_REFUSED,
+            "key_schema/key_schema_id cannot be used: this proxy has no schema registry; "
+            "send keys with the binary or json embedded format",
+        )
+    if body.value_schema is not None or body.value_schema_id is not None:
+        raise V2Failure(
+            422,
+            VALUE_SCHEMA_REFUSED,
+            "value_schema/value_schema_id cannot be used: this proxy has no schema registry; "
+            "send values with the binary or json embedded format",
+        )
+    return body
+
+
+async def produce(
+    request: Request,
+    broker: Broker,
+    topic: str,
+    path_partition: str | None,
+) -> Response:
+    fmt = embedded_format(request)
+    raw = await read_body(request, broker.settings.max_request_bytes)
+    broker.metrics.bytes_in.inc(len(raw))
+    body: V2TopicProduceRequest | V2PartitionProduceRequest
+    if path_partition is None:
+        body = parse_body(raw, V2TopicProduceRequest)
+        wanted: list[int | None] = [r.partition for r in body.records]
+    else:
+        body = parse_body(raw, V2PartitionProduceRequest)
+        wanted = []
+    keys = [decode_data(r.key, fmt, f"records[{i}].key") for i, r in enumerate(body.records)]
+    values = [decode_data(r.value, fmt, f"records[{i}].value") for i, r in enumerate(body.records)]
+    topic_log = await fresh_topic(broker, topic)
+    if path_partition is not None:
+        chosen = parse_partition(topic_log, path_partition)
+        wanted = [chosen for _ in body.records]
+    for p in wanted:
+        if p is not None and p >= topic_log.num_partitions:
+            raise partition_not_found(topic, p)
+    table = pa.table(
+        {
+            "partition": pa.array(wanted, pa.int32()),
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+        }
+    )
+    try:
+        result = await broker.produce(topic, table, acks=-1)
+    except LakelogError as exc:
+        if exc.code in V2_ERRORS:
+            raise
+        log.warning("v2 produce to %s failed: %s", topic, exc)
+        code = RECORD_RETRIABLE if exc.retriable else RECORD_NON_RETRIABLE
+        failed = V2PartitionOffset(
+            partition=None, offset=None, error_code=code, error=f"{exc.name}: {exc.message}"
+        )
+        return v2_response(V2ProduceResponse(offsets=[failed] * table.num_rows))
+    assert result is not None  # acks=all always waits for the commit
+    return v2_response(
+        V2ProduceResponse(
+            offsets=[
+                V2PartitionOffset(partition=p, offset=o, error_code=None, error=None)
+                for p, o in zip(result.partitions, result.offsets, strict=True)
+            ]
+        )
+    )
+
+
+@router.post(
+    "/topics/{topic}",
+    responses=_documented(V2ProduceResponse, produce=True),
+    openapi_extra=_produce_body(V2TopicProduceRequest),
+    summary="Produce records (partition per record, else by key)",
+)
+async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
+    return await produce(request, broker, topic, None)
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}",
+    responses=_documented(V2ProduceResponse, produce=True),
+    openapi_extra=_produce_body(V2PartitionProduceRequest),
+    summary="Produce records to one partition",
+)
+async def produce_to_partition(
+    topic: str, partition: str, request: Request, broker: BrokerDep
+) -> Response:
+    return await produce(request, broker, topic, partition)

@@ -1,0 +1,574 @@
+"""Kafka REST Proxy API v3: produce records and the cluster resource, under ``/v3``.
+
+Endpoints: ``GET /v3/clusters``, ``GET /v3/clusters/{cluster_id}``,
+``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records`` and
+``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records:batch``, shaped
+after the v3 contract (``ProduceRequest``/``ProduceResponse``/``ProduceBatch*``).
+The cluster id must be the broker's ``cluster_id`` setting (404 otherwise).
+Errors of the whole request have the v3 shape ``{"error_code": 404, "message":
+...}`` where ``error_code`` is the HTTP status, rendered by this router's own
+route class; the native error handlers stay untouched.
+
+Decisions:
+
+* ``.../records`` takes one ProduceRequest object or several concatenated
+  JSON objects (whitespace between them optional). The body is read to its
+  end (``max_request_bytes`` at most) before anything is produced, so a
+  chunked body works, but delivery reports come after the last record rather
+  than interleaved with the stream. The answer is one ProduceResponse per
+  record in request order: a single object for a single record, else the
+  objects separated by newlines (concatenated JSON). HTTP status is 200 once
+  the cluster, topic, content type and body size are accepted; each record's
+  fate is in its own ``error_code``.
+* A record that cannot be decoded (not an object, unknown field, data not
+  base64, unknown type, schema-registry fields, bad timestamp, bad header)
+  gets a report with ``error_code`` 400 and is not written; the valid records
+  of the same request are still written. A body that stops being valid JSON
+  gets one 400 report for the rest of the body, after the reports of the
+  records before it.
+* The valid records of one request are committed together (one produce, one
+  Delta commit): they succeed or fail as a unit, and a commit failure gives
+  each of them a report with the error's HTTP status (503 storage
+  unavailable, 429 produce buffer full, ...). If lakelog refuses the batch
+  because of some record (partition out of range, record above
+  max.message.bytes, keyless record on a compacted topic), each record is
+  checked on its own, the offending ones get reports (404, 413, 400) and the
+  rest are produced.
+* Key and value ``type`` is BINARY (base64, the default), STRING or JSON
+  (stored as compact JSON text); ``data`` absent or null means a null key or
+  value. Reports give ``size`` 0 for those, and no ``key``/``value`` object at
+  all when the request had none.
+* Produce waits for the durable commit (acks=all).
+* ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``,
+  each in entry order; entry ids must be unique (400 for the whole request
+  otherwise).
+* The cluster resource links (``acls``, ``brokers``...) point at the standard
+  v3 URLs of this broker, most of which lakelog does not serve.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from typing import Annotated, Any
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
+
+from lakelog.errors import InvalidRecordError, LakelogError
+from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE
+from lakelog.topic_log import TopicLog
+from server.broker import Broker
+from server.codec import DataFormat, decode_data
+from server.http import get_broker, media_type, read_body
+from server.rest_proxy_models import (
+    V3BatchEntry,
+    V3BatchFailure,
+    V3BatchResponse,
+    V3BatchSuccess,
+    V3Error,
+    V3ProduceData,
+    V3ProduceRecord,
+    V3ProduceResponse,
+    V3ProduceResponseData,
+    describe_validation_error,
+    inline_schema,
+)
+from server.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The last millisecond a ``datetime`` (and so a Delta statistic) can hold.
+MAX_TIMESTAMP_MS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+#: Key/value types and the codec format of their ``data``.
+DATA_TYPES: dict[str, DataFormat] = {"BINARY": "base64", "STRING": "string", "JSON": "json"}
+SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
+
+
+def status_message(status: int, text: str) -> str:
+    return f"{HTTPStatus(status).phrase}: {text}"
+
+
+class V3Failure(Exception):
+    """An error of the whole request: HTTP ``status``, also used as ``error_code``."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.message = status_message(status, text)
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse(V3Error(error_code=status, message=message).model_dump(), status)
+
+
+def lakelog_message(exc: LakelogError) -> str:
+    return status_message(exc.http_status, f"{exc.name}: {exc.message}")
+
+
+class V3Route(APIRoute):
+    """Answers every error of this router in the v3 shape (the app's handlers stay native)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def v3_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except V3Failure as failure:
+                return error_response(failure.status, failure.message)
+            except LakelogError as exc:
+                if exc.http_status >= 500:
+                    log.warning("%s %s failed: %s", request.method, request.url.path, exc)
+                return error_response(exc.http_status, lakelog_message(exc))
+            except RequestValidationError as exc:
+                text = "; ".join(
+                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                    for e in exc.errors()
+                )
+                return error_response(400, status_message(400, text[:2000]))
+            except Exception as exc:
+                log.exception("unexpected error in %s %s", request.method, request.url.path)
+                return error_response(500, status_message(500, f"{type(exc).__name__}: {exc}"))
+
+        return v3_handler
+
+
+router = APIRouter(
+    prefix="/v3",
+    tags=["REST Proxy v3"],
+    route_class=V3Route,
+    responses={
+        status: {"model": V3Error, "description": text}
+        for status, text in [
+            (400, "Malformed request"),
+            (404, "Unknown cluster or topic"),
+            (413, "Body larger than the broker accepts"),
+            (415, "Not application/json"),
+            (422, "Empty body"),
+            (500, "Unexpected server error"),
+            (503, "Storage unavailable: retry"),
+        ]
+    },
+)
+BrokerDep = Annotated[Broker, Depends(get_broker)]
+
+
+# -- cluster ----------------------------------------------------------------------
+
+
+def cluster_url(settings: BrokerSettings) -> str:
+    return f"{settings.url.rstrip('/')}/v3/clusters/{settings.cluster_id}"
+
+
+def cluster_data(settings: BrokerSettings) -> dict[str, Any]:
+    base = cluster_url(settings)
+    links = {
+        "acls": "/acls",
+        "brokers": "/brokers",
+        "broker_configs": "/broker-configs",
+        "consumer_groups": "/consumer-groups",
+        "topics": "/topics",
+        "partition_reassignments": "/topics/-/partitions/-/reassignment",
+    }
+    return {
+        "kind": "KafkaCluster",
+        "metadata": {"self": base, "resource_name": f"crn:///kafka={settings.cluster_id}"},
+        "cluster_id": settings.cluster_id,
+        **{name: {"related": base + suffix} for name, suffix in links.items()},
+    }
+
+
+def check_cluster(broker: Broker, cluster_id: str) -> None:
+    if cluster_id != broker.settings.cluster_id:
+        raise V3Failure(
+            404,
+            f"cluster {cluster_id!r} does not exist; this is cluster "
+            f"{broker.settings.cluster_id!r}",
+        )
+
+
+@router.get("/clusters", summary="List clusters (this broker's one)")
+async def list_clusters(broker: BrokerDep) -> JSONResponse:
+    settings = broker.settings
+    return JSONResponse(
+        {
+            "kind": "KafkaClusterList",
+            "metadata": {"self": f"{settings.url.rstrip('/')}/v3/clusters", "next": None},
+            "data": [cluster_data(settings)],
+        }
+    )
+
+
+@router.get("/clusters/{cluster_id}", summary="Get the cluster")
+async def get_cluster(cluster_id: str, broker: BrokerDep) -> JSONResponse:
+    check_cluster(broker, cluster_id)
+    return JSONResponse(cluster_data(broker.settings))
+
+
+# -- decoding records -------------------------------------------------------------
+
+
+class RecordRefused(Exception):
+    """One record cannot be produced as sent (a 400 delivery report)."""
+
+
+@dataclass
+class Decoded:
+    """A record ready to produce, and what its delivery report says about key and value."""
+
+    partition: int | None
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[dict[str, Any]] = field(default_factory=list)
+    key_info: V3ProduceResponseData | None = None
+    value_info: V3ProduceResponseData | None = None
+
+
+def decode_part(
+    part: V3ProduceData | None, where: str
+) -> tuple[bytes | None, V3ProduceResponseData | None]:
+    if part is None:
+        return None, None
+    for name in ("subject", "subject_name_strategy", "schema_id", "schema_version", "schema_"):
+        if getattr(part, name) is not None:
+            raise RecordRefused(
+                f"{where}.{name.rstrip('_')} needs a schema registry, which this proxy does not "
+                "have; send type BINARY, STRING or JSON"
+            )
+    kind = (part.type or "BINARY").upper()
+    fmt = DATA_TYPES.get(kind)
+    if fmt is None:
+        hint = "needs a schema registry" if kind in SCHEMA_TYPES else "is unknown"
+        raise RecordRefused(f"{where}.type {part.type!r} {hint}; use BINARY, STRING or JSON")
+    if fmt == "base64" and part.data is not None and not isinstance(part.data, str):
+        hint = "" if part.type else f" ({where} has no type, so it is BINARY)"
+        raise RecordRefused(f"{where}.data={json.dumps(part.data)} is not a base64 string.{hint}")
+    try:
+        data = decode_data(part.data, fmt, f"{where}.data")
+    except InvalidRecordError as exc:
+        raise RecordRefused(exc.message) from None
+    return data, V3ProduceResponseData(type=kind, size=len(data or b""))
+
+
+def parse_timestamp(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise RecordRefused(f"timestamp {text!r} is not an RFC 3339 date-time") from None
+    if moment.tzinfo is None:
+        raise RecordRefused(f"timestamp {text!r} has no time zone offset (e.g. Z)")
+    millis = (moment - EPOCH) // timedelta(milliseconds=1)
+    if millis < 0:
+        raise RecordRefused(f"timestamp {text!r} is before 1970")
+    if millis > MAX_TIMESTAMP_MS:
+        raise RecordRefused(f"timestamp {text!r} is after the year 9999")
+    return millis
+
+
+def decode_record(obj: Any, model: type[V3ProduceRecord] = V3ProduceRecord) -> Decoded:
+    if not isinstance(obj, dict):
+        raise RecordRefused(f"a record must be a JSON object, got {json.dumps(obj)[:80]}")
+    try:
+        record = model.model_validate(obj)
+    except ValidationError as exc:
+        raise RecordRefused(describe_validation_error(exc)) from None
+    key, key_info = decode_part(record.key, "key")
+    value, value_info = decode_part(record.value, "value")
+    headers = []
+    for j, header in enumerate(record.headers):
+        raw = None
+        if header.value is not None:
+            try:
+                raw = base64.b64decode(header.value, validate=True)
+            except (binascii.Error, ValueError):
+                raise RecordRefused(
+                    f"headers[{j}].value={header.value[:40]!r} is not a base64 string."
+                ) from None
+        headers.append({"key": header.name, "value": raw})
+    return Decoded(
+        partition=record.partition_id,
+        timestamp_ms=parse_timestamp(record.timestamp),
+        key=key,
+        value=value,
+        headers=headers,
+        key_info=key_info,
+        value_info=value_info,
+    )
+
+
+def split_concatenated(text: str) -> list[Any | RecordRefused]:
+    """The JSON values of a concatenated-JSON body; a parse error ends the list."""
+    decoder = json.JSONDecoder()
+    values: list[Any | RecordRefused] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        if position >= len(text):
+            return values
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            values.append(RecordRefused(f"malformed JSON: {exc}"))
+            return values
+        values.append(value)
+
+
+# -- producing --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Written:
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+Outcome = Written | LakelogError
+
+
+def records_table(rows: list[Decoded]) -> pa.Table:
+    return pa.table(
+        {
+            "partition": pa.array([r.partition for r in rows], pa.int32()),
+            "timestamp": pa.array([r.timestamp_ms for r in rows], pa.int64()).cast(TIMESTAMP_TYPE),
+            "key": pa.array([r.key for r in rows], pa.binary()),
+            "value": pa.array([r.value for r in rows], pa.binary()),
+            "headers": pa.array([r.headers for r in rows], HEADERS_TYPE),
+        }
+    )
+
+
+def refused_by_record(exc: LakelogError) -> bool:
+    """Errors lakelog raises while validating a request, before anything is queued."""
+    return not exc.retriable and 400 <= exc.http_status < 500
+
+
+async def write(broker: Broker, topic_log: TopicLog, rows: list[Decoded]) -> list[Outcome]:
+    """Produce ``rows`` in one commit; if some rows make lakelog refuse it, the others alone."""
+    try:
+        result = await broker.produce(topic_log.name, records_table(rows), acks=-1)
+    except LakelogError as exc:
+        if not refused_by_record(exc) or len(rows) == 1:
+            return [exc] * len(rows)
+        outcomes: list[Outcome | None] = [None] * len(rows)
+        for i, row in enumerate(rows):
+            try:
+                topic_log.prepare(records_table([row]))  # validation only, nothing is written
+            except LakelogError as refused:
+                outcomes[i] = refused
+        good = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        if len(good) == len(rows):
+            return [exc] * len(rows)
+        if good:
+            retried = await write(broker, topic_log, [rows[i] for i in good])
+            for i, outcome in zip(good, retried, strict=True):
+                outcomes[i] = outcome
+        return [o if o is not None else exc for o in outcomes]
+    assert result is not None  # acks=all always waits for the commit
+    return [
+        Written(p, o, t)
+        for p, o, t in zip(result.partitions, result.offsets, result.timestamps_ms, strict=True)
+    ]
+
+
+def rfc3339(millis: int) -> str:
+    moment = EPOCH + timedelta(milliseconds=millis)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def topic_for(broker: Broker, cluster_id: str, topic: str) -> TopicLog:
+    check_cluster(broker, cluster_id)
+    try:
+        return await broker.topic(topic)
+    except LakelogError as exc:
+        if exc.code == 3:
+            raise V3Failure(404, f"topic {topic!r} does not exist") from None
+        raise
+
+
+async def read_json_body(request: Request, broker: Broker) -> str:
+    kind = media_type(request)
+    if kind not in (JSON, ""):
+        raise V3Failure(415, f"content type {kind!r}; send {JSON}")
+    raw = await read_body(request, broker.settings.max_request_bytes)
+    broker.metrics.bytes_in.inc(len(raw))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise V3Failure(400, f"the body is not UTF-8: {exc}") from None
+    if not text.strip():
+        raise V3Failure(422, "the request body is empty; send one or more records")
+    return text
+
+
+def produce_body() -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "One record, or several as concatenated JSON objects",
+            "content": {JSON: {"schema": inline_schema(V3ProduceRecord)}},
+        }
+    }
+
+
+@router.post(
+    "/clusters/{cluster_id}/topics/{topic_name}/records",
+    responses={200: {"model": V3ProduceResponse, "description": "One report per record"}},
+    openapi_extra=produce_body(),
+    summary="Produce records (one, or a stream of concatenated JSON objects)",
+)
+async def produce_records(
+    cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
+) -> Response:
+    topic_log = await topic_for(broker, cluster_id, topic_name)
+    text = await read_json_body(request, broker)
+    items: list[Decoded | RecordRefused] = []
+    for value in split_concatenated(text):
+        if isinstance(value, RecordRefused):
+            items.append(value)
+            continue
+        try:
+            items.append(decode_record(value))
+        except RecordRefused as refused:
+            items.append(refused)
+    rows = [item for item in items if isinstance(item, Decoded)]
+    written = iter(await write(broker, topic_log, rows) if rows else [])
+    reports: list[V3ProduceResponse] = []
+    for item in items:
+        if isinstance(item, RecordRefused):
+            message = status_message(400, str(item))
+            reports.append(V3ProduceResponse(error_code=400, message=message))
+            continue
+        outcome = next(written)
+        if isinstance(outcome, LakelogError):
+            reports.append(
+                V3ProduceResponse(error_code=outcome.http_status, message=lakelog_message(outcome))
+            )
+            continue
+        reports.append(
+            V3ProduceResponse(
+                error_code=200,
+                cluster_id=cluster_id,
+                topic_name=topic_name,
+                partition_id=outcome.partition,
+                offset=outcome.offset,
+                timestamp=rfc3339(outcome.timestamp_ms),
+                key=item.key_info,
+                value=item.value_info,
+            )
+        )
+    body = "".join(
+        json.dumps(r.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n"
+        for r in reports
+    )
+    broker.metrics.bytes_out.inc(len(body))
+    return Response(body, media_type=JSON)
+
+
+def batch_body() -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "required": ["entries"],
+        "properties": {"entries": {"type": "array", "items": inline_schema(V3BatchEntry)}},
+    }
+    return {"requestBody": {"required": True, "content": {JSON: {"schema": schema}}}}
+
+
+def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
+    """The entries and their ids, or 400 for the whole request if they cannot be told apart."""
+    if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
+        raise V3Failure(400, "the body must be an object with a list of entries")
+    entries: list[Any] = document["entries"]
+    if not entries:
+        raise V3Failure(400, "entries is empty; send at least one record")
+    extra = set(document) - {"entries"}
+    if extra:
+        raise V3Failure(400, f"Unrecognized field: {sorted(extra)[0]}")
+    ids = []
+    for i, entry in enumerate(entries):
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= 80:
+            raise V3Failure(400, f"entries[{i}].id must be a string of 1 to 80 characters")
+        ids.append(entry_id)
+    if len(set(ids)) != len(ids):
+        duplicate = next(x for x in ids if ids.count(x) > 1)
+        raise V3Failure(400, f"entry id {duplicate!r} is used more than once")
+    return entries, ids
+
+
+@router.post(
+    "/clusters/{cluster_id}/topics/{topic_name}/records:batch",
+    status_code=207,
+    responses={207: {"model": V3BatchResponse, "description": "Successes and failures"}},
+    openapi_extra=batch_body(),
+    summary="Produce a batch of records",
+)
+async def produce_batch(
+    cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
+) -> Response:
+    topic_log = await topic_for(broker, cluster_id, topic_name)
+    text = await read_json_body(request, broker)
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise V3Failure(400, f"malformed JSON: {exc}") from None
+    entries, ids = batch_ids(document)
+    items: list[Decoded | RecordRefused] = []
+    for entry in entries:
+        try:
+            items.append(decode_record(entry, V3BatchEntry))
+        except RecordRefused as refused:
+            items.append(refused)
+    rows = [item for item in items if isinstance(item, Decoded)]
+    written = iter(await write(broker, topic_log, rows) if rows else [])
+    successes: list[V3BatchSuccess] = []
+    failures: list[V3BatchFailure] = []
+    for entry_id, item in zip(ids, items, strict=True):
+        if isinstance(item, RecordRefused):
+            failures.append(
+                V3BatchFailure(id=entry_id, error_code=400, message=status_message(400, str(item)))
+            )
+            continue
+        outcome = next(written)
+        if isinstance(outcome, LakelogError):
+            failures.append(
+                V3BatchFailure(
+                    id=entry_id, error_code=outcome.http_status, message=lakelog_message(outcome)
+                )
+            )
+            continue
+        successes.append(
+            V3BatchSuccess(
+                id=entry_id,
+                cluster_id=cluster_id,
+                topic_name=topic_name,
+                partition_id=outcome.partition,
+                offset=outcome.offset,
+                timestamp=rfc3339(outcome.timestamp_ms),
+                key=item.key_info,
+                value=item.value_info,
+            )
+        )
+    body = V3BatchResponse(successes=successes, failures=failures)
+    return JSONResponse(dump(body), status_code=207)
+
+
+def dump(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", exclude_none=True)
