@@ -13,6 +13,10 @@ records of one topic are delivered in send order (one request in flight per
 topic, retries before anything newer), so each partition keeps send order.
 Every future is settled: with metadata, with the broker's error, with
 REQUEST_TIMED_OUT after ``delivery_timeout_ms``, or when ``close`` gives up.
+
+A request succeeds or fails as a whole: a record the broker rejects (larger
+than the topic's ``max.message.bytes``, a partition that does not exist)
+fails the other records batched into the same request with the same error.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from lakelog.records import Record
 
 log = logging.getLogger(__name__)
 
+#: The last millisecond of year 9999: the latest timestamp a record can carry.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
 Serializer = Callable[[Any], bytes | None]
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
 HeaderInput = Sequence[tuple[str, bytes | str | None]]
@@ -55,6 +62,12 @@ def _to_bytes(data: object, what: str) -> bytes | None:
     raise TypeError(
         f"{what} must be bytes, str or None without a {what}_serializer, got {type(data).__name__}"
     )
+
+
+def _header_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"header keys must be str, got {type(key).__name__}")
+    return key
 
 
 def _normalise_acks(acks: str | int) -> Acks:
@@ -178,8 +191,10 @@ class Producer:
         Kafka's producer), or its sticky partition for keyless records.
         ``timestamp_ms`` defaults to now (CreateTime). ``callback(metadata,
         error)`` runs once on a producer thread when the record is settled;
-        callbacks of one partition run in send order. Blocks only when the
-        buffer is full (up to ``max_block_ms``, then BufferError).
+        callbacks of one partition run in send order. Keep callbacks short and
+        never call ``flush`` or ``close`` from one (they would wait on the
+        thread running it). Blocks only when the buffer is full (up to
+        ``max_block_ms``, then BufferError).
         """
         if self._closed:
             raise RuntimeError("the producer is closed")
@@ -187,6 +202,9 @@ class Producer:
             raise ValueError("topic must be a non-empty string")
         if partition is not None and partition < 0:
             raise ValueError(f"partition must be >= 0, got {partition}")
+        if timestamp_ms is not None and not 0 <= timestamp_ms <= MAX_TIMESTAMP_MS:
+            # Refused here, not by the broker, where it would fail the whole request.
+            raise ValueError(f"timestamp_ms must be in 0..{MAX_TIMESTAMP_MS}, got {timestamp_ms}")
         key_bytes = self._key_serializer(key) if self._key_serializer else _to_bytes(key, "key")
         value_bytes = (
             self._value_serializer(value) if self._value_serializer else _to_bytes(value, "value")
@@ -195,7 +213,7 @@ class Producer:
             value=value_bytes,
             key=key_bytes,
             timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-            headers=tuple((k, _to_bytes(v, "header")) for k, v in headers or ()),
+            headers=tuple((_header_key(k), _to_bytes(v, "header")) for k, v in headers or ()),
             partition=partition,
         )
         future: Future[RecordMetadata] = Future()

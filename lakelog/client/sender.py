@@ -88,6 +88,8 @@ class Sender:
                     expired = acc.expire(now)
                     batches, wake = acc.drain(now)
                     if expired or batches:
+                        with self._in_flight_lock:  # under cond, so abort() sees them
+                            self._in_flight.update(batches)
                         break
                     deadline = acc.next_deadline()
                     times = [t for t in (wake, deadline) if t is not None]
@@ -101,8 +103,6 @@ class Sender:
                     ),
                 )
             for batch in batches:
-                with self._in_flight_lock:
-                    self._in_flight.add(batch)
                 try:
                     self._pool.submit(self._deliver, batch)
                 except RuntimeError:  # the pool was shut down by a forced close
@@ -230,11 +230,10 @@ class Sender:
         self._abort.set()
         with self._acc.cond:
             queued = self._acc.take_all()
-            self._acc.cond.notify_all()
+            with self._in_flight_lock:
+                in_flight = list(self._in_flight)
         for pending in queued:
             settle_error(pending.future, error)
-        with self._in_flight_lock:
-            in_flight = list(self._in_flight)
         for batch in in_flight:
             batch.fail(error)
 
