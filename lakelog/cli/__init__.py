@@ -6,7 +6,7 @@ import argparse
 import sys
 from importlib.metadata import entry_points
 
-from lakelog.cli import demo, topics
+from lakelog.cli import console_consumer, console_producer, demo, get_offsets, topics
 from lakelog.errors import LakelogError
 
 #: Entry-point group through which server/, compaction/ and spark_connector/
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lakelog", description="Kafka's log model on Delta Lake tables."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (topics, demo):
+    for module in (topics, console_producer, console_consumer, get_offsets, demo):
         module.register(sub)
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(sub)

@@ -8,15 +8,39 @@ import os
 from lakelog.errors import InvalidConfigError
 
 DEFAULT_ROOT = os.environ.get("LAKELOG_ROOT", "./data/lakelog")
+DEFAULT_BOOTSTRAP = os.environ.get("LAKELOG_BOOTSTRAP_SERVER", "http://127.0.0.1:8082")
 
 
 def add_root(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root",
-        default=DEFAULT_ROOT,
+        default=None,
         help="storage root URL: a path, file://, s3://bucket/prefix or hdfs:// "
         "(default: $LAKELOG_ROOT or ./data/lakelog)",
     )
+
+
+def add_bootstrap(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        default=None if not required else DEFAULT_BOOTSTRAP,
+        help="broker URL(s), comma separated (default: $LAKELOG_BOOTSTRAP_SERVER or "
+        "http://127.0.0.1:8082); host:port without a scheme means http",
+    )
+
+
+def bootstrap_urls(value: str | None) -> list[str]:
+    """Kafka tools take host:port; brokers speak HTTP, so a missing scheme means http://."""
+    raw = value or DEFAULT_BOOTSTRAP
+    urls = []
+    for item in raw.split(","):
+        item = item.strip().rstrip("/")
+        if not item:
+            continue
+        urls.append(item if "://" in item else f"http://{item}")
+    if not urls:
+        raise InvalidConfigError("--bootstrap-server names no broker")
+    return urls
 
 
 def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:

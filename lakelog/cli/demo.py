@@ -10,7 +10,7 @@ import argparse
 import time
 
 from lakelog.catalog import Catalog
-from lakelog.cli.common import add_root
+from lakelog.cli.common import DEFAULT_ROOT, add_root
 from lakelog.cli.topics import format_description
 from lakelog.records import Record
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = Catalog(args.root)
+    catalog = Catalog(args.root or DEFAULT_ROOT)
     if args.topic not in catalog.list_topics():
         catalog.create_topic(args.topic, 3)
         print(f"Created topic {args.topic} with 3 partitions in {catalog.url}")

@@ -1,16 +1,83 @@
-"""``lakelog topics``: Kafka's kafka-topics.sh over a storage root."""
+"""``lakelog topics``: Kafka's kafka-topics.sh, over a broker or directly on a storage root.
+
+``--bootstrap-server`` goes through a broker's admin API (what an operator
+normally uses); ``--root`` edits the storage root directly (no broker needed).
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from lakelog.catalog import Catalog, TopicDescription
-from lakelog.cli.common import add_root, parse_key_values
+from lakelog.cli.common import (
+    DEFAULT_ROOT,
+    add_bootstrap,
+    add_root,
+    bootstrap_urls,
+    parse_key_values,
+)
+from lakelog.client.admin import AdminClient
+from lakelog.client.admin import TopicDescription as RemoteDescription
 from lakelog.errors import InvalidRequestError
+
+
+@dataclass(frozen=True)
+class PartitionLine:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    num_segments: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class DescribedTopic:
+    """What --describe prints, whichever way the topic was reached."""
+
+    name: str
+    topic_id: str
+    table_uri: str
+    size_bytes: int
+    overrides: dict[str, str]
+    partitions: list[PartitionLine]
+
+    @classmethod
+    def local(cls, d: TopicDescription) -> DescribedTopic:
+        return cls(
+            d.name,
+            d.topic_id,
+            d.table_uri,
+            d.size_bytes,
+            dict(d.config.overrides),
+            [
+                PartitionLine(
+                    p.partition, p.log_start_offset, p.high_watermark, p.num_segments, p.size_bytes
+                )
+                for p in d.partitions
+            ],
+        )
+
+    @classmethod
+    def remote(cls, d: RemoteDescription) -> DescribedTopic:
+        return cls(
+            d.name,
+            d.topic_id,
+            d.table_uri,
+            d.size_bytes,
+            d.overrides(),
+            [
+                PartitionLine(
+                    p.partition, p.log_start_offset, p.high_watermark, p.num_segments, p.size_bytes
+                )
+                for p in d.partitions
+            ],
+        )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
+    add_bootstrap(parser)
     add_root(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
@@ -32,49 +99,98 @@ def _need_topic(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = Catalog(args.root)
+    if args.bootstrap_server and args.root:
+        raise InvalidRequestError("give either --bootstrap-server or --root, not both")
+    if args.bootstrap_server:
+        with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
+            return _run_remote(args, admin)
+    catalog = Catalog(args.root or DEFAULT_ROOT)
     try:
-        if args.list:
-            for name in catalog.list_topics():
-                print(name)
-        elif args.create:
-            name = _need_topic(args)
-            if args.if_not_exists and name in catalog.list_topics():
-                return 0
-            catalog.create_topic(
-                name,
-                args.partitions or 1,
-                parse_key_values(args.config, "--config"),
-                replication_factor=args.replication_factor,
-            )
-            print(f"Created topic {name}.")
-        elif args.describe:
-            names = [args.topic] if args.topic else catalog.list_topics()
-            for name in names:
-                print(format_description(catalog.describe_topic(name)))
-        elif args.alter:
-            name = _need_topic(args)
-            if args.partitions:
-                catalog.create_partitions(name, args.partitions)
-            if args.add_config or args.delete_config:
-                catalog.alter_topic_configs(
-                    name,
-                    parse_key_values(args.add_config, "--add-config"),
-                    [c for item in args.delete_config or [] for c in item.split(",")],
-                )
-            print(f"Altered topic {name}.")
-        elif args.delete:
-            catalog.delete_topic(_need_topic(args))
-            print(f"Deleted topic {args.topic}.")
+        return _run_local(args, catalog)
     finally:
         catalog.close()
+
+
+def _run_local(args: argparse.Namespace, catalog: Catalog) -> int:
+    if args.list:
+        for name in catalog.list_topics():
+            print(name)
+    elif args.create:
+        name = _need_topic(args)
+        if args.if_not_exists and name in catalog.list_topics():
+            return 0
+        catalog.create_topic(
+            name,
+            args.partitions or 1,
+            parse_key_values(args.config, "--config"),
+            replication_factor=args.replication_factor,
+        )
+        print(f"Created topic {name}.")
+    elif args.describe:
+        for name in [args.topic] if args.topic else catalog.list_topics():
+            print(format_description(DescribedTopic.local(catalog.describe_topic(name))))
+    elif args.alter:
+        name = _need_topic(args)
+        if args.partitions:
+            catalog.create_partitions(name, args.partitions)
+        if args.add_config or args.delete_config:
+            catalog.alter_topic_configs(
+                name,
+                parse_key_values(args.add_config, "--add-config"),
+                _names(args.delete_config),
+            )
+        print(f"Altered topic {name}.")
+    elif args.delete:
+        catalog.delete_topic(_need_topic(args))
+        print(f"Deleted topic {args.topic}.")
     return 0
 
 
-def format_description(d: TopicDescription) -> str:
-    overrides = ",".join(f"{k}={v}" for k, v in sorted(d.config.overrides.items()))
+def _run_remote(args: argparse.Namespace, admin: AdminClient) -> int:
+    if args.list:
+        for name in admin.list_topics():
+            print(name)
+    elif args.create:
+        name = _need_topic(args)
+        if args.if_not_exists and name in admin.list_topics():
+            return 0
+        admin.create_topic(
+            name,
+            args.partitions or 1,
+            parse_key_values(args.config, "--config"),
+            replication_factor=args.replication_factor,
+        )
+        print(f"Created topic {name}.")
+    elif args.describe:
+        for name in [args.topic] if args.topic else admin.list_topics():
+            print(format_description(DescribedTopic.remote(admin.describe_topic(name))))
+    elif args.alter:
+        name = _need_topic(args)
+        if args.partitions:
+            admin.create_partitions(name, args.partitions)
+        if args.add_config or args.delete_config:
+            admin.alter_configs(
+                name,
+                set=parse_key_values(args.add_config, "--add-config"),
+                delete=_names(args.delete_config),
+            )
+        print(f"Altered topic {name}.")
+    elif args.delete:
+        admin.delete_topic(_need_topic(args))
+        print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _names(items: list[str] | None) -> list[str]:
+    return [c.strip() for item in items or [] for c in item.split(",") if c.strip()]
+
+
+def format_description(d: DescribedTopic | TopicDescription) -> str:
+    if isinstance(d, TopicDescription):
+        d = DescribedTopic.local(d)
+    overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
     lines = [
-        f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {d.num_partitions}\t"
+        f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
         f"Size: {d.size_bytes}\tConfigs: {overrides}\tTable: {d.table_uri}"
     ]
     for p in d.partitions:

@@ -1,0 +1,103 @@
+"""``lakelog console-producer``: kafka-console-producer.sh over the HTTP brokers.
+
+One record per stdin line. ``--property parse.key=true`` splits each line at
+``key.separator`` (default a tab) into key and value; ``--producer-property``
+passes Kafka producer settings (acks, linger.ms, batch.size, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import Future
+from typing import Any
+
+from lakelog.cli.common import add_bootstrap, bootstrap_urls, parse_key_values
+from lakelog.client import Producer, RecordMetadata
+from lakelog.errors import InvalidConfigError, InvalidRecordError
+
+#: Kafka producer property -> Producer keyword (with its type).
+PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
+    "acks": ("acks", str),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("batch_size", int),
+    "retries": ("retries", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "enable.idempotence": ("enable_idempotence", bool),
+    "max.request.size": ("max_request_size", int),
+    "buffer.memory": ("buffer_memory", int),
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("console-producer", help="produce stdin lines to a topic")
+    add_bootstrap(parser, required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--property", action="append", help="parse.key=true, key.separator=:")
+    parser.add_argument("--producer-property", action="append", help="e.g. acks=all")
+    parser.add_argument("--partition", type=int, help="send every record to this partition")
+    parser.set_defaults(run=run)
+
+
+def producer_options(items: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for name, raw in parse_key_values(items, "--producer-property").items():
+        if name not in PRODUCER_PROPERTIES:
+            raise InvalidConfigError(
+                f"unsupported producer property {name!r}; supported: "
+                f"{', '.join(sorted(PRODUCER_PROPERTIES))}"
+            )
+        keyword, kind = PRODUCER_PROPERTIES[name]
+        try:
+            if kind is bool:
+                options[keyword] = raw.lower() == "true"
+            else:
+                options[keyword] = kind(raw)
+        except ValueError:
+            raise InvalidConfigError(
+                f"producer property {name}={raw!r} is not a {kind.__name__}"
+            ) from None
+    return options
+
+
+def split_line(line: str, parse_key: bool, separator: str) -> tuple[bytes | None, bytes]:
+    if not parse_key:
+        return None, line.encode()
+    key, sep, value = line.partition(separator)
+    if not sep:
+        raise InvalidRecordError(f"no key separator {separator!r} found in line {line!r}")
+    return key.encode(), value.encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    props = parse_key_values(args.property, "--property")
+    parse_key = props.get("parse.key", "false").lower() == "true"
+    separator = props.get("key.separator", "\t")
+    interactive = sys.stdin.isatty()
+    failures = 0
+    futures: list[Future[RecordMetadata]] = []
+    with Producer(
+        bootstrap_urls(args.bootstrap_server), **producer_options(args.producer_property)
+    ) as producer:
+        if interactive:
+            print(">", end="", flush=True)
+        for raw in sys.stdin:
+            line = raw.rstrip("\n").rstrip("\r")
+            try:
+                key, value = split_line(line, parse_key, separator)
+            except InvalidRecordError as exc:
+                print(f"Error: {exc}", file=sys.stderr)
+                failures += 1
+                continue
+            futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
+            if interactive:
+                print(">", end="", flush=True)
+        producer.flush(None)
+    for future in futures:
+        error = future.exception()
+        if error is not None:
+            failures += 1
+            print(f"Error: {error}", file=sys.stderr)
+    return 1 if failures else 0

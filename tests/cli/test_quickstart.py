@@ -1,0 +1,145 @@
+"""Kafka's quickstart, as an operator would type it, against a real broker process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from lakelog.partitioner import partition_for_key
+from tests.fixtures.brokers import BrokerProcess, broker_env
+from tests.fixtures.roots import RootSpec
+
+
+def lakelog(
+    env: dict[str, str], *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "lakelog.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_quickstart(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
+) -> None:
+    broker = start_broker(root)
+    env = broker_env(root, request)
+    server = broker.url
+    lakelog(
+        env,
+        "topics",
+        "--create",
+        "--topic",
+        "quickstart-events",
+        "--partitions",
+        "3",
+        "--bootstrap-server",
+        server,
+    )
+    assert (
+        "quickstart-events" in lakelog(env, "topics", "--list", "--bootstrap-server", server).stdout
+    )
+    described = lakelog(
+        env, "topics", "--describe", "--topic", "quickstart-events", "--bootstrap-server", server
+    ).stdout
+    assert "PartitionCount: 3" in described
+
+    lines = [f"event number {i}" for i in range(5)]
+    lakelog(
+        env,
+        "console-producer",
+        "--topic",
+        "quickstart-events",
+        "--bootstrap-server",
+        server,
+        "--partition",
+        "1",
+        "--producer-property",
+        "acks=all",
+        stdin="\n".join(lines) + "\n",
+    )
+    keyed = ["user-7:first", "user-9:second", "user-7:third"]
+    lakelog(
+        env,
+        "console-producer",
+        "--topic",
+        "quickstart-events",
+        "--bootstrap-server",
+        server,
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+        stdin="\n".join(keyed) + "\n",
+    )
+
+    consumed = lakelog(
+        env,
+        "console-consumer",
+        "--topic",
+        "quickstart-events",
+        "--partition",
+        "1",
+        "--offset",
+        "earliest",
+        "--max-messages",
+        "5",
+        "--bootstrap-server",
+        server,
+    ).stdout.splitlines()
+    assert consumed == lines  # in order
+
+    everything = lakelog(
+        env,
+        "console-consumer",
+        "--topic",
+        "quickstart-events",
+        "--from-beginning",
+        "--timeout-ms",
+        "1500",
+        "--property",
+        "print.key=true",
+        "--property",
+        "print.partition=true",
+        "--bootstrap-server",
+        server,
+    )
+    rows = [line.split("\t") for line in everything.stdout.splitlines()]
+    assert "Processed a total of 8 messages" in everything.stderr
+    for key, value in (k.split(":") for k in keyed):
+        expected = f"Partition:{partition_for_key(key.encode(), 3)}"
+        assert [expected, key, value] in rows
+    sevens = [r[2] for r in rows if r[1] == "user-7"]
+    assert sevens == ["first", "third"]  # per-key order kept
+
+    offsets = lakelog(
+        env, "get-offsets", "--topic", "quickstart-events", "--bootstrap-server", server
+    ).stdout.splitlines()
+    latest = {int(line.split(":")[1]): int(line.split(":")[2]) for line in offsets}
+    assert sum(latest.values()) == 8 and latest[1] >= 5
+
+    failed = lakelog(
+        env,
+        "console-producer",
+        "--topic",
+        "no-such-topic",
+        "--bootstrap-server",
+        server,
+        stdin="x\n",
+        check=False,
+    )
+    assert failed.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in failed.stderr
+    bad = lakelog(
+        env, "topics", "--create", "--topic", "../x", "--bootstrap-server", server, check=False
+    )
+    assert bad.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in bad.stderr
