@@ -33,6 +33,7 @@ from benchmarks.common import (
 #: suite name -> module implementing it; future suites (broker, compaction, connector) go here.
 SUITES: dict[str, str] = {
     "log": "benchmarks.bench_log",
+    "broker": "benchmarks.bench_broker",
 }
 
 

@@ -16,6 +16,7 @@ import math
 import os
 import platform
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -369,3 +370,58 @@ def scratch_dir(parent: Path, name: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+# -- processes ---------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """CPU seconds (user + system) of a whole process and of its main thread."""
+
+    total: float
+    main_thread: float
+
+
+def _stat_cpu_seconds(path: str) -> float:
+    # Fields after the parenthesised command name start at field 3 (state);
+    # utime and stime are fields 14 and 15, in clock ticks.
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_times(pid: int) -> CpuTimes | None:
+    """CPU used so far by process ``pid`` and its main thread; None where /proc has no answer."""
+    try:
+        return CpuTimes(
+            _stat_cpu_seconds(f"/proc/{pid}/stat"),
+            _stat_cpu_seconds(f"/proc/{pid}/task/{pid}/stat"),
+        )
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every process of the machine has used (all cores, not idle or iowait).
+
+    Compared with what the measured processes used over the same window, it
+    shows how much of the machine other work took: figures measured while
+    others were busy are not the machine's best.
+    """
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from benchmarks import bench_log
+from benchmarks import bench_broker, bench_log
 from benchmarks.__main__ import SUITES, load_suite, main
 from benchmarks.common import (
     Report,
     Result,
+    cpu_times,
     format_number,
+    free_port,
+    machine_busy_seconds,
     percentile,
     quiet,
     random_binary,
@@ -173,3 +179,131 @@ def test_report_find(tiny_report: Report) -> None:
     first = tiny_report.results[0]
     assert tiny_report.find(first.benchmark, first.variant, first.metric) is first
     assert tiny_report.find("no such benchmark", first.variant, first.metric) is None
+
+
+# -- broker suite ----------------------------------------------------------------
+
+BROKER_BENCHMARKS = {
+    bench_broker.PRODUCE,
+    bench_broker.LATENCY,
+    bench_broker.E2E,
+    bench_broker.FETCH,
+}
+
+
+def _non_negative_or_nan(value: float) -> bool:
+    return math.isnan(value) or value >= 0
+
+
+@pytest.fixture(scope="module")
+def broker_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return bench_broker.run("tiny", tmp_path_factory.mktemp("broker-bench"), quiet)
+
+
+def test_broker_suite_covers_every_benchmark(broker_report: Report) -> None:
+    cfg = bench_broker.CONFIGS["tiny"]
+    assert broker_report.suite == "broker"
+    assert {r.benchmark for r in broker_report.results} == BROKER_BENCHMARKS
+    produce = [r for r in broker_report.results if r.benchmark == bench_broker.PRODUCE]
+    assert len(produce) == 2 * len(cfg.produce_plan)  # records/s and MB/s each
+    assert {r.unit for r in produce} == {"records/s", "MB/s"}
+    assert [r.metric for r in broker_report.results if r.benchmark == bench_broker.LATENCY] == [
+        "p50",
+        "p99",
+    ]
+    e2e = [r for r in broker_report.results if r.benchmark == bench_broker.E2E]
+    assert len(e2e) == 2 * len(cfg.e2e_formats)
+    fetch = [r for r in broker_report.results if r.benchmark == bench_broker.FETCH]
+    assert len(fetch) == 2 * 2 * len(cfg.fetch_formats)  # cache and storage, two units
+    assert {r.params["source"] for r in fetch} == {"cache", "storage"}
+    assert all(r.params["records"] == cfg.fetch_records for r in fetch)
+
+
+def test_broker_results_are_well_formed(broker_report: Report) -> None:
+    expected = {
+        bench_broker.PRODUCE: {bench_broker.EMPTY, bench_broker.RAW, bench_broker.NAIVE},
+        bench_broker.LATENCY: {bench_broker.EMPTY, bench_broker.NAIVE},
+        bench_broker.E2E: {bench_broker.ACK},
+        bench_broker.FETCH: {bench_broker.STATIC, bench_broker.RAW_READ},
+    }
+    for r in broker_report.results:
+        assert set(r.baselines) == expected[r.benchmark], r
+        assert _non_negative_or_nan(r.value), r
+        assert all(_non_negative_or_nan(v) for v in r.baselines.values()), r
+        assert r.higher_is_better == (r.benchmark in {bench_broker.PRODUCE, bench_broker.FETCH})
+        assert r.variant and r.metric and r.unit
+    for benchmark in (bench_broker.LATENCY, bench_broker.E2E):
+        rows = [r for r in broker_report.results if r.benchmark == benchmark]
+        for p50, p99 in zip(rows[::2], rows[1::2], strict=True):
+            assert (p50.metric, p99.metric) == ("p50", "p99")
+            assert p50.variant == p99.variant
+            if math.isfinite(p50.value) and math.isfinite(p99.value):
+                assert p50.value <= p99.value
+    fetch = [r for r in broker_report.results if r.benchmark == bench_broker.FETCH]
+    for r in fetch:  # the caught-up consumer is served from memory, the restarted one is not
+        expected_hits = 1.0 if r.params["source"] == "cache" else 0.0
+        assert r.params["cache_hit_fraction"] == expected_hits, r
+    assert any(n.startswith("machine: ") for n in broker_report.notes)
+    assert any(n.startswith("goal produce latency") for n in broker_report.notes)
+    text = render_report(broker_report)
+    for benchmark in BROKER_BENCHMARKS:
+        assert f"== {benchmark}" in text
+    json.dumps(results_json([broker_report], {"cpu_count": 2}), allow_nan=False)
+
+
+def test_broker_suite_is_registered() -> None:
+    assert SUITES["broker"] == "benchmarks.bench_broker"
+    with pytest.raises(ValueError, match="unknown size"):
+        bench_broker.run("huge", Path("."), quiet)
+
+
+def test_stamps_survive_json_and_arrow() -> None:
+    cfg = bench_broker.CONFIGS["tiny"]
+    values = bench_broker.make_values(3, cfg.value_bytes, np.random.default_rng(2), True)
+    body = bench_broker.json_body(values, 1)
+    positions = bench_broker.stamp_positions(body)
+    assert len(positions) == 3
+    sent = bench_broker.stamped(body, positions, 123_456_789)
+    doc = json.loads(sent)
+    assert [r["partition"] for r in doc["records"]] == [1, 1, 1]
+    fetched = json.dumps({"records": [{"value": r["value"]} for r in doc["records"]]}).encode()
+    assert bench_broker.read_stamps(fetched, "json") == [(123_456_789, bench_broker.MAGIC)] * 3
+    raw = [base64.b64decode(r["value"]) for r in doc["records"]]
+    assert all(len(v) == cfg.value_bytes for v in raw)
+    assert [v[12:] for v in raw] == [v[12:] for v in values.to_pylist()]  # the rest untouched
+    arrow = bench_broker.arrow_body(pa.array(raw, pa.binary()), 0)
+    assert bench_broker.read_stamps(arrow, "arrow") == [(123_456_789, bench_broker.MAGIC)] * 3
+    stop = bench_broker.read_stamps(
+        json.dumps({"records": json.loads(bench_broker.stop_body(cfg))["records"]}).encode(),
+        "json",
+    )
+    assert [magic for _, magic in stop] == [bench_broker.STOP]
+
+
+def test_metrics_parsing_and_commit_stats() -> None:
+    text = "\n".join(
+        [
+            "# HELP lakelog_batch_requests Produce requests per group commit",
+            "lakelog_batch_requests_count 4.0",
+            "lakelog_batch_requests_sum 10.0",
+            "lakelog_batch_records_sum 1000.0",
+            'lakelog_commit_seconds_sum{topic="t"} 0.2',
+            'lakelog_commit_seconds_count{topic="t"} 4.0',
+        ]
+    )
+    after = bench_broker.parse_metrics(text)
+    assert after["lakelog_batch_requests_count"] == 4.0
+    assert after['lakelog_commit_seconds_sum{topic="t"}'] == 0.2
+    stats = bench_broker.commit_stats({}, after, "t")
+    assert stats.commits == 4.0
+    assert stats.requests_per_commit == 2.5
+    assert stats.records_per_commit == 250.0
+    assert stats.commit_ms == pytest.approx(50.0)
+
+
+def test_process_helpers() -> None:
+    own = cpu_times(os.getpid())
+    assert own is not None and own.total >= own.main_thread >= 0
+    busy = machine_busy_seconds()
+    assert busy is not None and busy >= 0
+    assert 0 < free_port() < 65536
