@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -57,12 +58,27 @@ class MetricsMiddleware:
             self.metrics.latency.labels(name).observe(time.perf_counter() - started)
 
 
+def tune_garbage_collector() -> None:
+    """Keep Python's cycle collector off the request path.
+
+    A produce request allocates thousands of short-lived objects; with the
+    default thresholds the collector runs every few requests and, worse,
+    periodically walks every object left from start-up (measured: ~half of
+    the event loop's CPU per JSON produce). Freezing start-up objects and
+    collecting young objects less often removes most of that.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)
+
+
 def create_app(settings: BrokerSettings | None = None, broker: Broker | None = None) -> FastAPI:
     settings = settings or BrokerSettings()
     broker = broker or Broker(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tune_garbage_collector()
         await broker.start()
         try:
             yield
