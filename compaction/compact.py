@@ -10,28 +10,38 @@ new segments that keep the covered offset ranges. The driver then commits
 either lands whole or not at all; a concurrent append does not conflict with
 it, and the old files stay on storage until a vacuum after a grace period,
 so readers holding an older snapshot keep working.
+
+Tombstone rule: a tombstone that is the latest record of its key is dropped
+once its own timestamp is older than ``now - delete.retention.ms`` (DESIGN.md:
+"drops tombstones older than delete.retention.ms"). Kafka (KIP-534) instead
+counts delete.retention.ms from the first cleaning that saw the tombstone;
+the two agree for tombstones produced with the current time.
+
+Records without a key cannot be compacted (produce refuses them on compacted
+topics); any left from before the topic became compacted are dropped.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from compaction.planner import CompactionPlan, plan_compaction
+from compaction.planner import CompactionPlan, SegmentGroup, plan_compaction
 from compaction.report import JobReport
 from compaction.segment_tasks import (
+    KEEP_COLUMN,
     ROWS_DDL,
     WRITTEN_DDL,
     SegmentRef,
     read_segments,
     write_groups,
 )
+from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
 from lakelog.delta.actions import Action, RemoveFile, Txn
 from lakelog.delta.state import TableState
@@ -45,29 +55,26 @@ from lakelog.topic_log import TopicLog
 log = logging.getLogger(__name__)
 
 CLEANED_TXN_PREFIX = "lakelog.cleaned."
-REF_DDL = (
-    "partition int, group int, group_base long, group_last long, path string, "
-    "base_offset long, last_offset long"
-)
 
 Progress = Callable[[str], None]
+#: A session, or a factory called only once a job really needs Spark (planning needs none).
+SparkLike = SparkSession | Callable[[], SparkSession]
 
 
 def cleaned_txn(partition: int) -> str:
     return f"{CLEANED_TXN_PREFIX}{partition}"
 
 
-def segment_reader_task(
-    storage: Storage, table_path: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A mapInArrow function turning segment descriptors into their rows."""
+def session_of(spark: SparkLike) -> SparkSession:
+    return spark if isinstance(spark, SparkSession) else spark()
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            refs = [SegmentRef(**row) for row in batch.to_pylist()]
-            yield from read_segments(storage, table_path, refs)
 
-    return run
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def task_count(spark: SparkSession, items: int) -> int:
+    return max(1, min(items, spark.sparkContext.defaultParallelism * 2))
 
 
 def segment_writer_task(
@@ -79,10 +86,11 @@ def segment_writer_task(
     return run
 
 
-def refs_for(plans: list[CompactionPlan]) -> list[SegmentRef]:
+def refs_for_groups(partition: int, groups: Sequence[SegmentGroup]) -> list[SegmentRef]:
+    """Read descriptors for the segments of one partition's groups (group ids 0, 1, ...)."""
     return [
         SegmentRef(
-            partition=plan.partition,
+            partition=partition,
             group=g,
             group_base=group.base_offset,
             group_last=group.last_offset,
@@ -90,43 +98,118 @@ def refs_for(plans: list[CompactionPlan]) -> list[SegmentRef]:
             base_offset=s.base_offset,
             last_offset=s.last_offset,
         )
-        for plan in plans
-        for g, group in enumerate(plan.groups)
+        for g, group in enumerate(groups)
         for s in group.segments
     ]
 
 
-def read_rows(spark: SparkSession, topic_log: TopicLog, refs: list[SegmentRef]) -> DataFrame:
-    """The rows of the given segments as a DataFrame, read inside Spark tasks."""
-    descriptors = spark.createDataFrame([vars(r) for r in refs], REF_DDL)
-    tasks = max(1, min(len(refs), spark.sparkContext.defaultParallelism * 2))
-    return descriptors.repartition(tasks).mapInArrow(
-        segment_reader_task(topic_log.storage, topic_log.table_path), ROWS_DDL
-    )
+def refs_for(plans: Sequence[CompactionPlan]) -> list[SegmentRef]:
+    return [ref for plan in plans for ref in refs_for_groups(plan.partition, plan.groups)]
+
+
+def read_rows(spark: SparkSession, topic_log: TopicLog, refs: Sequence[SegmentRef]) -> DataFrame:
+    """The rows of the given segments as a DataFrame, read inside Spark tasks.
+
+    The descriptors travel in the task closure and a task reads those whose
+    index ``spark.range`` hands it, so spreading them costs no shuffle.
+    """
+    storage, table_path, chosen = topic_log.storage, topic_log.table_path, list(refs)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            ids = batch.column(0).to_pylist()
+            yield from read_segments(storage, table_path, [chosen[i] for i in ids])
+
+    tasks = task_count(spark, len(chosen))
+    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ROWS_DDL)
 
 
 def latest_per_key(rows: DataFrame, tombstone_cutoff_ms: int) -> DataFrame:
-    """Flag each row: kept (latest for its key, not an expired tombstone) or dropped.
+    """Flag each row: ``_latest`` for its key, and ``_keep`` unless an expired tombstone.
 
-    Records without a key cannot be compacted (Kafka refuses them on compacted
-    topics); any left from before the topic became compacted are dropped.
+    Records without a key are never latest, so they are dropped.
     """
     latest = F.max("offset").over(Window.partitionBy("partition", "key"))
     is_latest = (F.col("offset") == latest) & F.col("key").isNotNull()
     expired_tombstone = F.col("value").isNull() & (F.col("ts_ms") < F.lit(tombstone_cutoff_ms))
-    return rows.withColumn("_latest", is_latest).withColumn("_keep", is_latest & ~expired_tombstone)
+    return rows.withColumn("_latest", is_latest).withColumn(
+        KEEP_COLUMN, is_latest & ~expired_tombstone
+    )
+
+
+def segment_of(row: Row, modification_time: int) -> Segment:
+    """The index entry for a segment a writer task reported."""
+    return Segment(
+        base_offset=row["base_offset"],
+        last_offset=row["last_offset"],
+        path=row["path"],
+        partition=row["partition"],
+        size_bytes=row["size"],
+        num_records=row["num_records"],
+        min_timestamp_ms=row["min_ts"],
+        max_timestamp_ms=row["max_ts"],
+        modification_time=modification_time,
+    )
+
+
+def complete_groups(
+    topic_log: TopicLog,
+    groups: Sequence[tuple[int, Sequence[SegmentGroup]]],
+    written: dict[tuple[int, int], Segment],
+) -> list[Segment]:
+    """Outputs for every (partition, group), writing empty segments for groups without rows.
+
+    A group whose every record was superseded (or that held none) still keeps
+    its offset range, so the log start offset never moves and a fetch inside
+    the range lands on the next record (Kafka keeps cleaned segments too).
+    """
+    outputs = dict(written)
+    try:
+        for partition, partition_groups in groups:
+            for g, group in enumerate(partition_groups):
+                if (partition, g) not in outputs:
+                    outputs[(partition, g)] = write_segment(
+                        topic_log.storage,
+                        topic_log.table_path,
+                        partition,
+                        SEGMENT_SCHEMA.empty_table(),
+                        base_offset=group.base_offset,
+                        last_offset=group.last_offset,
+                    )
+    except BaseException:
+        for segment in outputs.values():
+            topic_log.storage.delete(join(topic_log.table_path, segment.path))
+        raise
+    return [outputs[k] for k in sorted(outputs)]
+
+
+def plan_topic(topic_log: TopicLog, now_ms: int, force: bool) -> list[CompactionPlan]:
+    config = topic_log.config
+    plans = []
+    for partition in range(topic_log.num_partitions):
+        cleaned = topic_log.txn_version(cleaned_txn(partition)) or 0
+        plan = plan_compaction(
+            partition, topic_log.segments(partition), config, now_ms, cleaned, force
+        )
+        if plan is not None:
+            plans.append(plan)
+    return plans
 
 
 def compact_topic(
     catalog: Catalog,
     topic: str,
-    spark: SparkSession,
+    spark: SparkLike,
     *,
     now_ms: int | None = None,
     force: bool = False,
     progress: Progress | None = None,
 ) -> JobReport:
-    """Compact one topic; returns the report (status "skipped" if nothing was due)."""
+    """Compact one topic; returns the report (status "skipped" if nothing was due).
+
+    ``now_ms`` is the clock the time-based rules (lags, delete.retention.ms)
+    are evaluated against; Spark is only started when some partition is due.
+    """
     started = time.perf_counter()
     say = progress or (lambda _: None)
     report = JobReport("compact", topic)
@@ -138,16 +221,9 @@ def compact_topic(
             f"topic {topic!r} has cleanup.policy={config.get('cleanup.policy')}; "
             "compaction needs a policy containing 'compact'"
         )
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = now_ms if now_ms is not None else wall_ms()
     say(f"{topic}: planning")
-    plans = []
-    for partition in range(topic_log.num_partitions):
-        cleaned = topic_log.txn_version(cleaned_txn(partition)) or 0
-        plan = plan_compaction(
-            partition, topic_log.segments(partition), config, now, cleaned, force
-        )
-        if plan is not None:
-            plans.append(plan)
+    plans = plan_topic(topic_log, now, force)
     if not plans:
         report.status, report.message = "skipped", "no partition is due for cleaning"
         return report.finish(started)
@@ -156,69 +232,40 @@ def compact_topic(
     report.records_in = sum(s.num_records for s in inputs)
     report.bytes_before = sum(s.size_bytes for s in inputs)
     report.segments_removed = len(inputs)
+    report.message = ", ".join(
+        f"p{p.partition}: dirty {p.dirty_ratio:.2f}{' (forced)' if p.forced else ''}" for p in plans
+    )
 
-    say(f"{topic}: reading {len(inputs)} segments of {len(plans)} partitions")
+    session = session_of(spark)
+    say(f"{topic}: rewriting {len(inputs)} segments of {len(plans)} partitions")
     cutoff = now - int(config.get("delete.retention.ms"))
-    flagged = latest_per_key(read_rows(spark, topic_log, refs_for(plans)), cutoff)
-    flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        stats = flagged.agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(F.when(F.col("_keep"), 1).otherwise(0)).alias("kept"),
-            F.sum(F.when(F.col("_latest") & ~F.col("_keep"), 1).otherwise(0)).alias(
-                "tombstones_dropped"
-            ),
-        ).collect()[0]
-        report.records_in = int(stats["rows"] or 0)
-        report.tombstones_dropped = int(stats["tombstones_dropped"] or 0)
-        say(f"{topic}: writing {int(stats['kept'] or 0):,} of {report.records_in:,} records")
-        kept = flagged.filter(F.col("_keep")).drop("_keep", "_latest")
-        tasks = max(
-            1, min(sum(len(p.groups) for p in plans), spark.sparkContext.defaultParallelism * 2)
-        )
-        written_rows = (
-            kept.repartition(tasks, "partition", "group")
+    # Only the latest record of a key can survive; expired tombstones travel on
+    # (flagged, not written) so the writers can count them.
+    survivors = (
+        latest_per_key(read_rows(session, topic_log, refs_for(plans)), cutoff)
+        .filter(F.col("_latest"))
+        .drop("_latest")
+    )
+    tasks = task_count(session, sum(len(p.groups) for p in plans))
+    written_rows = spark_action(
+        lambda: (
+            survivors.repartition(tasks, "partition", "group")
             .sortWithinPartitions("partition", "group", "offset")
             .mapInArrow(segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL)
             .collect()
         )
-    finally:
-        flagged.unpersist()
-    written = {
-        (r["partition"], r["group"]): Segment(
-            base_offset=r["base_offset"],
-            last_offset=r["last_offset"],
-            path=r["path"],
-            partition=r["partition"],
-            size_bytes=r["size"],
-            num_records=r["num_records"],
-            min_timestamp_ms=r["min_ts"],
-            max_timestamp_ms=r["max_ts"],
-            modification_time=now,
-        )
-        for r in written_rows
-    }
-    # A group whose every record was superseded still keeps its offset range,
-    # so the log start offset does not move (Kafka keeps cleaned segments too).
-    for plan in plans:
-        for g, group in enumerate(plan.groups):
-            if (plan.partition, g) not in written:
-                written[(plan.partition, g)] = write_segment(
-                    topic_log.storage,
-                    topic_log.table_path,
-                    plan.partition,
-                    SEGMENT_SCHEMA.empty_table(),
-                    base_offset=group.base_offset,
-                    last_offset=group.last_offset,
-                )
-    outputs = list(written.values())
+    )
+    wall = wall_ms()
+    written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
+    report.tombstones_dropped = sum(int(r["dropped"]) for r in written_rows)
+    outputs = complete_groups(topic_log, [(p.partition, p.groups) for p in plans], written)
     say(f"{topic}: committing {len(outputs)} new segments")
     version = commit_rewrite(
         topic_log,
         inputs,
         outputs,
         "COMPACT",
-        extra=[Txn(cleaned_txn(p.partition), p.cleaned_up_to, now) for p in plans],
+        extra=[Txn(cleaned_txn(p.partition), p.cleaned_up_to, wall) for p in plans],
     )
     report.records_out = sum(s.num_records for s in outputs)
     report.bytes_after = sum(s.size_bytes for s in outputs)
@@ -242,7 +289,7 @@ def commit_rewrite(
     committed (the new files are deleted) and the job can simply be rerun.
     """
     input_paths = {s.path for s in inputs}
-    now = int(time.time() * 1000)
+    now = wall_ms()
 
     def build(state: TableState) -> list[Action]:
         gone = [p for p in input_paths if p not in state.files]
@@ -268,6 +315,31 @@ def commit_rewrite(
     try:
         return topic_log.commit(build, operation, {"segments": str(len(inputs))})
     except BaseException:
-        for segment in outputs:
-            topic_log.storage.delete(join(topic_log.table_path, segment.path))
+        discard_uncommitted(topic_log, outputs)
         raise
+
+
+def discard_uncommitted(topic_log: TopicLog, outputs: list[Segment]) -> None:
+    """Delete new files a failed commit left behind, unless the commit landed after all.
+
+    A commit PUT that failed in transit may still have been stored; deleting
+    its files then would break the table. Only files the refreshed log does
+    not reference are deleted; if the log cannot be read, they are left for
+    vacuum (as orphans, which vacuum removes after its orphan grace period).
+    """
+    if not outputs:
+        return
+    try:
+        topic_log.refresh()
+        live = topic_log.live_paths()
+    except Exception:
+        log.warning(
+            "cannot tell whether the commit to %s landed; leaving %d new segment(s) for vacuum",
+            topic_log.name,
+            len(outputs),
+            exc_info=True,
+        )
+        return
+    for segment in outputs:
+        if segment.path not in live:
+            topic_log.storage.delete(join(topic_log.table_path, segment.path))

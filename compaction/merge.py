@@ -4,27 +4,42 @@ Brokers write one segment per partition per group commit, so a busy topic
 accumulates many small files. Spark reads runs of consecutive small segments
 (up to segment.bytes and segment.ms per run) and writes each run as one
 segment; the commit swaps them atomically with ``dataChange=false``, since no
-record changes.
+record changes. Each task owns whole runs, so merging needs no shuffle.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
 
-from compaction.compact import Progress, commit_rewrite, read_rows, segment_writer_task
+from compaction.compact import (
+    Progress,
+    SparkLike,
+    commit_rewrite,
+    complete_groups,
+    refs_for_groups,
+    segment_of,
+    session_of,
+    task_count,
+    wall_ms,
+)
 from compaction.planner import SegmentGroup, plan_merge
 from compaction.report import JobReport
-from compaction.segment_tasks import WRITTEN_DDL, SegmentRef
+from compaction.segment_tasks import WRITTEN_DDL, SegmentRef, rewrite_groups
+from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
+from lakelog.errors import CorruptRecordError
 from lakelog.offset_index import Segment
+from lakelog.storage import join
+from lakelog.topic_log import TopicLog
 
 
 def merge_topic(
     catalog: Catalog,
     topic: str,
-    spark: SparkSession,
+    spark: SparkLike,
     *,
     progress: Progress | None = None,
 ) -> JobReport:
@@ -33,56 +48,39 @@ def merge_topic(
     topic_log = catalog.topic(topic)
     topic_log.refresh()
     config = topic_log.config
-    groups: list[SegmentGroup] = []
+    by_partition: list[tuple[int, list[SegmentGroup]]] = []
     for p in range(topic_log.num_partitions):
-        groups += plan_merge(p, topic_log.segments(p), config)
-    if not groups:
+        groups = plan_merge(p, topic_log.segments(p), config)
+        if groups:
+            by_partition.append((p, groups))
+    if not by_partition:
         report.status, report.message = "skipped", "no run of small segments to merge"
         return report.finish(started)
-    ids: dict[int, int] = {}
-    refs = []
-    for group in groups:
-        gid = ids.setdefault(group.partition, 0)
-        ids[group.partition] = gid + 1
-        refs += [
-            SegmentRef(
-                group.partition,
-                gid,
-                group.base_offset,
-                group.last_offset,
-                s.path,
-                s.base_offset,
-                s.last_offset,
-            )
-            for s in group.segments
-        ]
-    inputs = [s for g in groups for s in g.segments]
+    runs: list[list[SegmentRef]] = []
+    for p, groups in by_partition:
+        refs = refs_for_groups(p, groups)
+        runs += [[r for r in refs if r.group == g] for g in range(len(groups))]
+    inputs = [s for _, groups in by_partition for g in groups for s in g.segments]
     if progress:
-        progress(f"{topic}: merging {len(inputs)} segments into {len(groups)}")
-    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
-    written = (
-        read_rows(spark, topic_log, refs)
-        .repartition(tasks, "partition", "group")
-        .sortWithinPartitions("partition", "group", "offset")
-        .mapInArrow(segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL)
-        .collect()
+        progress(f"{topic}: merging {len(inputs)} segments into {len(runs)}")
+    session = session_of(spark)
+    storage, table_path = topic_log.storage, topic_log.table_path
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from rewrite_groups(
+                storage, table_path, [runs[i] for i in batch.column(0).to_pylist()]
+            )
+
+    tasks = task_count(session, len(runs))
+    written_rows = spark_action(
+        lambda: session.range(0, len(runs), 1, tasks).mapInArrow(run, WRITTEN_DDL).collect()
     )
-    now = int(time.time() * 1000)
-    outputs = [
-        Segment(
-            r["base_offset"],
-            r["last_offset"],
-            r["path"],
-            r["partition"],
-            r["size"],
-            r["num_records"],
-            r["min_ts"],
-            r["max_ts"],
-            now,
-        )
-        for r in written
-    ]
-    report.partitions = len({g.partition for g in groups})
+    wall = wall_ms()
+    written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
+    outputs = complete_groups(topic_log, by_partition, written)
+    check_counts(topic_log, by_partition, written, outputs)
+    report.partitions = len(by_partition)
     report.records_in = sum(s.num_records for s in inputs)
     report.records_out = sum(s.num_records for s in outputs)
     report.bytes_before = sum(s.size_bytes for s in inputs)
@@ -93,3 +91,23 @@ def merge_topic(
         topic_log, inputs, outputs, "MERGE SEGMENTS", data_change=False
     )
     return report.finish(started)
+
+
+def check_counts(
+    topic_log: TopicLog,
+    by_partition: list[tuple[int, list[SegmentGroup]]],
+    written: dict[tuple[int, int], Segment],
+    outputs: list[Segment],
+) -> None:
+    """Refuse to commit a merge whose output does not hold exactly the records of its inputs."""
+    for partition, groups in by_partition:
+        for g, group in enumerate(groups):
+            got = written[(partition, g)].num_records if (partition, g) in written else 0
+            if got != group.num_records:
+                for segment in outputs:
+                    topic_log.storage.delete(join(topic_log.table_path, segment.path))
+                raise CorruptRecordError(
+                    f"merging segments {group.base_offset}..{group.last_offset} of partition "
+                    f"{partition} of {topic_log.name!r} read {got} records but the Delta log "
+                    f"lists {group.num_records}; nothing was committed"
+                )

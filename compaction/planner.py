@@ -80,8 +80,13 @@ def group_segments(
     for segment in segments:
         if current:
             contiguous = segment.base_offset == current[-1].end_offset
-            span = max(segment.max_timestamp_ms, *(s.max_timestamp_ms for s in current)) - min(
-                segment.min_timestamp_ms, *(s.min_timestamp_ms for s in current)
+            # Empty segments (everything in them was compacted away) have no
+            # timestamps; counting their 0 would make every span look huge.
+            stamped = [s for s in (*current, segment) if s.num_records > 0]
+            span = (
+                max(s.max_timestamp_ms for s in stamped) - min(s.min_timestamp_ms for s in stamped)
+                if stamped
+                else 0
             )
             if not contiguous or size + segment.size_bytes > target_bytes or span > max_span_ms:
                 groups.append(SegmentGroup(partition, tuple(current)))

@@ -76,6 +76,7 @@ class JobReport:
             f"bytes {self.bytes_before:,} -> {self.bytes_after:,} "
             f"segments -{self.segments_removed}/+{self.segments_added} "
             f"in {self.duration_ms / 1000:.2f}s (version {self.table_version})"
+            + (f"; {self.message}" if self.message else "")
         )
 
 

@@ -4,18 +4,25 @@ Tasks receive small picklable values (the storage root, a table path,
 segment descriptors) and open storage themselves, so the same functions work
 in local mode and on a cluster, against local disks, HDFS or S3, with no
 Hadoop connector.
+
+Errors raised here are lakelog errors whose message names the segment; the
+driver turns the Python worker's exception back into the same error class
+(``compaction.task_errors``).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import pickle
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CorruptRecordError
+from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
+from lakelog.offset_index import Segment
 from lakelog.records import HEADERS_TYPE, SEGMENT_SCHEMA, TIMESTAMP_TYPE
 from lakelog.segments import SegmentReader, write_segment
 from lakelog.storage import Storage
@@ -43,11 +50,58 @@ ROWS_DDL = (
     "headers array<struct<key:string,value:binary>>, producer_id long, sequence int"
 )
 
+#: Optional boolean column of writer input: rows with ``false`` are dropped (and counted).
+KEEP_COLUMN = "_keep"
+
 #: What a writing task reports back to the driver for every segment it wrote.
 WRITTEN_DDL = (
     "partition int, group int, path string, size long, num_records long, "
-    "min_ts long, max_ts long, base_offset long, last_offset long"
+    "min_ts long, max_ts long, base_offset long, last_offset long, dropped long"
 )
+WRITTEN_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.int32()),
+        pa.field("group", pa.int32()),
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("num_records", pa.int64()),
+        pa.field("min_ts", pa.int64()),
+        pa.field("max_ts", pa.int64()),
+        pa.field("base_offset", pa.int64()),
+        pa.field("last_offset", pa.int64()),
+        pa.field("dropped", pa.int64()),
+    ]
+)
+
+
+_WORKER_LOCK = threading.Lock()
+_WORKER_STORAGES: dict[bytes, Storage] = {}
+_WORKER_READERS: dict[tuple[bytes, str], SegmentReader] = {}
+
+
+def worker_storage(storage: Storage) -> Storage:
+    """One storage object per root and Python worker process, reused across tasks.
+
+    Every task unpickles its own copy of the storage; for S3 each copy would
+    open a new client on its first request (~1 s: botocore session, endpoint
+    data). Python workers are reused between tasks, so the first copy seen is
+    kept and handed to later tasks of the same root.
+    """
+    key = pickle.dumps(storage)
+    with _WORKER_LOCK:
+        return _WORKER_STORAGES.setdefault(key, storage)
+
+
+def worker_reader(storage: Storage, table_path: str) -> SegmentReader:
+    """A segment reader (with its footer cache) per root and table, reused across tasks."""
+    key = (pickle.dumps(storage), table_path)
+    with _WORKER_LOCK:
+        reader = _WORKER_READERS.get(key)
+    if reader is None:
+        reader = SegmentReader(worker_storage(storage), table_path)
+        with _WORKER_LOCK:
+            reader = _WORKER_READERS.setdefault(key, reader)
+    return reader
 
 
 @dataclass(frozen=True)
@@ -63,42 +117,67 @@ class SegmentRef:
     last_offset: int
 
 
+def read_segment(reader: SegmentReader, ref: SegmentRef) -> pa.Table:
+    """All rows of one segment, checked against the offset range the Delta log gives it.
+
+    A segment that is missing, is not Parquet, lacks columns, or holds offsets
+    outside its range is reported as CORRUPT_MESSAGE naming the segment: a
+    maintenance job must never rewrite data it cannot vouch for. A storage
+    failure (network, throttling) is KAFKA_STORAGE_ERROR, retriable.
+    """
+    segment = Segment(ref.base_offset, ref.last_offset, ref.path, ref.partition)
+    where = f"segment {ref.path} of partition {ref.partition}"
+    try:
+        rows = reader.read(segment, ref.base_offset, 2**62)
+    except FileNotFoundError as exc:
+        raise CorruptRecordError(f"{where} is missing from storage") from exc
+    except LakelogError:
+        raise
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
+    except OSError as exc:  # the storage, not the data: retriable
+        raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
+    if rows.num_rows:
+        offsets = rows.column("offset")
+        low, high = pc.min(offsets).as_py(), pc.max(offsets).as_py()
+        if offsets.null_count or low < ref.base_offset or high > ref.last_offset:
+            raise CorruptRecordError(
+                f"{where} holds offsets {low}..{high} outside its range "
+                f"{ref.base_offset}..{ref.last_offset}"
+            )
+    return rows
+
+
+def _tagged(rows: pa.Table, ref: SegmentRef) -> pa.Table:
+    n = rows.num_rows
+    return pa.table(
+        {
+            "partition": pa.array([ref.partition] * n, pa.int32()),
+            "group": pa.array([ref.group] * n, pa.int32()),
+            "group_base": pa.array([ref.group_base] * n, pa.int64()),
+            "group_last": pa.array([ref.group_last] * n, pa.int64()),
+            "offset": rows.column("offset"),
+            "ts_ms": rows.column("timestamp").cast(pa.int64()),
+            "timestamp_type": rows.column("timestamp_type"),
+            "key": rows.column("key"),
+            "value": rows.column("value"),
+            "headers": rows.column("headers"),
+            "producer_id": rows.column("producer_id"),
+            "sequence": rows.column("sequence"),
+        },
+        schema=ROWS_SCHEMA,
+    )
+
+
 def read_segments(
-    storage: Storage, table_path: str, refs: list[SegmentRef]
+    storage: Storage, table_path: str, refs: Sequence[SegmentRef]
 ) -> Iterator[pa.RecordBatch]:
     """All rows of the given segments, tagged with partition and group."""
-    reader = SegmentReader(storage, table_path)
-    from lakelog.offset_index import Segment
-
+    reader = worker_reader(storage, table_path)
     for ref in refs:
-        segment = Segment(ref.base_offset, ref.last_offset, ref.path, ref.partition)
-        try:
-            rows = reader.read(segment, ref.base_offset, 2**62)
-        except FileNotFoundError as exc:
-            raise CorruptRecordError(
-                f"segment {ref.path} of partition {ref.partition} is missing from storage"
-            ) from exc
-        n = rows.num_rows
-        if n == 0:
-            continue
-        table = pa.table(
-            {
-                "partition": pa.array([ref.partition] * n, pa.int32()),
-                "group": pa.array([ref.group] * n, pa.int32()),
-                "group_base": pa.array([ref.group_base] * n, pa.int64()),
-                "group_last": pa.array([ref.group_last] * n, pa.int64()),
-                "offset": rows.column("offset"),
-                "ts_ms": rows.column("timestamp").cast(pa.int64()),
-                "timestamp_type": rows.column("timestamp_type"),
-                "key": rows.column("key"),
-                "value": rows.column("value"),
-                "headers": rows.column("headers"),
-                "producer_id": rows.column("producer_id"),
-                "sequence": rows.column("sequence"),
-            },
-            schema=ROWS_SCHEMA,
-        )
-        yield from table.to_batches(max_chunksize=65_536)
+        rows = read_segment(reader, ref)
+        if rows.num_rows:
+            yield from _tagged(rows, ref).to_batches(max_chunksize=65_536)
 
 
 def write_groups(
@@ -108,8 +187,10 @@ def write_groups(
 
     Rows arrive sorted by partition, group and offset, so one group is
     buffered at a time. The new segment keeps the group's whole offset range
-    (its base and last offsets), whatever records survived inside it.
+    (its base and last offsets), whatever records survived inside it. Rows
+    whose ``_keep`` column is false are not written, only counted.
     """
+    storage = worker_storage(storage)
     current: tuple[int, int] | None = None
     pending: list[pa.RecordBatch] = []
     for batch in batches:
@@ -125,22 +206,53 @@ def write_groups(
             piece = table.slice(a, b - a)
             key = (int(piece.column("partition")[0].as_py()), int(piece.column("group")[0].as_py()))
             if current is not None and key != current:
-                yield _write_group(storage, table_path, pending)
+                yield write_group(storage, table_path, pa.Table.from_batches(pending))
                 pending = []
             current = key
             pending.extend(piece.to_batches())
     if pending:
-        yield _write_group(storage, table_path, pending)
+        yield write_group(storage, table_path, pa.Table.from_batches(pending))
 
 
-def _write_group(
-    storage: Storage, table_path: str, batches: list[pa.RecordBatch]
+def rewrite_groups(
+    storage: Storage, table_path: str, groups: Sequence[Sequence[SegmentRef]]
+) -> Iterator[pa.RecordBatch]:
+    """Read each group's segments in order and write them as one segment (no shuffle needed).
+
+    For merging, where every record survives: a task owns whole groups. A
+    group whose segments hold no record at all still gets an (empty) segment,
+    so the offset range it covers stays covered.
+    """
+    reader = worker_reader(storage, table_path)
+    storage = reader.storage
+    for refs in groups:
+        tables = [_tagged(read_segment(reader, ref), ref) for ref in refs]
+        yield write_group(storage, table_path, pa.concat_tables(tables), refs[0])
+
+
+def write_group(
+    storage: Storage, table_path: str, table: pa.Table, ref: SegmentRef | None = None
 ) -> pa.RecordBatch:
-    table = pa.Table.from_batches(batches)
-    partition = int(table.column("partition")[0].as_py())
-    group = int(table.column("group")[0].as_py())
-    base = int(table.column("group_base")[0].as_py())
-    last = int(table.column("group_last")[0].as_py())
+    """Write one group's rows (offset-sorted) as a segment covering the group's range.
+
+    ``ref`` names the group when ``table`` may be empty; otherwise the group is
+    taken from the rows.
+    """
+    if ref is None:
+        ref = SegmentRef(
+            partition=int(table.column("partition")[0].as_py()),
+            group=int(table.column("group")[0].as_py()),
+            group_base=int(table.column("group_base")[0].as_py()),
+            group_last=int(table.column("group_last")[0].as_py()),
+            path="",
+            base_offset=0,
+            last_offset=0,
+        )
+    dropped = 0
+    if KEEP_COLUMN in table.column_names:
+        keep = pc.fill_null(table.column(KEEP_COLUMN), False)
+        dropped = table.num_rows - int(pc.sum(keep.cast(pa.int64())).as_py() or 0)
+        table = table.filter(keep)
     rows = pa.table(
         {
             "offset": table.column("offset"),
@@ -155,13 +267,18 @@ def _write_group(
         schema=SEGMENT_SCHEMA,
     )
     segment = write_segment(
-        storage, table_path, partition, rows, base_offset=base, last_offset=last
+        storage,
+        table_path,
+        ref.partition,
+        rows,
+        base_offset=ref.group_base,
+        last_offset=ref.group_last,
     )
     return pa.RecordBatch.from_pylist(
         [
             {
-                "partition": partition,
-                "group": group,
+                "partition": ref.partition,
+                "group": ref.group,
                 "path": segment.path,
                 "size": segment.size_bytes,
                 "num_records": segment.num_records,
@@ -169,22 +286,8 @@ def _write_group(
                 "max_ts": segment.max_timestamp_ms,
                 "base_offset": segment.base_offset,
                 "last_offset": segment.last_offset,
+                "dropped": dropped,
             }
         ],
         schema=WRITTEN_SCHEMA,
     )
-
-
-WRITTEN_SCHEMA = pa.schema(
-    [
-        pa.field("partition", pa.int32()),
-        pa.field("group", pa.int32()),
-        pa.field("path", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("num_records", pa.int64()),
-        pa.field("min_ts", pa.int64()),
-        pa.field("max_ts", pa.int64()),
-        pa.field("base_offset", pa.int64()),
-        pa.field("last_offset", pa.int64()),
-    ]
-)

@@ -1,8 +1,9 @@
 """The SparkSession the maintenance jobs run on.
 
-Local mode by default (``local[2]``), any master via ``--master`` or
-spark-submit. Python workers must run the interpreter lakelog is installed in,
-so ``PYSPARK_PYTHON`` defaults to this one.
+Local mode by default (``local[2]``, or ``$LAKELOG_SPARK_MASTER``), any master
+via ``--master``, or whatever spark-submit set up. Python workers must run the
+interpreter lakelog is installed in, so ``PYSPARK_PYTHON`` defaults to this
+one (spark-submit users set ``spark.pyspark.python`` instead).
 """
 
 from __future__ import annotations
@@ -10,22 +11,44 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 
+def under_spark_submit() -> bool:
+    """True in a driver started by spark-submit (its JVM gateway is already running)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def spark_session(master: str | None = None, app_name: str = "lakelog") -> SparkSession:
-    """Get or create the session; an existing one (spark-submit, notebooks) is reused."""
+    """Get or create the session; an existing one (spark-submit, notebooks) is reused.
+
+    Under spark-submit the gateway is already up with the submitter's
+    configuration (master, memory, shuffle partitions, ...): the session is
+    taken as it is, nothing is overridden.
+    """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if SparkContext._active_spark_context is not None:
+        # A session exists but is not active in this thread: join it as it is, since
+        # builder options would silently change the configuration of a shared session.
+        return SparkSession.builder.getOrCreate()
+    if under_spark_submit() and not master:
+        return SparkSession.builder.getOrCreate()  # keeps even spark-submit's --name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    # Under spark-submit the gateway is already up and knows its master: keep it.
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(master or os.environ.get("LAKELOG_SPARK_MASTER", "local[2]"))
+    builder = SparkSession.builder
+    # e.g. "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC": starts and warms up in a
+    # third of the time, for short local runs (cron, tests); costs peak speed.
+    java_options = os.environ.get("LAKELOG_SPARK_DRIVER_JAVA_OPTIONS")
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     return (
-        builder.config("spark.ui.enabled", "false")
+        builder.appName(app_name)
+        .master(master or os.environ.get("LAKELOG_SPARK_MASTER", "local[2]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", os.environ.get("LAKELOG_SHUFFLE_PARTITIONS", "8"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")

@@ -1,11 +1,20 @@
 """Vacuum, checkpoint and log cleanup of a topic's Delta table (through delta-rs).
 
-Files removed by compaction, retention or merging are deleted only once they
-have been unreferenced for longer than the grace period, so a reader on an
-older snapshot (a broker between refreshes, a running Spark query) never
-finds a file gone. The grace period must also exceed the longest append, as
-vacuum deletes files never committed (orphans of crashed writers) by age.
-Delta counts retention in whole hours, so the grace period is rounded up.
+Two kinds of files are deleted, with two grace periods:
+
+- files *removed* by compaction, retention or merging, once they have been
+  unreferenced for longer than ``grace_ms``, so a reader on an older snapshot
+  (a broker between refreshes, a running Spark query) never finds a file
+  gone. This is delta-rs' "lite" vacuum, driven by the remove actions.
+- files *never committed* (orphans of crashed appends or jobs), once older
+  than ``orphan_grace_ms``. This is delta-rs' "full" vacuum, which deletes
+  every unreferenced file older than its threshold. A file being written
+  right now is unreferenced too until its commit lands, so this threshold
+  must exceed the longest append or maintenance job: it is never below
+  ``grace_ms`` and defaults to at least a day, so ``--grace-ms 0`` reclaims
+  removed files at once without racing a broker that is mid-append.
+
+Delta counts retention in whole hours, so both periods are rounded up.
 """
 
 from __future__ import annotations
@@ -16,11 +25,14 @@ import time
 from deltalake import DeltaTable
 
 from compaction.compact import Progress
+from compaction.defaults import DEFAULT_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 from compaction.report import JobReport
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
 
-DEFAULT_GRACE_MS = 7 * 24 * 3600 * 1000  # Delta's own default retention
+__all__ = ["DEFAULT_GRACE_MS", "DEFAULT_ORPHAN_GRACE_MS", "vacuum_topic"]
+
+HOUR_MS = 3_600_000
 
 
 def vacuum_topic(
@@ -28,10 +40,15 @@ def vacuum_topic(
     topic: str,
     *,
     grace_ms: int = DEFAULT_GRACE_MS,
+    orphan_grace_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
     if grace_ms < 0:
         raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {grace_ms}")
+    if orphan_grace_ms is None:
+        orphan_grace_ms = max(grace_ms, DEFAULT_ORPHAN_GRACE_MS)
+    if orphan_grace_ms < 0:
+        raise InvalidConfigError(f"orphan grace period must be >= 0 ms, got {orphan_grace_ms}")
     started = time.perf_counter()
     report = JobReport("vacuum", topic)
     topic_log = catalog.topic(topic)
@@ -42,15 +59,23 @@ def vacuum_topic(
         storage_options=storage.delta_storage_options() or None,
     )
     if progress:
-        progress(f"{topic}: vacuum (grace {grace_ms / 3_600_000:.2f} h), checkpoint")
-    deleted = table.vacuum(
-        retention_hours=math.ceil(grace_ms / 3_600_000),
+        progress(f"{topic}: vacuum (grace {grace_ms / HOUR_MS:.2f} h), checkpoint")
+    removed = table.vacuum(
+        retention_hours=math.ceil(grace_ms / HOUR_MS),
         dry_run=False,
         enforce_retention_duration=False,
     )
+    orphans = table.vacuum(
+        retention_hours=math.ceil(orphan_grace_ms / HOUR_MS),
+        dry_run=False,
+        enforce_retention_duration=False,
+        full=True,
+    )
     table.create_checkpoint()
     table.cleanup_metadata()
-    report.segments_removed = len(deleted)
+    report.segments_removed = len(removed) + len(orphans)
     report.table_version = table.version()
-    report.message = f"deleted {len(deleted)} unreferenced files"
+    report.message = (
+        f"deleted {len(removed)} removed and {len(orphans)} never-committed files; checkpointed"
+    )
     return report.finish(started)

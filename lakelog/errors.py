@@ -141,6 +141,14 @@ class KafkaStorageError(LakelogError):
     http_status = 503
 
 
+class AmbiguousCommitError(KafkaStorageError):
+    """A commit's outcome is unknown (its write failed and the log could not be read back).
+
+    Retriable; whoever wrote files for it must keep them, since a landed
+    commit may reference them (vacuum removes them later if not).
+    """
+
+
 class UnsupportedVersionError(LakelogError):
     """The Delta table needs a protocol feature this writer does not implement."""
 

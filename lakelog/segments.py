@@ -150,10 +150,14 @@ class SegmentReader:
             parquet = pq.ParquetFile(source, metadata=metadata)
         except FileNotFoundError:
             raise
+        except pa.ArrowInvalid as exc:  # not Parquet, truncated footer, ...
+            raise CorruptRecordError(
+                f"segment {path} is not a readable Parquet file: {exc}"
+            ) from exc
         except OSError as exc:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
                 raise FileNotFoundError(full) from exc
-            raise CorruptRecordError(f"segment {path} cannot be opened: {exc}") from exc
+            raise KafkaStorageError(f"segment {path} could not be read: {exc}") from exc
         if metadata is None:
             with self._lock:
                 self._footers[path] = parquet.metadata

@@ -31,6 +31,7 @@ from lakelog.delta.checkpoint import write_checkpoint
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
 from lakelog.errors import (
+    AmbiguousCommitError,
     ConcurrentCommitError,
     DuplicateSequenceError,
     InvalidRequestError,
@@ -311,7 +312,10 @@ class TopicLog:
                         COMMIT_ID: commit_id,
                     }
                 )
-                committed = self._delta.try_commit(version, [*actions, info])
+                try:
+                    committed = self._delta.try_commit(version, [*actions, info])
+                except KafkaStorageError as exc:
+                    committed = self._resolve_failed_put(commit_id, version, exc)
                 with self._state_lock:
                     if committed:
                         if self._state.version == version - 1:
@@ -332,6 +336,28 @@ class TopicLog:
                     )
                 if attempt > 2:
                     time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+
+    def _resolve_failed_put(self, commit_id: str, version: int, error: Exception) -> bool:
+        """The commit PUT failed: did it land anyway? Never guess.
+
+        True if the version file holds our commit, False if the version is
+        free or someone else's (the normal retry path). If storage cannot
+        tell us, the outcome is unknown: raise ``AmbiguousCommitError`` so the
+        caller keeps its segment files (they may be live now) and reports a
+        retriable error; an idempotent producer's retry then finds the truth.
+        """
+        try:
+            actions = self._delta.read_commit(version)
+        except KafkaStorageError:
+            raise AmbiguousCommitError(
+                f"commit {version} of topic {self.name!r} may or may not have been written "
+                f"({error}); retry (idempotent producers are deduplicated)"
+            ) from error
+        if actions is None:
+            raise error  # nothing landed: a plain, retriable storage failure
+        return any(
+            isinstance(a, CommitInfo) and a.values.get(COMMIT_ID) == commit_id for a in actions
+        )
 
     def _committed_by_us(self, commit_id: str, version: int) -> bool:
         """A put that failed in transit may still have landed: look for our commit id."""
@@ -502,6 +528,8 @@ class TopicLog:
 
         try:
             version = self.commit(build, "WRITE", {"mode": "Append"})
+        except AmbiguousCommitError:
+            raise  # the segments may be referenced by a landed commit: keep them
         except BaseException:
             prepared.discard(self.storage, self.table_path)
             raise
