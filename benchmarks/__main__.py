@@ -34,6 +34,7 @@ from benchmarks.common import (
 SUITES: dict[str, str] = {
     "log": "benchmarks.bench_log",
     "broker": "benchmarks.bench_broker",
+    "connector": "benchmarks.bench_connector",
 }
 
 

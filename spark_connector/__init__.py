@@ -1,1 +1,53 @@
-"""spark_connector package (see the issues that build it)."""
+"""Spark connector: lakelog topics as Spark tables, batch and Structured Streaming, read and write.
+
+A PySpark Python data source registered as format ``lakelog``, with the
+options and row schema of Spark's Kafka source and sink::
+
+    import spark_connector
+    spark_connector.register(spark)
+    df = (spark.read.format("lakelog").option("root", "s3://bucket/lakelog")
+          .option("subscribe", "orders").load())
+    spark_connector.register_topics(spark, "s3://bucket/lakelog")
+    spark.sql("SELECT key, count(*) FROM orders GROUP BY key")
+
+See ``spark_connector/README.md`` for every option and its semantics.
+
+Plain Delta access: every topic is a standard Delta table partitioned by
+``partition`` (``catalog.describe_topic(t).table_uri``). Where delta-spark
+can load (``pip install lakelog[delta-spark]`` and Maven access),
+``spark.read.format("delta").load(table_uri)`` reads its stored columns with
+Delta's file skipping. Without it, Spark's own Parquet reader over the live
+files that delta-rs lists gives the same rows::
+
+    files = deltalake.DeltaTable(table_uri).file_uris()
+    spark.read.option("basePath", table_uri).parquet(*files)
+
+Both bypass lakelog's semantics (log start offsets, high watermarks and the
+offset ranges of compacted segments live in the Delta log's tags and
+transactions), which this connector applies.
+
+Modules, one job each: ``options`` (parsing, pure), ``planning`` (filters,
+splits, rate limits, pure), ``offsets`` (offset options -> offsets, pure),
+``topics`` (the driver's view of the root), ``reading`` (in tasks),
+``batch_reader``/``stream_reader`` (Spark's reader interfaces), ``staging``
+and ``writers`` (writes), ``source`` (the DataSource), ``sql`` (helpers).
+"""
+
+from spark_connector.source import FORMAT, LakelogDataSource
+from spark_connector.sql import (
+    parse_json_value,
+    register,
+    register_topics,
+    value_as_string,
+    view_name,
+)
+
+__all__ = [
+    "FORMAT",
+    "LakelogDataSource",
+    "parse_json_value",
+    "register",
+    "register_topics",
+    "value_as_string",
+    "view_name",
+]

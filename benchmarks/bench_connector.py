@@ -1,0 +1,461 @@
+"""The Spark connector: full scans, selective reads and streaming, on local Spark.
+
+One topic of N records (100-byte random values, round-robin over the
+partitions, written with bulk appends) in a temporary local root; every
+figure next to its baselines from the same run and the same SparkSession:
+
+* full scan: ``spark.read.format("lakelog")`` of the whole topic into Spark's
+  ``noop`` sink (every column materialised) vs ``spark.read.parquet`` of the
+  same segment files (the list from delta-rs ``DeltaTable.file_uris()``,
+  ``partition`` from the path), also into ``noop``. Goal: ratio >= 0.8.
+* selective read: one partition's offset range (``partition = 0 AND offset
+  BETWEEN ...``, pushed down) vs the connector's full scan and vs
+  ``spark.read.parquet`` with the same filter (partition + row-group pruning).
+* stream throughput: a query from the earliest offset with
+  ``Trigger.AvailableNow`` into ``noop``, vs the batch full scan.
+* caught-up latency: a running query (default trigger) over the topic's head
+  while small appends arrive every ``append_interval_s``; end-to-end latency
+  (append committed -> rows seen in ``foreachBatch``) and the duration of the
+  triggers that carried data, vs Spark's built-in ``rate`` source through the
+  same ``foreachBatch`` (the engine's own per-trigger floor).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import lakelog
+import spark_connector
+from benchmarks.common import (
+    Progress,
+    Report,
+    Result,
+    Stopwatch,
+    median,
+    percentile,
+    random_binary,
+    rate,
+    scratch_dir,
+)
+from compaction.spark_session import spark_session
+
+NAME = "connector"
+DESCRIPTION = "Spark connector: full scan vs spark.read.parquet, selective read, streaming"
+
+SCAN = "full scan"
+SELECTIVE = "selective read"
+STREAM = "stream throughput"
+LATENCY = "caught-up stream latency"
+
+PARQUET = "spark.read.parquet"
+FULL = "connector full scan"
+BATCH = "connector batch scan"
+RATE = "rate source"
+
+TOPIC = "bench"
+
+
+@dataclass(frozen=True)
+class ConnectorBenchConfig:
+    """How much of each benchmark to run; ``CONFIGS`` holds the named sizes."""
+
+    records: int
+    partitions: int = 4
+    append_records: int = 250_000
+    value_bytes: int = 100
+    rounds: int = 3
+    #: one untimed run of each contender first (JIT, caches); off only for smoke tests
+    warmup: bool = True
+    #: the selective read covers this fraction of partition 0
+    selective_fraction: float = 0.01
+    latency_appends: int = 20
+    latency_records: int = 100
+    append_interval_s: float = 0.5
+    seed: int = 0
+
+
+CONFIGS: dict[str, ConnectorBenchConfig] = {
+    "tiny": ConnectorBenchConfig(
+        records=20_000,
+        append_records=5_000,
+        rounds=1,
+        warmup=False,
+        selective_fraction=0.1,
+        latency_appends=3,
+        latency_records=10,
+        append_interval_s=0.3,
+    ),
+    "small": ConnectorBenchConfig(records=2_000_000, rounds=2, latency_appends=12),
+    "large": ConnectorBenchConfig(records=10_000_000, latency_appends=40),
+}
+
+
+# -- data --------------------------------------------------------------------
+
+
+def fill_topic(root: Path, cfg: ConnectorBenchConfig, progress: Progress) -> lakelog.TopicLog:
+    catalog = lakelog.connect(str(root))
+    catalog.create_topic(TOPIC, cfg.partitions)
+    log = catalog.topic(TOPIC)
+    rng = np.random.default_rng(cfg.seed)
+    written = 0
+    while written < cfg.records:
+        n = min(cfg.append_records, cfg.records - written)
+        partition = (np.arange(written, written + n) % cfg.partitions).astype(np.int32)
+        log.append(
+            pa.table(
+                {
+                    "partition": pa.array(partition, pa.int32()),
+                    "value": random_binary(n, cfg.value_bytes, rng),
+                }
+            )
+        )
+        written += n
+        progress(f"wrote {written:,} of {cfg.records:,} records")
+    log.wait_for_checkpoints()
+    return log
+
+
+def connector_df(spark: SparkSession, root: Path) -> DataFrame:
+    return spark.read.format("lakelog").option("root", str(root)).option("subscribe", TOPIC).load()
+
+
+def parquet_df(spark: SparkSession, table_uri: str) -> DataFrame:
+    files = DeltaTable(table_uri).file_uris()
+    return spark.read.option("basePath", table_uri).parquet(*files)
+
+
+def noop(df: DataFrame) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def timed_rounds(
+    contenders: dict[str, Callable[[], object]],
+    rounds: int,
+    progress: Progress,
+    what: str,
+    warmup: bool = True,
+) -> dict[str, list[float]]:
+    """Median-ready timings: one untimed warm-up each, then rounds in rotating order."""
+    for fn in contenders.values() if warmup else ():
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for round_no in range(rounds):
+        progress(f"{what}: round {round_no + 1} of {rounds}")
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            with Stopwatch() as sw:
+                contenders[name]()
+            seconds[name].append(sw.seconds)
+    return seconds
+
+
+# -- benchmarks --------------------------------------------------------------
+
+
+def bench_scans(
+    spark: SparkSession,
+    root: Path,
+    log: lakelog.TopicLog,
+    cfg: ConnectorBenchConfig,
+    progress: Progress,
+) -> list[Result]:
+    table_uri = log.storage.delta_uri(log.table_path)
+    n = cfg.records
+    first_end = log.high_watermark(0)
+    width = max(1, int(first_end * cfg.selective_fraction))
+    lo = (first_end - width) // 2
+    selective = (F.col("partition") == 0) & (F.col("offset") >= lo) & (F.col("offset") < lo + width)
+    check = connector_df(spark, root).where(selective).count()
+    if check != width:
+        raise RuntimeError(f"selective read returned {check} rows, expected {width}")
+    contenders: dict[str, Callable[[], object]] = {
+        FULL: lambda: noop(connector_df(spark, root)),
+        PARQUET: lambda: noop(parquet_df(spark, table_uri)),
+        "selective": lambda: noop(connector_df(spark, root).where(selective)),
+        "selective parquet": lambda: noop(parquet_df(spark, table_uri).where(selective)),
+    }
+    seconds = timed_rounds(contenders, cfg.rounds, progress, "scans", cfg.warmup)
+    med = {name: median(s) for name, s in seconds.items()}
+    mb = cfg.value_bytes / 1e6
+    params = {
+        "records": n,
+        "partitions": cfg.partitions,
+        "segments": sum(len(log.segments(p)) for p in range(cfg.partitions)),
+        "rounds": cfg.rounds,
+        "value_bytes": cfg.value_bytes,
+    }
+    results = [
+        Result(
+            SCAN,
+            f"{n:,} records, {cfg.partitions} partitions, into noop",
+            "throughput",
+            rate(n, med[FULL]),
+            "records/s",
+            {PARQUET: rate(n, med[PARQUET])},
+            params=params,
+        ),
+        Result(
+            SCAN,
+            f"{n:,} records, {cfg.partitions} partitions, into noop",
+            "throughput",
+            rate(n, med[FULL]) * mb,
+            "MB/s",
+            {PARQUET: rate(n, med[PARQUET]) * mb},
+            params=params,
+        ),
+        Result(
+            SELECTIVE,
+            f"partition 0, {width:,} offsets of {first_end:,}",
+            "duration",
+            med["selective"] * 1000,
+            "ms",
+            {FULL: med[FULL] * 1000, PARQUET: med["selective parquet"] * 1000},
+            higher_is_better=False,
+            params={**params, "selected": width},
+        ),
+    ]
+    return results
+
+
+def bench_stream(
+    spark: SparkSession, root: Path, workdir: Path, cfg: ConnectorBenchConfig, scan_rate: float
+) -> Result:
+    """Median of ``rounds`` runs, each a fresh query (new checkpoint) from the earliest offset."""
+    seconds, batches = [], 0
+    for _ in range(cfg.rounds):
+        with scratch_dir(workdir, "stream-checkpoint") as checkpoint:
+            query = (
+                spark.readStream.format("lakelog")
+                .option("root", str(root))
+                .option("subscribe", TOPIC)
+                .option("startingOffsets", "earliest")
+                .load()
+                .writeStream.format("noop")
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+            )
+            with Stopwatch() as sw:
+                running = query.start()
+                running.awaitTermination()
+            rows = sum(p["numInputRows"] for p in running.recentProgress)
+            batches = len(running.recentProgress)
+        if rows != cfg.records:
+            raise RuntimeError(f"the stream read {rows} records, expected {cfg.records}")
+        seconds.append(sw.seconds)
+    return Result(
+        STREAM,
+        "from earliest, Trigger.AvailableNow, into noop",
+        "throughput",
+        rate(cfg.records, median(seconds)),
+        "records/s",
+        {BATCH: scan_rate},
+        params={"records": cfg.records, "rounds": cfg.rounds, "batches": batches},
+    )
+
+
+class _Seen:
+    """What ``foreachBatch`` saw: (wall time, highest offset of partition 0) per batch."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.batches: list[tuple[float, int]] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        top = df.where(F.col("partition") == 0).agg(F.max("offset")).collect()[0][0]
+        with self.lock:
+            self.batches.append((time.time(), -1 if top is None else int(top)))
+
+    def first_at_or_after(self, offset: int) -> float | None:
+        with self.lock:
+            return next((t for t, top in self.batches if top >= offset), None)
+
+
+def _trigger_ms(progress: Sequence[Mapping[str, Any]]) -> list[float]:
+    return [
+        float(p["durationMs"]["triggerExecution"]) for p in progress if p.get("numInputRows", 0) > 0
+    ]
+
+
+def bench_latency(
+    spark: SparkSession,
+    root: Path,
+    workdir: Path,
+    log: lakelog.TopicLog,
+    cfg: ConnectorBenchConfig,
+    progress: Progress,
+) -> list[Result]:
+    seen = _Seen()
+    rng = np.random.default_rng(cfg.seed + 1)
+    with scratch_dir(workdir, "latency-checkpoint") as checkpoint:
+        query = (
+            spark.readStream.format("lakelog")
+            .option("root", str(root))
+            .option("subscribe", TOPIC)
+            .load()  # from the latest offset: caught up from the start
+            .writeStream.foreachBatch(seen)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not query.recentProgress and time.monotonic() < deadline:
+                time.sleep(0.1)  # the first (empty) trigger has run: the query is caught up
+            appended: list[tuple[float, int]] = []
+            for i in range(cfg.latency_appends):
+                progress(f"latency: append {i + 1} of {cfg.latency_appends}")
+                result = log.append(
+                    pa.table(
+                        {
+                            "partition": pa.array([0] * cfg.latency_records, pa.int32()),
+                            "value": random_binary(cfg.latency_records, cfg.value_bytes, rng),
+                        }
+                    )
+                )
+                appended.append((time.time(), max(result.offsets)))
+                time.sleep(cfg.append_interval_s)
+            last = appended[-1][1]
+            deadline = time.monotonic() + 120
+            while seen.first_at_or_after(last) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            triggers = _trigger_ms(query.recentProgress)
+        finally:
+            query.stop()
+    e2e = []
+    for at, offset in appended:
+        got = seen.first_at_or_after(offset)
+        if got is None:
+            raise RuntimeError(f"the stream never delivered offset {offset}")
+        e2e.append((got - at) * 1000)
+    floor = _rate_floor(spark, workdir, cfg)
+    params = {
+        "appends": cfg.latency_appends,
+        "records_per_append": cfg.latency_records,
+        "interval_s": cfg.append_interval_s,
+        "triggers_with_data": len(triggers),
+    }
+    variant = f"{cfg.latency_records} records every {cfg.append_interval_s:g} s"
+    return [
+        Result(
+            LATENCY, variant, "e2e p50", percentile(e2e, 50), "ms", {RATE: floor}, False, params
+        ),
+        Result(
+            LATENCY, variant, "e2e p99", percentile(e2e, 99), "ms", {RATE: floor}, False, params
+        ),
+        Result(
+            LATENCY,
+            variant,
+            "trigger p50",
+            median(triggers) if triggers else math.nan,
+            "ms",
+            {RATE: floor},
+            False,
+            params,
+        ),
+    ]
+
+
+def _rate_floor(spark: SparkSession, workdir: Path, cfg: ConnectorBenchConfig) -> float:
+    """Median duration of data-carrying triggers of Spark's rate source, same foreachBatch."""
+    seen = _Seen()
+    rows = max(1, int(cfg.latency_records / cfg.append_interval_s))
+    with scratch_dir(workdir, "rate-checkpoint") as checkpoint:
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", rows)
+            .load()
+            .select(F.lit(0).alias("partition"), F.col("value").alias("offset"))
+            .writeStream.foreachBatch(seen)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 120
+            want = max(3, cfg.latency_appends // 2)
+            while len(_trigger_ms(query.recentProgress)) < want and time.monotonic() < deadline:
+                time.sleep(0.1)
+            triggers = _trigger_ms(query.recentProgress)
+        finally:
+            query.stop()
+    return median(triggers) if triggers else math.nan
+
+
+# -- the suite ---------------------------------------------------------------
+
+
+def _notes(report: Report, load: tuple[float, float]) -> list[str]:
+    notes = []
+    for r in report.results:
+        if r.benchmark == SCAN and r.unit == "records/s":
+            ratio = r.ratio(PARQUET)
+            verdict = "meets" if ratio is not None and ratio >= 0.8 else "BELOW"
+            shown = "-" if ratio is None else f"{ratio:.2f}x"
+            notes.append(
+                f"full scan connector/spark.read.parquet = {shown} ({verdict} goal >= 0.8)"
+            )
+        if r.benchmark == SELECTIVE:
+            full = r.baselines.get(FULL)
+            if full:
+                notes.append(f"selective read takes {r.value / full:.1%} of a full scan's time")
+    notes.append(
+        f"'{PARQUET}' = Spark's own Parquet reader over the same files (delta-rs file list, "
+        "partition from the path); both into the noop sink, so every column is materialised. "
+        f"'{RATE}' = Spark's rate source through the same foreachBatch: the engine's floor per "
+        "trigger. MB/s counts value bytes (1 MB = 10^6 B)."
+    )
+    before, after = load
+    text = f"machine: 1-min load average {before:.1f} at start, {after:.1f} at end"
+    if max(before, after) > (os.cpu_count() or 1) * 0.75:
+        text += " - CONTENDED: rerun on an idle machine before comparing with other runs"
+    notes.append(text)
+    return notes
+
+
+def run_config(
+    cfg: ConnectorBenchConfig,
+    workdir: Path,
+    progress: Progress,
+    spark: SparkSession | None = None,
+) -> Report:
+    report = Report(NAME)
+    start = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    session = spark or spark_session()
+    spark_connector.register(session)
+    with scratch_dir(workdir, "connector-root") as root:
+        progress(f"writing {cfg.records:,} records")
+        log = fill_topic(root, cfg, progress)
+        try:
+            report.results += bench_scans(session, root, log, cfg, progress)
+            scan_rate = report.results[0].value
+            progress("stream throughput")
+            report.results.append(bench_stream(session, root, workdir, cfg, scan_rate))
+            report.results += bench_latency(session, root, workdir, log, cfg, progress)
+        finally:
+            log.close()
+    report.notes = _notes(report, (load_before, os.getloadavg()[0]))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def run(size: str, workdir: Path, progress: Progress) -> Report:
+    """The ``connector`` suite at a named size (tiny, small, large)."""
+    try:
+        cfg = CONFIGS[size]
+    except KeyError:
+        raise ValueError(f"unknown size {size!r}; choose from {', '.join(CONFIGS)}") from None
+    return run_config(cfg, workdir, progress)

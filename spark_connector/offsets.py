@@ -1,0 +1,164 @@
+"""Turning offset options into concrete offsets per partition (pure; lookups are passed in).
+
+Semantics are Spark's Kafka source: ``earliest`` is the log start offset,
+``latest`` the high watermark, ``-2``/``-1`` in per-partition JSON mean the
+same, and a timestamp means the first offset whose record has a timestamp
+at or after it (Kafka's ListOffsets, ``TopicLog.offset_for_timestamp``).
+Partitions the JSON does not name take the default (earliest for the start
+of a batch read, latest for its end and for the start of a stream).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from lakelog.errors import InvalidConfigError, OffsetOutOfRangeError
+from spark_connector.options import (
+    EARLIEST,
+    LATEST,
+    Bound,
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    OffsetSpec,
+    PartitionTimestamps,
+    SpecificOffsets,
+    option_error,
+)
+from spark_connector.planning import PartitionSnapshot, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: (topic, partition, timestamp_ms) -> first offset at or after it, None if there is none.
+TimestampLookup = Callable[[str, int, int], int | None]
+
+
+def _check_named(
+    bound: Bound, named: Mapping[TopicPartition, int], snapshots: Sequence[PartitionSnapshot]
+) -> None:
+    known = {s.key for s in snapshots}
+    unknown = sorted(set(named) - known)
+    if unknown:
+        listed = ", ".join(f"{t}-{p}" for t, p in unknown)
+        raise option_error(
+            bound.option, f"names partitions that are not subscribed or do not exist: {listed}"
+        )
+
+
+def resolve(
+    bound: Bound | None,
+    default: OffsetSpec,
+    snapshots: Sequence[PartitionSnapshot],
+    lookup: TimestampLookup,
+    *,
+    is_start: bool,
+    timestamp_strategy: str = "error",
+) -> dict[TopicPartition, int]:
+    """One offset per snapshot; out-of-range values are left to ``check_start``/``check_end``."""
+    spec = bound.spec if bound is not None else default
+    named: dict[TopicPartition, int] = {}
+    if isinstance(spec, SpecificOffsets | PartitionTimestamps):
+        assert bound is not None
+        named = spec.as_dict()
+        _check_named(bound, named, snapshots)
+    out: dict[TopicPartition, int] = {}
+    for snap in snapshots:
+        if isinstance(spec, Earliest):
+            out[snap.key] = snap.log_start
+        elif isinstance(spec, Latest):
+            out[snap.key] = snap.high_watermark
+        elif isinstance(spec, SpecificOffsets):
+            value = named.get(snap.key)
+            if value is None:
+                value = LATEST if isinstance(default, Latest) else EARLIEST
+            out[snap.key] = (
+                snap.log_start
+                if value == EARLIEST
+                else snap.high_watermark
+                if value == LATEST
+                else value
+            )
+        else:
+            assert bound is not None
+            if isinstance(spec, GlobalTimestamp):
+                stamp: int | None = spec.timestamp_ms
+            else:
+                stamp = named.get(snap.key)
+            if stamp is None:
+                out[snap.key] = (
+                    snap.log_start if isinstance(default, Earliest) else (snap.high_watermark)
+                )
+                continue
+            found = lookup(snap.topic, snap.partition, stamp)
+            if found is not None:
+                out[snap.key] = found
+            elif not is_start or timestamp_strategy == "latest":
+                out[snap.key] = snap.high_watermark
+            else:
+                raise option_error(
+                    bound.option,
+                    f"no record of {snap.topic}-{snap.partition} has a timestamp at or after "
+                    f"{stamp}; set startingOffsetsByTimestampStrategy=latest to start at the "
+                    "end of such partitions instead",
+                )
+    return out
+
+
+def check_start(
+    starts: Mapping[TopicPartition, int],
+    snapshots: Sequence[PartitionSnapshot],
+    option: str,
+    fail_on_data_loss: bool,
+) -> dict[TopicPartition, int]:
+    """Starts within each partition's log; below the log start is data loss (fail or skip)."""
+    out = dict(starts)
+    for snap in snapshots:
+        start = starts[snap.key]
+        if start > snap.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"option '{option}': offset {start} of {snap.topic}-{snap.partition} is past "
+                f"its end (high watermark {snap.high_watermark})"
+            )
+        if start < snap.log_start:
+            out[snap.key] = data_loss(
+                snap, start, fail_on_data_loss, f"option '{option}' asks for offset {start}"
+            )
+    return out
+
+
+def data_loss(snap: PartitionSnapshot, wanted: int, fail: bool, context: str) -> int:
+    """The offset to continue from when ``wanted`` is below the log start (or fail)."""
+    message = (
+        f"{context} of {snap.topic}-{snap.partition}, but offsets {wanted}..{snap.log_start - 1} "
+        f"are no longer in the log (log start offset {snap.log_start}: removed by retention)"
+    )
+    if fail:
+        raise OffsetOutOfRangeError(
+            f"{message}. Some data may have been lost; set failOnDataLoss=false to skip to "
+            "the log start instead of failing"
+        )
+    log.warning("%s; skipping to %d (failOnDataLoss=false)", message, snap.log_start)
+    return snap.log_start
+
+
+def check_end(
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    snapshots: Sequence[PartitionSnapshot],
+    option: str,
+) -> dict[TopicPartition, int]:
+    out = dict(ends)
+    for snap in snapshots:
+        end = ends[snap.key]
+        if end > snap.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"option '{option}': offset {end} of {snap.topic}-{snap.partition} is past "
+                f"its end (high watermark {snap.high_watermark})"
+            )
+        if end < starts[snap.key]:
+            raise InvalidConfigError(
+                f"option '{option}': {snap.topic}-{snap.partition} would end at {end}, before "
+                f"its start offset {starts[snap.key]}"
+            )
+    return out

@@ -1,0 +1,115 @@
+"""The row schema of a topic read through the connector: exactly Spark's Kafka source.
+
+``key binary, value binary, topic string, partition int, offset long,
+timestamp timestamp, timestampType int`` and, with ``includeHeaders``,
+``headers array<struct<key:string,value:binary>>``. As in Spark's Kafka
+source, a record without headers has ``headers = null``. ``timestampType``
+is Kafka's id: 0 = CreateTime, 1 = LogAppendTime.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+BASE_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
+
+SPARK_HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+SPARK_HEADERS_TYPE = pa.list_(pa.field("element", SPARK_HEADER_TYPE))
+
+#: What Spark expects a read task to return (as ``to_arrow_schema`` derives it, UTC).
+BASE_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+)
+HEADERS_ARROW_SCHEMA = BASE_ARROW_SCHEMA.append(pa.field("headers", SPARK_HEADERS_TYPE))
+
+
+def ddl(include_headers: bool) -> str:
+    return f"{BASE_DDL}, {HEADERS_DDL}" if include_headers else BASE_DDL
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    return HEADERS_ARROW_SCHEMA if include_headers else BASE_ARROW_SCHEMA
+
+
+def spark_headers(headers: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Stored headers in Spark's type, with empty lists as null (Spark's Kafka source does so)."""
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    headers = headers.cast(SPARK_HEADERS_TYPE)
+    empty = pc.fill_null(pc.equal(pc.list_value_length(headers), 0), True)
+    if not pc.any(empty).as_py():
+        return headers
+    assert isinstance(headers, pa.ListArray)
+    return pa.ListArray.from_arrays(
+        headers.offsets, headers.values, type=SPARK_HEADERS_TYPE, mask=empty
+    )
+
+
+def to_output(
+    rows: pa.RecordBatch | pa.Table, topic: str, partition: int, include_headers: bool
+) -> pa.RecordBatch:
+    """Segment rows of one partition as one record batch in the output schema.
+
+    Pass record batches (a row group each) rather than multi-chunk tables: a
+    batch's columns are used as they are, while a table's are concatenated.
+    """
+    n = rows.num_rows
+    columns: list[pa.Array] = [
+        _array(rows.column("key")),
+        _array(rows.column("value")),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        _array(rows.column("offset")),
+        _array(rows.column("timestamp")).cast(pa.timestamp("us", tz="UTC")),
+        _array(rows.column("timestamp_type")),
+    ]
+    if include_headers:
+        columns.append(spark_headers(rows.column("headers")))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.Array):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()

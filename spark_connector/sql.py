@@ -1,0 +1,131 @@
+"""SQL helpers: register the data source, expose topics as temp views, decode values.
+
+``register_topics(spark, root)`` creates one temporary view per topic, so
+``SELECT key, count(*) FROM orders GROUP BY key`` works. View names are the
+topic names made into SQL identifiers (``view_name``): every character other
+than ASCII letters, digits and ``_`` becomes ``_`` (``orders.v2-eu`` ->
+``orders_v2_eu``), a leading digit gets a ``t_`` prefix (``2024`` ->
+``t_2024``), and an optional ``prefix`` goes in front. Spark resolves view
+names case-insensitively, so two topics whose names differ only in case or
+in the replaced characters would share a view; that is refused with an error
+naming both.
+
+Each view reads the topic afresh whenever a query runs (see the comment in
+``register_topics`` on how). A DataFrame from ``spark.read...load()``, by
+contrast, is planned at its first action, and Spark reuses that plan -- the
+same snapshot of the topic -- when the DataFrame runs again without a
+pushed filter: load it again to see newer records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StructType
+
+from lakelog.catalog import Catalog
+from lakelog.errors import InvalidConfigError
+from spark_connector.options import StorageSpec
+from spark_connector.source import FORMAT, LakelogDataSource
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("lakelog")`` available in this session; calling it again is harmless.
+
+    Also enables Python data source filter pushdown (off by default in
+    Spark 4), which the reader needs to prune by partition, offset and
+    timestamp; Spark refuses to plan a reader that supports pushdown while
+    it is off.
+    """
+    spark.dataSource.register(LakelogDataSource)
+    if spark.conf.get(PUSHDOWN_CONF, "false") != "true":
+        spark.conf.set(PUSHDOWN_CONF, "true")
+
+
+def view_name(topic: str, prefix: str = "") -> str:
+    """The temp view name of a topic (see the module docstring)."""
+    name = prefix + re.sub(r"[^A-Za-z0-9_]", "_", topic)
+    if name[:1].isdigit():
+        name = "t_" + name
+    return name
+
+
+def view_names(topics: Sequence[str], prefix: str = "") -> dict[str, str]:
+    """topic -> view name for every topic; names that would collide are an error."""
+    views: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for topic in topics:
+        name = view_name(topic, prefix)
+        other = taken.get(name.lower())
+        if other is not None:
+            raise InvalidConfigError(
+                f"topics {other!r} and {topic!r} would both be the view {name!r}; "
+                "register them separately with different prefixes"
+            )
+        taken[name.lower()] = topic
+        views[topic] = name
+    return views
+
+
+def register_topics(
+    spark: SparkSession,
+    root: str,
+    topics: Sequence[str] | None = None,
+    *,
+    prefix: str = "",
+    include_headers: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
+
+    ``options`` are passed to every view's reader (``s3.endpoint``, ...).
+    """
+    register(spark)
+    extra = {str(k): str(v) for k, v in (options or {}).items()}
+    if topics is None:
+        lowered = {k.lower(): v for k, v in extra.items()}
+        spec = StorageSpec(
+            url=root,
+            endpoint=lowered.get("s3.endpoint"),
+            access_key_id=lowered.get("s3.accesskeyid"),
+            secret_access_key=lowered.get("s3.secretaccesskey"),
+            region=lowered.get("s3.region"),
+        )
+        catalog = Catalog(spec.open())
+        try:
+            topics = catalog.list_topics()
+        finally:
+            catalog.close()
+    views = view_names(topics, prefix)
+    for topic, name in views.items():
+        reader = spark.read.format(FORMAT).options(**extra).option("root", root)
+        reader = reader.option("subscribe", topic)
+        if include_headers:
+            reader = reader.option("includeHeaders", "true")
+        # Spark caches the read plan of a Python data source scan that pushes no
+        # filter (per relation), which would freeze a view at its first query.
+        # This always-true filter is pushed (and consumed exactly) at every query,
+        # so every query plans anew and sees the records committed by then.
+        reader.load().where(F.col("offset") >= 0).createOrReplaceTempView(name)
+    return views
+
+
+def _col(column: str | Column) -> Column:
+    return F.col(column) if isinstance(column, str) else column
+
+
+def value_as_string(column: str | Column = "value") -> Column:
+    """A binary column (``value`` by default) decoded as UTF-8 text."""
+    return _col(column).cast("string")
+
+
+def parse_json_value(
+    column: str | Column, schema: StructType | ArrayType | MapType | str
+) -> Column:
+    """A binary column holding JSON, parsed with ``from_json`` into ``schema``."""
+    return F.from_json(_col(column).cast("string"), schema)

@@ -1,0 +1,217 @@
+"""Structured Streaming source: ``spark.readStream.format("lakelog")``.
+
+Offsets are Spark's Kafka JSON, ``{"topic": {"0": next_offset, ...}}``, so
+checkpoints read like a Kafka query's. Each trigger, ``latestOffset``
+refreshes the subscribed topics (new commits, new partitions, and for
+``subscribePattern`` new topics; new partitions start at their earliest
+offset, as in Spark) and decides how far this micro-batch goes:
+
+* ``maxOffsetsPerTrigger``: at most that many offsets, divided over the
+  partitions in proportion to their backlog;
+* ``minOffsetsPerTrigger``: skip the trigger until that many offsets are
+  waiting, unless ``maxTriggerDelay`` (default 15m) has passed since the
+  last micro-batch;
+* ``Trigger.AvailableNow``: ``prepareForTriggerAvailableNow`` fixes the
+  high watermarks of that moment as the target; the query stops there.
+
+``failOnDataLoss`` (default true): when retention removed offsets the query
+has not read yet (its offset is below the log start), fail with an error
+saying so; with false, log a warning and continue from the log start.
+
+Restarting from a checkpoint continues exactly where it stopped: Spark
+hands back the last committed end offsets and ``partitions`` re-plans any
+uncommitted batch from the same offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from lakelog.errors import OffsetOutOfRangeError
+from spark_connector.offsets import check_start, data_loss, resolve
+from spark_connector.options import ReadOptions
+from spark_connector.planning import (
+    PartitionSnapshot,
+    ReadSplit,
+    TopicPartition,
+    offsets_from_json,
+    offsets_to_json,
+    plan_splits,
+    rate_limit,
+)
+from spark_connector.reading import read_split
+from spark_connector.topics import TopicSource
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+
+def effective_starts(
+    start: Offsets, snapshots: Sequence[PartitionSnapshot], fail_on_data_loss: bool
+) -> Offsets:
+    """Where each current partition continues from: its checkpointed offset, else earliest.
+
+    An offset below the log start (retention removed unread data), or above
+    the high watermark (the topic was deleted and re-created), is data loss.
+    """
+    out: Offsets = {}
+    for snap in snapshots:
+        offset = start.get(snap.key)
+        if offset is None:
+            out[snap.key] = snap.log_start  # a new partition or topic: from its beginning
+        elif offset < snap.log_start:
+            out[snap.key] = data_loss(
+                snap, offset, fail_on_data_loss, f"the query is at offset {offset}"
+            )
+        elif offset > snap.high_watermark:
+            message = (
+                f"the query is at offset {offset} of {snap.topic}-{snap.partition}, past its "
+                f"high watermark {snap.high_watermark} (was the topic deleted and re-created?)"
+            )
+            if fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"{message}; set failOnDataLoss=false to restart it from the log start"
+                )
+            log.warning("%s; restarting from %d", message, snap.log_start)
+            out[snap.key] = snap.log_start
+        else:
+            out[snap.key] = offset
+    return out
+
+
+class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Lives in one long-running Python process on the driver; tasks get a pickled copy."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._source: TopicSource | None = None
+        self._target: Offsets | None = None  # AvailableNow: never read past these
+        self._last_trigger = time.monotonic()
+        self._latest: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts}  # tasks only need the options
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["opts"])  # type: ignore[misc]
+
+    # -- driver ----------------------------------------------------------------
+
+    @property
+    def source(self) -> TopicSource:
+        if self._source is None:
+            self._source = TopicSource(self.opts.storage)
+        return self._source
+
+    def _snapshots(self) -> list[PartitionSnapshot]:
+        return self.source.snapshots(self.opts.subscription)
+
+    def initialOffset(self) -> dict[str, Any]:
+        snapshots = self._snapshots()
+        option = self.opts.starting.option if self.opts.starting else "startingOffsets"
+        starts = resolve(
+            self.opts.starting,
+            self.opts.default_start,
+            snapshots,
+            self.source.offset_for_timestamp,
+            is_start=True,
+            timestamp_strategy=self.opts.timestamp_strategy,
+        )
+        starts = check_start(starts, snapshots, option, self.opts.fail_on_data_loss)
+        return offsets_to_json(starts)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {s.key: s.high_watermark for s in self._snapshots()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        snapshots = self._snapshots()
+        begin = effective_starts(offsets_from_json(start), snapshots, self.opts.fail_on_data_loss)
+        available = {s.key: s.high_watermark for s in snapshots}
+        self._latest = dict(available)
+        if self._target is not None:
+            available = {
+                key: min(hwm, self._target[key]) if key in self._target else begin[key]
+                for key, hwm in available.items()
+            }
+        backlog = {key: max(0, available[key] - begin[key]) for key in begin}
+        if not isinstance(limit, ReadAllAvailable):  # ReadAllAvailable overrides the options
+            minimum = (
+                limit.min_rows
+                if isinstance(limit, ReadMinRows)
+                else self.opts.min_offsets_per_trigger
+            )
+            if self._waiting_for_more(minimum, sum(backlog.values())):
+                return start
+            if isinstance(limit, ReadMaxRows):
+                backlog = rate_limit(backlog, limit.max_rows)
+        end = {key: begin[key] + backlog[key] for key in begin}
+        result = offsets_to_json(end)
+        if result == start:
+            return start  # nothing new: Spark compares the JSON text
+        self._last_trigger = time.monotonic()
+        return result
+
+    def _waiting_for_more(self, minimum: int | None, backlog: int) -> bool:
+        """minOffsetsPerTrigger: too little waiting and maxTriggerDelay not yet passed."""
+        if minimum is None or self._target is not None or backlog >= minimum:
+            return False
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000
+        return waited_ms < self.opts.max_trigger_delay_ms
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ends = offsets_from_json(end)
+        if not ends or start == end:
+            return []
+        snapshots = [s for s in self._snapshots() if s.key in ends]
+        begin = effective_starts(offsets_from_json(start), snapshots, self.opts.fail_on_data_loss)
+        missing = sorted(set(ends) - {s.key for s in snapshots})
+        if missing and self.opts.fail_on_data_loss:
+            listed = ", ".join(f"{t}-{p}" for t, p in missing)
+            raise OffsetOutOfRangeError(
+                f"partitions {listed} disappeared (topic deleted?) before offsets up to "
+                f"{end} were read; set failOnDataLoss=false to skip them"
+            )
+        ranges = [(s, begin[s.key], ends[s.key]) for s in snapshots]
+        return plan_splits(
+            ranges, max_records=self.opts.max_records_per_partition, min_partitions=None
+        )
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the checkpoint is the query's position (no consumer group)."""
+
+    def stop(self) -> None:
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+
+    # -- tasks -------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ReadSplit)
+        return read_split(
+            self.opts.storage, partition, self.opts.include_headers, self.opts.fail_on_data_loss
+        )

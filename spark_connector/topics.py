@@ -1,0 +1,110 @@
+"""The driver's view of the storage root: which partitions a subscription covers, and their state.
+
+The only module of the read path that opens the catalog; it turns a
+subscription into ``PartitionSnapshot``\\ s (log start, high watermark, live
+segments), refreshing every topic first so new commits and new partitions
+are seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from lakelog.catalog import META_TOPICS, Catalog
+from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from spark_connector.options import Assign, StorageSpec, Subscribe, Subscription, option_error
+from spark_connector.planning import PartitionSnapshot
+
+
+class TopicSource:
+    """Topics of one root as seen by a reader on the driver. Not picklable; close when done."""
+
+    def __init__(self, storage: StorageSpec) -> None:
+        self.spec = storage
+        self.catalog = Catalog(storage.open())
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    def check_root(self) -> list[str]:
+        """The root's topics; a root that was never used by lakelog is an error naming ``root``."""
+        topics = self.catalog.list_topics()
+        if not topics and not self.catalog.storage.list_dir(META_TOPICS.split("/")[0]):
+            raise option_error(
+                "root",
+                f"{self.spec.url!r} is not a lakelog storage root (it has no {META_TOPICS}); "
+                "check the URL",
+            )
+        return topics
+
+    def topics(self, subscription: Subscription) -> list[str]:
+        """The topics a subscription names now, every one checked to exist."""
+        existing = self.check_root()
+        if isinstance(subscription, Subscribe | Assign):
+            option = "subscribe" if isinstance(subscription, Subscribe) else "assign"
+            names = (
+                list(subscription.topics)
+                if isinstance(subscription, Subscribe)
+                else [t for t, _ in subscription.partitions]
+            )
+            missing = [t for t in names if t not in existing]
+            if missing:
+                raise UnknownTopicOrPartitionError(
+                    f"option '{option}': topic {missing[0]!r} does not exist in {self.spec.url!r}"
+                    + (f" (topics there: {', '.join(existing)})" if len(existing) <= 20 else "")
+                )
+            return names
+        return [t for t in existing if subscription.matches(t)]
+
+    def snapshots(
+        self, subscription: Subscription, topics: Sequence[str] | None = None
+    ) -> list[PartitionSnapshot]:
+        """Current state of every subscribed partition (topics refreshed first)."""
+        names = list(topics) if topics is not None else self.topics(subscription)
+        assigned = subscription.as_dict() if isinstance(subscription, Assign) else {}
+        out = []
+        for name in names:
+            try:
+                topic_log = self.catalog.topic(name)
+            except UnknownTopicOrPartitionError:
+                if isinstance(subscription, Subscribe | Assign):
+                    raise
+                continue  # a pattern's topic deleted meanwhile: no longer subscribed
+            topic_log.refresh()
+            count = topic_log.num_partitions
+            partitions = assigned.get(name, tuple(range(count)))
+            for p in partitions:
+                if p >= count:
+                    raise UnknownTopicOrPartitionError(
+                        f"option 'assign': partition {p} does not exist in topic {name!r} "
+                        f"(it has {count} partitions)"
+                    )
+                state = topic_log.partition_state(p)
+                out.append(
+                    PartitionSnapshot(
+                        topic=name,
+                        table_path=topic_log.table_path,
+                        partition=p,
+                        log_start=state.log_start_offset,
+                        high_watermark=state.high_watermark,
+                        segments=tuple(topic_log.segments(p)),
+                    )
+                )
+        return out
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        found = self.catalog.topic(topic).offset_for_timestamp(partition, timestamp_ms)
+        return None if found is None else found[0]
+
+
+@contextmanager
+def open_topics(storage: StorageSpec) -> Iterator[TopicSource]:
+    try:
+        source = TopicSource(storage)
+    except InvalidConfigError as exc:
+        raise option_error("root", exc.message) from exc
+    try:
+        yield source
+    finally:
+        source.close()
