@@ -58,6 +58,9 @@ class ProduceBatcher:
     def __init__(self, settings: BrokerSettings, on_commit: CommitObserver | None = None) -> None:
         self.settings = settings
         self._queues: dict[str, _TopicQueue] = {}
+        # Queues replaced by a newer log of the same topic name (deleted and created again)
+        # whose flusher may still hold requests; close() must flush them too.
+        self._replaced: list[_TopicQueue] = []
         self._buffered = 0
         self._partition_bytes: dict[tuple[str, int], int] = defaultdict(int)
         self._space = asyncio.Condition()
@@ -84,6 +87,9 @@ class ProduceBatcher:
         pending = _Pending(batch, loop.create_future(), size, per_partition)
         queue = self._queues.get(topic_log.name)
         if queue is None or queue.log is not topic_log:
+            self._replaced = [q for q in self._replaced if q.task and not q.task.done()]
+            if queue is not None and queue.task is not None and not queue.task.done():
+                self._replaced.append(queue)
             queue = self._queues[topic_log.name] = _TopicQueue(topic_log)
         queue.items.append(pending)
         queue.bytes += size
@@ -159,9 +165,17 @@ class ProduceBatcher:
         finally:
             await self._release(topic, items)
         elapsed = time.perf_counter() - started
-        if self._on_commit is not None:
-            records = sum(i.batch.num_records for i in items)
-            self._on_commit(topic, len(items), records, elapsed)
+        # Fix: every attempt was observed as a group commit, including batches that wrote
+        # nothing (all refused, or all duplicate retries), so the commit latency and records
+        # per commit histograms counted records that were never committed.
+        written = [
+            item
+            for item, result in zip(items, results, strict=True)
+            if isinstance(result, AppendResult) and not result.duplicate
+        ]
+        if self._on_commit is not None and written:
+            records = sum(i.batch.num_records for i in written)
+            self._on_commit(topic, len(written), records, elapsed)
         for item, result in zip(items, results, strict=True):
             if item.future.done():
                 continue
@@ -173,8 +187,11 @@ class ProduceBatcher:
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""
         self._closing = True
-        for queue in list(self._queues.values()):
+        # Fix: only the current queue per name was flushed; a queue replaced by a newer log
+        # of the same topic kept lingering, and its requests never got an answer.
+        queues = [*self._queues.values(), *self._replaced]
+        for queue in queues:
             queue.wakeup.set()
-        tasks = [q.task for q in self._queues.values() if q.task is not None]
+        tasks = [q.task for q in queues if q.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

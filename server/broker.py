@@ -60,7 +60,10 @@ class Broker:
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
         self.registry = BrokerRegistry(self.storage, settings)
-        self._listening: set[int] = set()
+        # Fix: was a set of id(topic_log); a TopicLog of a deleted/recreated topic can be
+        # freed and its id reused by the next one, which then never got its append listener
+        # (no cache, no long-poll wakeups) nor the cache.forget() of the old topic's batches.
+        self._wired: dict[str, TopicLog] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
         self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._refreshed_at: dict[str, float] = {}
@@ -84,8 +87,8 @@ class Broker:
     async def topic(self, name: str) -> TopicLog:
         """The topic's log, wired to this broker's cache and long polls on first use."""
         topic_log = await asyncio.to_thread(self.catalog.topic, name)
-        if id(topic_log) not in self._listening:
-            self._listening.add(id(topic_log))
+        if self._wired.get(name) is not topic_log:
+            self._wired[name] = topic_log
             self.cache.forget(name)
             topic_log.add_append_listener(functools.partial(self._on_append, name))
         return topic_log
@@ -123,14 +126,25 @@ class Broker:
         """Validate, queue for the next group commit, and (acks != 0) wait until durable."""
         topic_log = await self.topic(topic)
         batch = topic_log.prepare(records, producer_id, base_sequence)
-        self.metrics.records_in.labels(topic).inc(batch.num_records)
         future = await self.batcher.submit(topic_log, batch)
         if acks == 0:
-            future.add_done_callback(self._report_unacknowledged_failure)
+            future.add_done_callback(
+                functools.partial(self._after_unacknowledged, topic, batch.num_records)
+            )
             return None
-        return await future
+        result = await future
+        self._count_written(topic, batch.num_records, result)
+        return result
 
-    def _report_unacknowledged_failure(self, future: asyncio.Future[AppendResult]) -> None:
+    def _count_written(self, topic: str, records: int, result: AppendResult) -> None:
+        # Fix: records_in was counted before the commit, so requests later refused
+        # (out-of-order sequence, failed commit) and duplicate retries were counted too.
+        if not result.duplicate:
+            self.metrics.records_in.labels(topic).inc(records)
+
+    def _after_unacknowledged(
+        self, topic: str, records: int, future: asyncio.Future[AppendResult]
+    ) -> None:
         """acks=0 callers are gone; a failure must still be visible to operators."""
         if future.cancelled():
             return
@@ -138,6 +152,8 @@ class Broker:
         if exc is not None:
             self.metrics.acks0_failures.inc()
             log.warning("acks=0 produce failed: %s", exc)
+        else:
+            self._count_written(topic, records, future.result())
 
     # -- fetch -----------------------------------------------------------------
 
@@ -189,7 +205,10 @@ class Broker:
         hwm = topic_log.high_watermark(partition)
         start = topic_log.log_start_offset(partition)
         if start <= offset < hwm:
-            cached = self.cache.read(topic_log.name, partition, offset, max_records)
+            # Fix: a commit landing between reading hwm and the cache could make the answer
+            # reach past the high watermark it reports; never serve beyond that snapshot.
+            limit = min(max_records, hwm - offset)
+            cached = self.cache.read(topic_log.name, partition, offset, limit)
             if cached is not None:
                 cached = _limit_bytes(cached, max_bytes)
                 next_offset = int(cached.column("offset")[-1].as_py()) + 1

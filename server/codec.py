@@ -29,7 +29,15 @@ def decode_data(value: Any, fmt: DataFormat, where: str) -> bytes | None:
     if value is None:
         return None
     if fmt == "json":
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        # Fix: the request parser accepts NaN/Infinity, which were stored as is and later
+        # served inside a response body that no JSON parser accepts.
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            raise InvalidRecordError(
+                f"{where} holds NaN or Infinity, which JSON cannot represent"
+            ) from None
+        return text.encode()
     if not isinstance(value, str):
         raise InvalidRecordError(
             f"{where} must be a string in {fmt} format, got {type(value).__name__}"
@@ -57,11 +65,21 @@ def encode_data(data: bytes | None, fmt: DataFormat, where: str) -> Any:
     if fmt == "string":
         return text
     try:
-        return json.loads(text)
+        # Fix: json.loads accepts NaN/Infinity, which then made the fetch response invalid JSON.
+        return json.loads(text, parse_constant=_reject_constant)
     except ValueError:
         raise InvalidRequestError(
             f"{where} is not JSON; fetch it with the string or base64 format instead"
         ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+#: Idempotence comes from the producer_id/sequence parameters, which the log checks and
+#: records; per-row columns would store producer ids and sequences that were never checked.
+_PRODUCER_COLUMNS = ("producer_id", "sequence")
 
 
 def parse_arrow_stream(body: bytes) -> pa.Table:
@@ -73,11 +91,22 @@ def parse_arrow_stream(body: bytes) -> pa.Table:
         table = reader.read_all()
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise InvalidRequestError(f"malformed Arrow IPC stream: {exc}") from exc
-    allowed = set(PRODUCE_SCHEMA.names)
+    # Fix: a repeated column name made later lookups raise KeyError (answered 500).
+    repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
+    if repeated:
+        raise InvalidRecordError(f"Arrow columns appear more than once: {repeated}")
+    # Fix: producer_id/sequence columns were accepted and stored without any sequence check.
+    forged = [n for n in table.column_names if n in _PRODUCER_COLUMNS]
+    if forged:
+        raise InvalidRecordError(
+            f"Arrow columns {forged} are not accepted; an idempotent producer passes "
+            "producer_id and sequence as query parameters"
+        )
+    allowed = set(PRODUCE_SCHEMA.names) - set(_PRODUCER_COLUMNS)
     unknown = [n for n in table.column_names if n not in allowed]
     if unknown:
         raise InvalidRecordError(
-            f"unknown Arrow columns {unknown}; allowed: {', '.join(PRODUCE_SCHEMA.names)}"
+            f"unknown Arrow columns {unknown}; allowed: {', '.join(sorted(allowed))}"
         )
     if "value" not in table.column_names:
         raise InvalidRecordError("an Arrow produce body needs a 'value' column")

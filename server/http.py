@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -11,7 +12,13 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lakelog.errors import InvalidRequestError, LakelogError, RecordListTooLargeError
+from lakelog.errors import (
+    InvalidRequestError,
+    InvalidTopicError,
+    LakelogError,
+    RecordListTooLargeError,
+)
+from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.models import ErrorBody
 
@@ -63,9 +70,42 @@ def validation_error(exc: ValidationError | RequestValidationError) -> LakelogEr
     return InvalidRequestError(message[:2000])
 
 
+TOPIC_PATH = "/v1/topics/"
+
+
+def _topic_name_error(name: str) -> InvalidTopicError | None:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return exc
+    return None
+
+
+def _unroutable_topic(request: Request) -> InvalidTopicError | None:
+    """The invalid topic name of a ``/v1/topics/...`` path no route matched, if that is why.
+
+    ``..%2Fx`` reaches the router decoded as ``../x`` and an empty name as ``//``; neither
+    matches a ``{topic}`` segment, but the problem is the name, not the endpoint.
+    """
+    raw = bytes(request.scope.get("raw_path") or b"").decode("latin-1")
+    if not raw.startswith(TOPIC_PATH):
+        return None
+    rest = raw[len(TOPIC_PATH) :]
+    segment = rest.split("/", 1)[0]
+    if (segment == "" and rest != "") or "%2f" in segment.lower():
+        return _topic_name_error(unquote(segment))
+    return None
+
+
 async def request_validation_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     error = validation_error(exc)
+    if request.url.path.startswith(TOPIC_PATH) and any(
+        tuple(e.get("loc", ())) == ("path", "topic") for e in exc.errors()
+    ):
+        # Fix: an over-long topic name in the path answered INVALID_REQUEST (42), while the
+        # same name in a create body answers INVALID_TOPIC_EXCEPTION (17) as Kafka does.
+        error = _topic_name_error(request.path_params.get("topic", "")) or error
     response = error_response(error)
     response.status_code = 400
     return response
@@ -75,6 +115,10 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """Routing errors (no such path, wrong method) in the same shape as every other error."""
     assert isinstance(exc, StarletteHTTPException)
     message = str(exc.detail)
+    if exc.status_code == 404 and (topic_error := _unroutable_topic(request)) is not None:
+        # Fix: an invalid topic name in a produce/fetch path answered 404 INVALID_REQUEST
+        # "no endpoint"; it is Kafka's INVALID_TOPIC_EXCEPTION like the same name anywhere else.
+        return error_response(topic_error)
     if exc.status_code == 404:
         message = (
             f"no endpoint {request.method} {request.url.path}; topic names cannot contain '/'"

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakelog.produce import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
 
 
@@ -32,7 +33,8 @@ class RecordIn(_Strict):
     key: Any = None
     value: Any = None
     partition: int | None = Field(None, ge=0, le=2**31 - 1)
-    timestamp_ms: int | None = Field(None, ge=0, le=2**62)
+    # Fix: was le=2**62, documenting timestamps the log refuses (after year 9999) as valid.
+    timestamp_ms: int | None = Field(None, ge=0, le=MAX_TIMESTAMP_MS)
     headers: list[HeaderIn] = Field(default_factory=list)
 
 

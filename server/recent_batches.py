@@ -46,6 +46,13 @@ class RecentBatches:
             return
         with self._lock:
             batches = self._batches.setdefault((topic, partition), [])
+            # Fix: a second batch at the same base (the topic was deleted and created again)
+            # replaced the first in _order only; the first stayed readable in _batches forever
+            # and its bytes were never released. The newer batch is the truth: drop the older.
+            old = self._order.pop((topic, partition, batch.base), None)
+            if old is not None:
+                batches.remove(old)
+                self._bytes -= old.size
             i = bisect.bisect_left([b.base for b in batches], batch.base)
             batches.insert(i, batch)
             self._order[(topic, partition, batch.base)] = batch
@@ -63,7 +70,8 @@ class RecentBatches:
         with self._lock:
             batches = self._batches.get((topic, partition), [])
             i = bisect.bisect_right([b.base for b in batches], offset) - 1
-            if i < 0 or offset >= batches[i].end:
+            # Fix: max_records <= 0 returned an empty table, which callers index ([-1]).
+            if i < 0 or offset >= batches[i].end or max_records <= 0:
                 self.misses += 1
                 return None
             pieces = []

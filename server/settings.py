@@ -88,7 +88,11 @@ def read_config_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise InvalidConfigError(f"cannot read config file {path}: {exc}") from exc
     if file.suffix == ".json":
-        loaded = json.loads(text)
+        # Fix: malformed JSON escaped as a bare JSONDecodeError instead of INVALID_CONFIG.
+        try:
+            loaded = json.loads(text)
+        except ValueError as exc:
+            raise InvalidConfigError(f"config file {path} is not valid JSON: {exc}") from None
         if not isinstance(loaded, dict):
             raise InvalidConfigError(f"config file {path} must hold a JSON object")
         return {k.replace(".", "_").replace("-", "_"): v for k, v in loaded.items()}
@@ -111,7 +115,10 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSet
     env_names = {f"LAKELOG_{name.upper()}" for name in BrokerSettings.model_fields}
     import os
 
-    from_env = {k for k in env_names if k in os.environ}
+    # Fix: pydantic-settings reads LAKELOG_* case-insensitively, so a lower-case variable
+    # must also keep the config file's value out (it used to win over the environment).
+    present = {k.upper() for k in os.environ}
+    from_env = {k for k in env_names if k in present}
     merged = {k: v for k, v in from_file.items() if f"LAKELOG_{k.upper()}" not in from_env}
     merged.update(given)
     try:

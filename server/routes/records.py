@@ -143,15 +143,21 @@ async def produce(
     )
 
 
-def parse_offset(value: str) -> OffsetSpec:
+def _is_number(text: str) -> bool:
+    # Fix: str.isdigit() is true for non-ASCII digits such as "²", which int() rejects,
+    # so ?offset=² (or ?timestamp=²) answered 500 instead of 400.
+    return text.isascii() and text.isdigit()
+
+
+def parse_offset(value: str, name: str = "offset") -> OffsetSpec:
     text = value.strip().lower()
     if text in ("earliest", "beginning", "-2"):
         return "earliest"
     if text in ("latest", "end", "-1"):
         return "latest"
-    if text.isdigit():
+    if _is_number(text):
         return int(text)
-    raise InvalidRequestError(f"offset must be a number, earliest or latest; got {value!r}")
+    raise InvalidRequestError(f"{name} must be a number, earliest or latest; got {value!r}")
 
 
 def encode_records(
@@ -261,7 +267,7 @@ async def list_offset(
         str, Query(description="earliest, latest, or a timestamp in ms since the epoch")
     ] = "latest",
 ) -> OffsetResponse:
-    spec = parse_offset(timestamp) if not timestamp.strip().isdigit() else None
+    spec = parse_offset(timestamp, "timestamp") if not _is_number(timestamp.strip()) else None
     if spec is None:
         offset, ts = await broker.offset_for_time(topic, partition, int(timestamp))
         return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)

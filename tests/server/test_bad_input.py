@@ -1,0 +1,537 @@
+"""Bad input to a real broker: a precise error, and stored data left exactly as it was.
+
+Every case checks the HTTP status, the Kafka error code and name, that the
+message names what is wrong, and that no file under the storage root was
+created, changed or removed (local roots: every file's bytes; S3: every
+object's bytes under the root's prefixes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pyarrow as pa
+import pyarrow.ipc
+import pytest
+
+from tests.fixtures.brokers import BrokerProcess
+from tests.fixtures.roots import RootSpec
+
+ARROW = "application/vnd.apache.arrow.stream"
+MAX_REQUEST_BYTES = 4_000
+ERROR_NAMES = {
+    1: "OFFSET_OUT_OF_RANGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    10: "MESSAGE_TOO_LARGE",
+    17: "INVALID_TOPIC_EXCEPTION",
+    18: "RECORD_LIST_TOO_LARGE",
+    21: "INVALID_REQUIRED_ACKS",
+    32: "INVALID_TIMESTAMP",
+    36: "TOPIC_ALREADY_EXISTS",
+    37: "INVALID_PARTITIONS",
+    38: "INVALID_REPLICATION_FACTOR",
+    40: "INVALID_CONFIG",
+    42: "INVALID_REQUEST",
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    87: "INVALID_RECORD",
+}
+
+
+class Snapshots:
+    """Every stored file under a root with a hash of its bytes (heartbeats left out).
+
+    Local roots are walked on disk; S3 roots are listed with one paginated LIST, whose
+    ETags are the objects' MD5s (``Storage.walk_files("")`` refuses the root itself).
+    """
+
+    def __init__(self, root: RootSpec) -> None:
+        self.root = root
+        self.s3: Any = None
+        if root.s3 is not None:
+            self.s3 = boto3.client(
+                "s3",
+                endpoint_url=str(root.s3.endpoint_url),
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+                region_name="us-east-1",
+            )
+
+    def take(self) -> dict[str, str]:
+        if self.s3 is None:
+            base = Path(self.root.url)
+            files = {
+                str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in base.rglob("*")
+                if p.is_file() and not p.name.startswith(".tmp-")
+            }
+        else:
+            bucket, _, prefix = self.root.url.removeprefix("s3://").partition("/")
+            pages = self.s3.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix + "/"
+            )
+            files = {
+                o["Key"][len(prefix) + 1 :]: f"{o['ETag']}/{o['Size']}"
+                for page in pages
+                for o in page.get("Contents", [])
+            }
+        return {path: h for path, h in files.items() if not path.startswith("_meta/brokers/")}
+
+
+class BadInput:
+    """A broker with two topics holding data, and the checks every bad request must pass."""
+
+    def __init__(self, root: RootSpec, broker: BrokerProcess) -> None:
+        self.snapshots = Snapshots(root)
+        self.http = httpx.Client(base_url=broker.url, timeout=60)
+        for body in (
+            {"name": "t", "partitions": 2},
+            {
+                "name": "compacted",
+                "configs": {"cleanup.policy": "compact", "max.message.bytes": "100"},
+            },
+        ):
+            response = self.http.post("/v1/topics", json=body)
+            assert response.status_code == 201, response.text
+        for topic, records in (
+            ("t", [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(6)]),
+            ("compacted", [{"key": "k", "value": "small"}]),
+        ):
+            response = self.http.post(f"/v1/topics/{topic}/records", json={"records": records})
+            assert response.status_code == 200, response.text
+        self.before = self.snapshots.take()
+        self.watermarks = self.offsets()
+        self.checked = 0
+
+    def offsets(self) -> dict[str, list[int]]:
+        return {
+            topic: [
+                p["high_watermark"]
+                for p in self.http.get(f"/v1/topics/{topic}/offsets").json()["partitions"]
+            ]
+            for topic in ("t", "compacted")
+        }
+
+    def expect(
+        self, response: httpx.Response, status: int, code: int, *words: str
+    ) -> dict[str, Any]:
+        """The error answer, and the root unchanged by the request that caused it."""
+        context = f"{response.request.method} {response.request.url}: {response.text}"
+        assert response.status_code == status, context
+        assert response.headers["content-type"].startswith("application/json"), context
+        body: dict[str, Any] = response.json()
+        assert body["error_code"] == code, context
+        assert body["error"] == ERROR_NAMES[code], context
+        assert isinstance(body["retriable"], bool) and not body["retriable"], context
+        for word in words:
+            assert word.lower() in body["message"].lower(), f"{word!r} not named: {context}"
+        assert self.snapshots.take() == self.before, f"stored files changed by {context}"
+        self.checked += 1
+        return body
+
+    def produce(self, topic: str = "t", **kwargs: Any) -> httpx.Response:
+        return self.http.post(f"/v1/topics/{topic}/records", **kwargs)
+
+    def fetch(self, partition: int | str = 0, topic: str = "t", **params: Any) -> httpx.Response:
+        return self.http.get(f"/v1/topics/{topic}/partitions/{partition}/records", params=params)
+
+    def close(self) -> None:
+        assert self.offsets() == self.watermarks, "a refused request changed an offset"
+        self.http.close()
+
+
+@pytest.fixture
+def bad(root: RootSpec, start_broker: Callable[..., BrokerProcess]) -> Iterator[BadInput]:
+    broker = start_broker(
+        root,
+        max_request_bytes=MAX_REQUEST_BYTES,
+        fetch_max_wait_ms=1_000,
+        heartbeat_interval_ms=60_000,
+    )
+    checks = BadInput(root, broker)
+    yield checks
+    checks.close()
+    assert "Traceback" not in broker.log(), broker.log()
+
+
+def arrow_body(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def test_malformed_and_misshapen_produce_bodies(bad: BadInput) -> None:
+    json_type = {"content-type": "application/json"}
+    bad.expect(
+        bad.produce(content=b'{"records": [{"value": "x"}', headers=json_type),
+        400,
+        42,
+        "malformed JSON",
+    )
+    bad.expect(bad.produce(content=b"", headers=json_type), 400, 42, "JSON")
+    bad.expect(bad.produce(json=[{"value": "x"}]), 400, 42, "object")
+    bad.expect(bad.produce(json={"records": "x"}), 400, 42, "records")
+    bad.expect(bad.produce(json={"records": []}), 400, 42, "records")
+    bad.expect(bad.produce(json={"recs": [{"value": "x"}]}), 400, 42, "records", "recs")
+    bad.expect(bad.produce(json={"records": [{"valu": "x"}]}), 400, 42, "valu")
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "partition": "one"}]}), 400, 42, "partition"
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "partition": -1}]}), 400, 42, "partition"
+    )
+    bad.expect(bad.produce(json={"records": [{"value": 5}]}), 400, 87, "records[0].value", "string")
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "headers": [{"key": "h", "value": 1}]}]}),
+        400,
+        87,
+        "records[0].headers[0]",
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x"}], "key_format": "xml"}), 400, 42, "key_format"
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x"}], "producer_id": 1}),
+        400,
+        42,
+        "producer_id",
+        "sequence",
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x"}]}, params={"sequence": 0}),
+        400,
+        42,
+        "producer_id",
+        "sequence",
+    )
+    # Bad base64, and JSON that is not JSON (NaN) in the json format.
+    bad.expect(
+        bad.produce(json={"records": [{"value": "not base64!"}], "value_format": "base64"}),
+        400,
+        87,
+        "records[0].value",
+        "base64",
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "key": "%%%"}], "key_format": "base64"}),
+        400,
+        87,
+        "records[0].key",
+        "base64",
+    )
+    bad.expect(
+        bad.produce(
+            content=b'{"value_format": "json", "records": [{"value": NaN}]}', headers=json_type
+        ),
+        400,
+        87,
+        "records[0].value",
+        "NaN",
+    )
+    # A timestamp the log cannot store, and one before the epoch.
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "timestamp_ms": 2**62}]}),
+        400,
+        42,
+        "timestamp_ms",
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "timestamp_ms": -1}]}), 400, 42, "timestamp_ms"
+    )
+    # Unsupported content types.
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/xml"):
+        bad.expect(
+            bad.produce(content=b"value=x", headers={"content-type": content_type}),
+            415,
+            42,
+            "content type",
+            content_type,
+        )
+
+    check_arrow_bodies(bad)
+
+
+def check_arrow_bodies(bad: BadInput) -> None:
+    def send(body: bytes, **params: Any) -> httpx.Response:
+        return bad.produce(content=body, headers={"content-type": ARROW}, params=params)
+
+    bad.expect(send(b""), 400, 42, "empty Arrow")
+    bad.expect(send(b"definitely not arrow"), 400, 42, "malformed Arrow")
+    valid = arrow_body(pa.table({"value": pa.array([b"x"] * 10, pa.binary())}))
+    bad.expect(send(valid[: len(valid) // 2]), 400, 42, "malformed Arrow")
+    bad.expect(send(arrow_body(pa.table({"key": pa.array([b"k"], pa.binary())}))), 400, 87, "value")
+    bad.expect(send(arrow_body(pa.table({"value": [b"x"], "colour": ["red"]}))), 400, 87, "colour")
+    bad.expect(
+        send(arrow_body(pa.table({"value": [b"x"], "partition": ["zero"]}))), 400, 87, "schema"
+    )
+    repeated = pa.Table.from_arrays([pa.array([b"a"]), pa.array([b"b"])], names=["value", "value"])
+    bad.expect(send(arrow_body(repeated)), 400, 87, "value", "more than once")
+    forged = pa.table(
+        {
+            "value": [b"x"],
+            "producer_id": pa.array([7], pa.int64()),
+            "sequence": pa.array([0], pa.int32()),
+        }
+    )
+    bad.expect(send(arrow_body(forged)), 400, 87, "producer_id", "query parameters")
+    empty = pa.table({"value": pa.array([], pa.binary())})
+    bad.expect(send(arrow_body(empty)), 400, 42, "at least one record")
+    late = pa.table({"value": [b"x"], "timestamp": pa.array([2**62], pa.int64())})
+    bad.expect(send(arrow_body(late)), 400, 32, "timestamp", "9999")
+    early = pa.table({"value": [b"x"], "timestamp": pa.array([-5], pa.int64())})
+    bad.expect(send(arrow_body(early)), 400, 32, "timestamp", "-5")
+    bad.expect(send(valid, partition=2), 404, 3, "partition 2")
+
+
+def test_unknown_and_invalid_topics_and_partitions(bad: BadInput) -> None:
+    check_invalid_topic_names(bad)
+    record = {"records": [{"value": "x"}]}
+    bad.expect(bad.produce("nope", json=record), 404, 3, "nope", "does not exist")
+    bad.expect(bad.fetch(0, "nope"), 404, 3, "nope")
+    for path in (
+        "/v1/topics/nope",
+        "/v1/topics/nope/offsets",
+        "/v1/topics/nope/partitions/0/offsets",
+    ):
+        bad.expect(bad.http.get(path), 404, 3, "nope")
+    bad.expect(bad.http.delete("/v1/topics/nope"), 404, 3, "nope")
+    bad.expect(
+        bad.http.patch("/v1/topics/nope/configs", json={"set": {"retention.ms": "1"}}),
+        404,
+        3,
+        "nope",
+    )
+    bad.expect(bad.http.post("/v1/topics/nope/partitions", json={"count": 3}), 404, 3, "nope")
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x", "partition": 5}]}),
+        404,
+        3,
+        "partition 5",
+        "2 partitions",
+    )
+    bad.expect(
+        bad.produce(
+            json={"records": [{"value": "a", "partition": 0}, {"value": "b", "partition": 2}]}
+        ),
+        404,
+        3,
+        "partition 2",
+    )
+    bad.expect(bad.produce(json=record, params={"partition": 9}), 404, 3, "partition 9")
+    bad.expect(bad.fetch(7), 404, 3, "partition 7")
+    bad.expect(bad.http.get("/v1/topics/t/partitions/7/offsets"), 404, 3, "partition 7")
+
+
+INVALID_NAMES = [  # (name, as a path segment, words the message must hold)
+    ("../x", "..%2Fx", ("'../x'", "illegal")),
+    ("", "", ("non-empty",)),
+    ("a" * 250, "a" * 250, ("250", "249")),
+    ("a b", "a%20b", ("'a b'", "illegal")),
+    ("tab\tname", "tab%09name", ("illegal",)),
+    ("..", None, ("'..'",)),  # ".." in a path is resolved by the client before it is sent
+]
+
+
+def check_invalid_topic_names(bad: BadInput) -> None:
+    record = {"records": [{"value": "x"}]}
+    for name, in_path, words in INVALID_NAMES:
+        bad.expect(bad.http.post("/v1/topics", json={"name": name}), 400, 17, *words)
+        if in_path is None:
+            continue
+        bad.expect(bad.http.post(f"/v1/topics/{in_path}/records", json=record), 400, 17, *words)
+        bad.expect(bad.http.get(f"/v1/topics/{in_path}/partitions/0/records"), 400, 17, *words)
+
+
+def test_too_large_and_keyless_records(bad: BadInput) -> None:
+    # The topic's max.message.bytes (100) against one record's key + value + headers.
+    bad.expect(
+        bad.produce("compacted", json={"records": [{"key": "k", "value": "x" * 150}]}),
+        413,
+        10,
+        "max.message.bytes=100",
+        "record 0",
+    )
+    bad.expect(
+        bad.produce(
+            "compacted",
+            json={
+                "records": [
+                    {"key": "k", "value": "ok"},
+                    {"key": "k", "value": "y", "headers": [{"key": "h", "value": "z" * 120}]},
+                ]
+            },
+        ),
+        413,
+        10,
+        "record 1",
+    )
+    # The broker's max_request_bytes against the whole body, declared or streamed.
+    big = {"records": [{"value": "x" * 1_000} for _ in range(5)]}
+    body = bad.expect(bad.produce(json=big), 413, 18, str(MAX_REQUEST_BYTES))
+    assert "exceeds" in body["message"]
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"records": ['
+        for i in range(10):
+            yield (b"," if i else b"") + b'{"value": "' + b"y" * 1_000 + b'"}'
+        yield b"]}"
+
+    bad.expect(
+        bad.produce(content=chunks(), headers={"content-type": "application/json"}),
+        413,
+        18,
+        str(MAX_REQUEST_BYTES),
+    )
+    arrow = arrow_body(pa.table({"value": pa.array([b"z" * 2_000] * 3, pa.binary())}))
+    bad.expect(bad.produce(content=arrow, headers={"content-type": ARROW}), 413, 18, "limit")
+
+    # A compacted topic refuses records without a key.
+    bad.expect(
+        bad.produce("compacted", json={"records": [{"value": "no key"}]}),
+        400,
+        87,
+        "compacted",
+        "key",
+    )
+    bad.expect(
+        bad.produce(
+            "compacted", json={"records": [{"key": "k", "value": "a"}, {"key": None, "value": "b"}]}
+        ),
+        400,
+        87,
+        "compacted",
+        "key",
+    )
+
+
+def test_bad_parameters_and_sequence_gap(bad: BadInput) -> None:
+    body = bad.expect(bad.fetch(0, offset=1_000), 416, 1, "offset 1000", "out of range", "0..3")
+    assert body["details"] == {"log_start_offset": 0, "high_watermark": 3}
+    bad.expect(bad.fetch(0, offset=2**70), 416, 1, "out of range")
+    bad.expect(bad.fetch(0, offset="abc"), 400, 42, "offset", "abc")
+    bad.expect(bad.fetch(0, offset="-5"), 400, 42, "offset", "-5")
+    bad.expect(bad.fetch(0, offset="²"), 400, 42, "offset")
+    bad.expect(bad.fetch(0, max_records=0), 400, 42, "max_records")
+    bad.expect(bad.fetch(0, max_records="many"), 400, 42, "max_records")
+    bad.expect(bad.fetch(0, max_bytes=-1), 400, 42, "max_bytes")
+    bad.expect(bad.fetch(0, max_wait_ms=5_000), 400, 42, "max_wait_ms", "1000")
+    bad.expect(bad.fetch(0, format="xml"), 400, 42, "format")
+    bad.expect(bad.fetch(0, value_format="utf-16"), 400, 42, "value_format")
+    bad.expect(bad.fetch("first"), 400, 42, "partition")
+    bad.expect(bad.fetch(-1), 400, 42, "partition")
+    # Stored values that are not JSON cannot be fetched in the json format.
+    bad.expect(bad.fetch(0, value_format="json"), 400, 42, "not JSON", "offset 0")
+    offsets = "/v1/topics/t/partitions/0/offsets"
+    bad.expect(bad.http.get(offsets, params={"timestamp": "yesterday"}), 400, 42, "timestamp")
+    bad.expect(bad.http.get(offsets, params={"timestamp": "¹²"}), 400, 42, "timestamp")
+    for acks in ("2", "-2", "none", ""):
+        bad.expect(
+            bad.produce(json={"records": [{"value": "x"}]}, params={"acks": acks}), 400, 21, "acks"
+        )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x"}]}, params={"partition": "one"}),
+        400,
+        42,
+        "partition",
+    )
+    bad.expect(
+        bad.produce(json={"records": [{"value": "x"}]}, params={"producer_id": -1, "sequence": 0}),
+        400,
+        42,
+        "producer_id",
+    )
+
+    # An idempotent producer's sequence gap: refused, nothing written.
+    first = bad.produce(
+        json={"records": [{"value": "x", "partition": 0}]}, params={"producer_id": 5, "sequence": 0}
+    )
+    assert first.status_code == 200, first.text
+    bad.before = bad.snapshots.take()
+    bad.watermarks = bad.offsets()
+    bad.expect(
+        bad.produce(
+            json={"records": [{"value": "y", "partition": 0}]},
+            params={"producer_id": 5, "sequence": 3},
+        ),
+        409,
+        45,
+        "producer 5",
+        "expected is 1",
+    )
+
+
+def test_bad_admin_requests(bad: BadInput) -> None:
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "t", "partitions": 2}),
+        409,
+        36,
+        "'t'",
+        "already exists",
+    )
+    bad.expect(bad.http.post("/v1/topics", json={"name": "compacted"}), 409, 36, "compacted")
+    bad.expect(
+        bad.http.post("/v1/topics/t/partitions", json={"count": 1}), 400, 37, "2 partitions", "1"
+    )
+    bad.expect(bad.http.post("/v1/topics/t/partitions", json={"count": 2}), 400, 37, "2 partitions")
+    bad.expect(bad.http.post("/v1/topics/t/partitions", json={"count": 0}), 400, 42, "count")
+    bad.expect(bad.http.post("/v1/topics/t/partitions", json={}), 400, 42, "count")
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "partitions": 0}), 400, 42, "partitions"
+    )
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "partitions": 10_001}), 400, 42, "partitions"
+    )
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "configs": {"bogus": "1"}}), 400, 40, "bogus"
+    )
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "configs": {"retention.ms": "soon"}}),
+        400,
+        40,
+        "retention.ms",
+        "soon",
+    )
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "replication_factor": 0}),
+        400,
+        38,
+        "replication factor",
+    )
+    bad.expect(bad.http.post("/v1/topics", json={"partitions": 1}), 400, 42, "name")
+    bad.expect(
+        bad.http.post("/v1/topics", content=b"{", headers={"content-type": "application/json"}),
+        400,
+        42,
+        "JSON",
+    )
+    bad.expect(
+        bad.http.patch("/v1/topics/t/configs", json={"set": {"retention.ms": "-7"}}),
+        400,
+        40,
+        "retention.ms",
+    )
+    bad.expect(
+        bad.http.patch("/v1/topics/t/configs", json={"set": {"cleanup.policy": "keep"}}),
+        400,
+        40,
+        "cleanup.policy",
+        "keep",
+    )
+    bad.expect(bad.http.patch("/v1/topics/t/configs", json={"delete": ["nope"]}), 400, 40, "nope")
+    bad.expect(
+        bad.http.patch(
+            "/v1/topics/t/configs",
+            json={"set": {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}},
+        ),
+        400,
+        40,
+        "min.compaction.lag.ms",
+    )
+    bad.expect(bad.http.patch("/v1/topics/t/configs", json={"sett": {}}), 400, 42, "sett")
+    assert bad.checked >= 18

@@ -1,0 +1,369 @@
+"""ProduceBatcher without storage: a fake log records every group commit it is asked for.
+
+No test asserts on elapsed time. Lingering is shown by a request that stays
+queued (its future not done) until something other than the clock commits it,
+and every wait is bounded by a generous timeout that only fails a broken test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pytest
+
+from lakelog.errors import (
+    KafkaStorageError,
+    LakelogError,
+    OutOfOrderSequenceError,
+    ThrottlingQuotaExceededError,
+    UnknownServerError,
+)
+from lakelog.produce import PreparedBatch
+from lakelog.topic_log import AppendResult, TopicLog
+from server.batcher import ProduceBatcher
+from server.settings import BrokerSettings
+
+T = TypeVar("T")
+GUARD = 30  # seconds; only reached when the batcher hangs
+
+
+class FakeLog:
+    """Just enough of a TopicLog: ``name`` and ``append_prepared``, with scripted outcomes."""
+
+    def __init__(self, name: str = "t") -> None:
+        self.name = name
+        self.calls: list[list[PreparedBatch]] = []
+        self.next_offset: dict[int, int] = {}
+        self.gate = threading.Event()  # commits block until it is set
+        self.gate.set()
+        self.entered = threading.Event()  # set when a commit has started
+        self.fail_with: BaseException | None = None
+        self.per_request: Callable[[int, PreparedBatch], LakelogError | None] | None = None
+
+    def append_prepared(self, batches: Sequence[PreparedBatch]) -> list[AppendResult | Any]:
+        self.calls.append(list(batches))
+        self.entered.set()
+        assert self.gate.wait(GUARD), "test never opened the gate"
+        if self.fail_with is not None:
+            raise self.fail_with
+        results: list[AppendResult | LakelogError] = []
+        for i, batch in enumerate(batches):
+            error = self.per_request(i, batch) if self.per_request else None
+            if error is not None:
+                results.append(error)
+                continue
+            partitions = batch.table.column("partition").to_pylist()
+            offsets = []
+            for p in partitions:
+                offsets.append(self.next_offset.get(p, 0))
+                self.next_offset[p] = offsets[-1] + 1
+            results.append(AppendResult(partitions, offsets, [0] * len(offsets), [], 1))
+        return results
+
+
+def as_log(fake: FakeLog) -> TopicLog:
+    return fake  # type: ignore[return-value]
+
+
+def batch(n: int = 1, partition: int = 0, value_bytes: int = 10) -> PreparedBatch:
+    return PreparedBatch(
+        pa.table(
+            {
+                "partition": pa.array([partition] * n, pa.int32()),
+                "value": pa.array([b"v" * value_bytes] * n, pa.binary()),
+            }
+        )
+    )
+
+
+def settings(**values: Any) -> BrokerSettings:
+    return BrokerSettings(root="unused", **values)
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    async def guarded() -> T:
+        return await asyncio.wait_for(main(), GUARD)
+
+    return asyncio.run(guarded())
+
+
+async def settle() -> None:
+    """Let every ready task run (the flusher included) without waiting on any clock."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def test_requests_waiting_together_share_one_commit() -> None:
+    fake = FakeLog()
+
+    async def main() -> list[AppendResult]:
+        batcher = ProduceBatcher(settings(linger_ms=0))
+        futures = [await batcher.submit(as_log(fake), batch(2)) for _ in range(5)]
+        results = await asyncio.gather(*futures)
+        await batcher.close()
+        return results
+
+    results = run(main)
+    assert [len(call) for call in fake.calls] == [5]
+    assert [r.offsets for r in results] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+
+
+def test_linger_holds_a_request_for_company() -> None:
+    fake = FakeLog()
+
+    async def main() -> None:
+        observed: list[tuple[str, int, int, float]] = []
+
+        def on_commit(topic: str, requests: int, records: int, seconds: float) -> None:
+            observed.append((topic, requests, records, seconds))
+
+        batcher = ProduceBatcher(settings(linger_ms=60_000), on_commit=on_commit)
+        first = await batcher.submit(as_log(fake), batch(1))
+        await settle()
+        assert not first.done() and fake.calls == []  # lingering, nothing committed
+        assert batcher.buffered_bytes > 0
+        second = await batcher.submit(as_log(fake), batch(3))
+        await settle()
+        assert not second.done() and fake.calls == []
+        await batcher.close()  # close() commits what lingers instead of dropping it
+        assert (await first).offsets == [0]
+        assert (await second).offsets == [1, 2, 3]
+        assert [len(call) for call in fake.calls] == [2]
+        assert batcher.buffered_bytes == 0
+        ((topic, requests, records, seconds),) = observed
+        assert (topic, requests, records) == ("t", 2, 4) and seconds >= 0
+
+    run(main)
+
+
+def test_linger_expiry_commits_without_more_requests() -> None:
+    fake = FakeLog()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=20))
+        result = await (await batcher.submit(as_log(fake), batch(1)))
+        assert result.offsets == [0]
+        await batcher.close()
+
+    run(main)
+    assert len(fake.calls) == 1
+
+
+def test_batch_bytes_commits_before_linger_ends() -> None:
+    fake = FakeLog()
+    small, big = batch(1, value_bytes=10), batch(1, value_bytes=5_000)
+    limit = small.size_bytes * 2 + 1
+    assert big.size_bytes > limit
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000, batch_bytes=limit))
+        a = await batcher.submit(as_log(fake), small)
+        b = await batcher.submit(as_log(fake), small)
+        await settle()
+        assert not a.done() and not b.done()  # two small ones stay under batch_bytes
+        c = await batcher.submit(as_log(fake), small)  # the third reaches it
+        await asyncio.gather(a, b, c)
+        assert [len(call) for call in fake.calls] == [3]
+        # One request at or over batch_bytes goes at once, alone.
+        assert (await (await batcher.submit(as_log(fake), big))).offsets == [3]
+        assert [len(call) for call in fake.calls] == [3, 1]
+        await batcher.close()
+
+    run(main)
+
+
+def test_requests_queue_while_a_commit_runs_and_form_the_next_batch() -> None:
+    fake = FakeLog()
+    fake.gate.clear()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=0))
+        first = await batcher.submit(as_log(fake), batch(1))
+        assert await asyncio.to_thread(fake.entered.wait, GUARD)  # commit 1 is running
+        later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(4)]
+        await settle()
+        assert len(fake.calls) == 1
+        fake.gate.set()
+        await asyncio.gather(first, *later)
+        assert [len(call) for call in fake.calls] == [1, 4]
+        await batcher.close()
+
+    run(main)
+
+
+def test_topics_commit_separately() -> None:
+    a, b = FakeLog("a"), FakeLog("b")
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=0))
+        futures = [await batcher.submit(as_log(log), batch(1)) for log in (a, b, a)]
+        await asyncio.gather(*futures)
+        await batcher.close()
+
+    run(main)
+    assert [len(call) for call in a.calls] == [2]
+    assert [len(call) for call in b.calls] == [1]
+
+
+def test_full_buffer_throttles_then_fails_after_max_block_ms() -> None:
+    fake = FakeLog()
+    fake.gate.clear()
+    one = batch(1, value_bytes=1_000)
+
+    async def main() -> None:
+        batcher = ProduceBatcher(
+            settings(linger_ms=0, buffer_memory=one.size_bytes + 10, max_block_ms=50)
+        )
+        first = await batcher.submit(as_log(fake), one)  # an empty buffer always takes one
+        assert await asyncio.to_thread(fake.entered.wait, GUARD)
+        with pytest.raises(ThrottlingQuotaExceededError) as refused:
+            await batcher.submit(as_log(fake), one)
+        assert refused.value.retriable
+        assert "buffer is full" in refused.value.message
+        assert len(fake.calls) == 1  # the refused request was never queued
+        fake.gate.set()
+        await first
+        assert batcher.buffered_bytes == 0
+        # Space is back: the same request is now accepted.
+        assert (await (await batcher.submit(as_log(fake), one))).offsets == [1]
+        await batcher.close()
+
+    run(main)
+
+
+def test_throttled_request_proceeds_when_space_frees_in_time() -> None:
+    fake = FakeLog()
+    fake.gate.clear()
+    one = batch(1, value_bytes=1_000)
+
+    async def main() -> None:
+        batcher = ProduceBatcher(
+            settings(linger_ms=0, buffer_memory=one.size_bytes + 10, max_block_ms=GUARD * 1000)
+        )
+        first = await batcher.submit(as_log(fake), one)
+        assert await asyncio.to_thread(fake.entered.wait, GUARD)
+        waiting = asyncio.ensure_future(batcher.submit(as_log(fake), one))
+        await settle()
+        assert not waiting.done()  # blocked on buffer space, not refused
+        fake.gate.set()
+        await first
+        assert (await (await waiting)).offsets == [1]
+        await batcher.close()
+
+    run(main)
+
+
+def test_partition_buffer_limit_throttles_only_that_partition() -> None:
+    fake = FakeLog()
+    fake.gate.clear()
+    one = batch(1, partition=0, value_bytes=1_000)
+
+    async def main() -> None:
+        batcher = ProduceBatcher(
+            settings(
+                linger_ms=0,
+                partition_buffer_bytes=one.size_bytes + 10,
+                buffer_memory=100 * one.size_bytes,
+                max_block_ms=50,
+            )
+        )
+        first = await batcher.submit(as_log(fake), one)
+        assert await asyncio.to_thread(fake.entered.wait, GUARD)
+        with pytest.raises(ThrottlingQuotaExceededError):
+            await batcher.submit(as_log(fake), batch(1, partition=0, value_bytes=1_000))
+        other = await batcher.submit(as_log(fake), batch(1, partition=1, value_bytes=1_000))
+        fake.gate.set()
+        await asyncio.gather(first, other)
+        await batcher.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (KafkaStorageError("bucket unreachable"), KafkaStorageError),
+        (RuntimeError("disk on fire"), UnknownServerError),
+    ],
+)
+def test_a_failed_commit_fails_every_request_in_it(
+    failure: BaseException, expected: type[LakelogError]
+) -> None:
+    fake = FakeLog()
+    fake.fail_with = failure
+    observed: list[int] = []
+
+    async def main() -> None:
+        batcher = ProduceBatcher(
+            settings(linger_ms=60_000), on_commit=lambda _t, n, _r, _s: observed.append(n)
+        )
+        futures = [await batcher.submit(as_log(fake), batch(1, partition=i)) for i in range(3)]
+        await batcher.close()
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        assert all(isinstance(o, expected) for o in outcomes), outcomes
+        assert all(str(failure.args[0]) in str(o) for o in outcomes)
+        assert batcher.buffered_bytes == 0  # the failed requests gave their space back
+
+    run(main)
+    assert observed == []  # nothing was committed, so no commit is observed
+    assert [len(call) for call in fake.calls] == [3]
+
+
+def test_per_request_errors_reach_only_their_request() -> None:
+    fake = FakeLog()
+    fake.per_request = lambda i, _: OutOfOrderSequenceError("gap") if i == 1 else None
+
+    observed: list[tuple[int, int]] = []
+
+    def on_commit(topic: str, requests: int, records: int, seconds: float) -> None:
+        observed.append((requests, records))
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000), on_commit=on_commit)
+        futures = [await batcher.submit(as_log(fake), batch(1 + i)) for i in range(3)]
+        await batcher.close()
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        assert isinstance(outcomes[1], OutOfOrderSequenceError)
+        assert [o.offsets for o in (outcomes[0], outcomes[2]) if isinstance(o, AppendResult)] == [
+            [0],
+            [1, 2, 3],
+        ]
+
+    run(main)
+    assert observed == [(2, 4)]  # the refused request is not part of what was committed
+
+
+def test_closed_batcher_refuses_new_requests() -> None:
+    fake = FakeLog()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings())
+        await batcher.close()
+        with pytest.raises(UnknownServerError, match="shutting down"):
+            await batcher.submit(as_log(fake), batch(1))
+
+    run(main)
+    assert fake.calls == []
+
+
+def test_close_commits_requests_of_a_replaced_topic_log() -> None:
+    """A topic deleted and created again gets a new log; what lingers for the old one still
+    gets its answer when the broker shuts down."""
+    old, new = FakeLog("t"), FakeLog("t")
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000))
+        stale = await batcher.submit(as_log(old), batch(1))
+        fresh = await batcher.submit(as_log(new), batch(1))
+        await settle()
+        await batcher.close()
+        assert stale.done() and fresh.done()
+        assert (await stale).offsets == [0] and (await fresh).offsets == [0]
+
+    run(main)
+    assert [len(call) for call in old.calls] == [1]
+    assert [len(call) for call in new.calls] == [1]
