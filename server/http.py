@@ -120,9 +120,7 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
         # "no endpoint"; it is Kafka's INVALID_TOPIC_EXCEPTION like the same name anywhere else.
         return error_response(topic_error)
     if exc.status_code == 404:
-        message = (
-            f"no endpoint {request.method} {request.url.path}; topic names cannot contain '/'"
-        )
+        message = f"no endpoint {request.method} {request.url.path}; topic names cannot contain '/'"
     body = {"error_code": 42, "error": "INVALID_REQUEST", "message": message, "retriable": False}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
