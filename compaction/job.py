@@ -25,7 +25,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
     sys.path[0] = os.path.dirname(_HERE)
 
 from compaction import cli  # noqa: E402
-from lakelog.errors import LakelogError  # noqa: E402
+from lakelog.cli import run_command  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-    except LakelogError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    return code
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -31,19 +31,16 @@ and exits, non-zero if any failed (for cron and tests).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pyspark.sql import SparkSession
 
@@ -52,7 +49,7 @@ from compaction.runner import JobOptions, Outcome, run_job
 from compaction.spark_session import spark_session
 from compaction.vacuum import DEFAULT_GRACE_MS
 from lakelog.catalog import Catalog
-from lakelog.errors import InvalidConfigError
+from lakelog.settings_files import load_layered
 
 log = logging.getLogger(__name__)
 
@@ -115,52 +112,9 @@ class SchedulerSettings(BaseSettings):
         )
 
 
-def read_config_file(path: str) -> dict[str, Any]:
-    """Settings from a Kafka-style ``.properties`` file or a ``.json`` object; dots -> ``_``."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidConfigError(f"cannot read config file {path}: {exc}") from exc
-    raw: dict[str, Any] = {}
-    if file.suffix == ".json":
-        try:
-            loaded = json.loads(text)
-        except ValueError as exc:
-            raise InvalidConfigError(f"config file {path} is not valid JSON: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise InvalidConfigError(f"config file {path} must hold a JSON object")
-        raw = loaded
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise InvalidConfigError(f"{path}:{number}: expected name=value, got {line!r}")
-            raw[key.strip()] = value.strip()
-    return {k.replace(".", "_").replace("-", "_"): v for k, v in raw.items()}
-
-
 def load_settings(config_file: str | None = None, **overrides: Any) -> SchedulerSettings:
     """Defaults < config file < environment < explicit overrides (flags); INVALID_CONFIG if bad."""
-    env = os.environ
-    from_file = read_config_file(config_file) if config_file else {}
-    merged = {
-        k: v
-        for k, v in from_file.items()
-        if f"LAKELOG_{k.upper()}" not in env or k not in SchedulerSettings.model_fields
-    }
-    merged.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return SchedulerSettings(**merged)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']).replace('_', '.')}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise InvalidConfigError(f"invalid scheduler settings: {problems}") from None
+    return load_layered(SchedulerSettings, config_file, overrides, "scheduler")
 
 
 @dataclass

@@ -7,15 +7,13 @@ Environment variables use the prefix ``LAKELOG_`` (``LAKELOG_ROOT``,
 
 from __future__ import annotations
 
-import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from lakelog.errors import InvalidConfigError
+from lakelog.settings_files import load_layered
 
 
 class BrokerSettings(BaseSettings):
@@ -80,48 +78,6 @@ class BrokerSettings(BaseSettings):
         return self.advertised_url or f"http://{self.host}:{self.port}"
 
 
-def read_config_file(path: str) -> dict[str, Any]:
-    """Settings from a ``.properties`` (Kafka style) or ``.json`` file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidConfigError(f"cannot read config file {path}: {exc}") from exc
-    if file.suffix == ".json":
-        # Fix: malformed JSON escaped as a bare JSONDecodeError instead of INVALID_CONFIG.
-        try:
-            loaded = json.loads(text)
-        except ValueError as exc:
-            raise InvalidConfigError(f"config file {path} is not valid JSON: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise InvalidConfigError(f"config file {path} must hold a JSON object")
-        return {k.replace(".", "_").replace("-", "_"): v for k, v in loaded.items()}
-    values: dict[str, Any] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise InvalidConfigError(f"{path}:{number}: expected name=value, got {line!r}")
-        values[key.strip().replace(".", "_").replace("-", "_")] = value.strip()
-    return values
-
-
 def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSettings:
     """Defaults < config file < environment < explicit overrides (CLI flags)."""
-    from_file = read_config_file(config_file) if config_file else {}
-    given = {k: v for k, v in overrides.items() if v is not None}
-    env_names = {f"LAKELOG_{name.upper()}" for name in BrokerSettings.model_fields}
-    import os
-
-    # Fix: pydantic-settings reads LAKELOG_* case-insensitively, so a lower-case variable
-    # must also keep the config file's value out (it used to win over the environment).
-    present = {k.upper() for k in os.environ}
-    from_env = {k for k in env_names if k in present}
-    merged = {k: v for k, v in from_file.items() if f"LAKELOG_{k.upper()}" not in from_env}
-    merged.update(given)
-    try:
-        return BrokerSettings(**merged)
-    except ValueError as exc:
-        raise InvalidConfigError(f"invalid broker settings: {exc}") from exc
+    return load_layered(BrokerSettings, config_file, overrides, "broker")

@@ -26,15 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed sub-command; a lakelog error becomes a message and exit code 1."""
     try:
         code: int = args.run(args)
     except LakelogError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import Protocol
 
 from lakelog.catalog import Catalog, TopicDescription
 from lakelog.cli.common import (
@@ -98,55 +99,79 @@ def _need_topic(args: argparse.Namespace) -> str:
     return str(args.topic)
 
 
+class _Admin(Protocol):
+    """What the tool needs, implemented over a broker or directly over a root."""
+
+    def list_topics(self) -> list[str]: ...
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str], rf: int | None
+    ) -> None: ...
+    def describe(self, name: str) -> DescribedTopic: ...
+    def add_partitions(self, name: str, count: int) -> None: ...
+    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None: ...
+    def delete(self, name: str) -> None: ...
+
+
+class _RootAdmin:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def list_topics(self) -> list[str]:
+        return self.catalog.list_topics()
+
+    def create(self, name: str, partitions: int, configs: dict[str, str], rf: int | None) -> None:
+        self.catalog.create_topic(name, partitions, configs, replication_factor=rf)
+
+    def describe(self, name: str) -> DescribedTopic:
+        return DescribedTopic.local(self.catalog.describe_topic(name))
+
+    def add_partitions(self, name: str, count: int) -> None:
+        self.catalog.create_partitions(name, count)
+
+    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
+        self.catalog.alter_topic_configs(name, set_configs, delete)
+
+    def delete(self, name: str) -> None:
+        self.catalog.delete_topic(name)
+
+
+class _BrokerAdmin:
+    def __init__(self, client: AdminClient) -> None:
+        self.client = client
+
+    def list_topics(self) -> list[str]:
+        return self.client.list_topics()
+
+    def create(self, name: str, partitions: int, configs: dict[str, str], rf: int | None) -> None:
+        self.client.create_topic(name, partitions, configs, replication_factor=rf)
+
+    def describe(self, name: str) -> DescribedTopic:
+        return DescribedTopic.remote(self.client.describe_topic(name))
+
+    def add_partitions(self, name: str, count: int) -> None:
+        self.client.create_partitions(name, count)
+
+    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
+        self.client.alter_configs(name, set=set_configs, delete=delete)
+
+    def delete(self, name: str) -> None:
+        self.client.delete_topic(name)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
     if args.bootstrap_server:
-        with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
-            return _run_remote(args, admin)
+        with AdminClient(bootstrap_urls(args.bootstrap_server)) as client:
+            return _run(args, _BrokerAdmin(client))
     catalog = Catalog(args.root or DEFAULT_ROOT)
     try:
-        return _run_local(args, catalog)
+        return _run(args, _RootAdmin(catalog))
     finally:
         catalog.close()
 
 
-def _run_local(args: argparse.Namespace, catalog: Catalog) -> int:
-    if args.list:
-        for name in catalog.list_topics():
-            print(name)
-    elif args.create:
-        name = _need_topic(args)
-        if args.if_not_exists and name in catalog.list_topics():
-            return 0
-        catalog.create_topic(
-            name,
-            args.partitions or 1,
-            parse_key_values(args.config, "--config"),
-            replication_factor=args.replication_factor,
-        )
-        print(f"Created topic {name}.")
-    elif args.describe:
-        for name in [args.topic] if args.topic else catalog.list_topics():
-            print(format_description(DescribedTopic.local(catalog.describe_topic(name))))
-    elif args.alter:
-        name = _need_topic(args)
-        if args.partitions:
-            catalog.create_partitions(name, args.partitions)
-        if args.add_config or args.delete_config:
-            catalog.alter_topic_configs(
-                name,
-                parse_key_values(args.add_config, "--add-config"),
-                _names(args.delete_config),
-            )
-        print(f"Altered topic {name}.")
-    elif args.delete:
-        catalog.delete_topic(_need_topic(args))
-        print(f"Deleted topic {args.topic}.")
-    return 0
-
-
-def _run_remote(args: argparse.Namespace, admin: AdminClient) -> int:
+def _run(args: argparse.Namespace, admin: _Admin) -> int:
     if args.list:
         for name in admin.list_topics():
             print(name)
@@ -154,29 +179,22 @@ def _run_remote(args: argparse.Namespace, admin: AdminClient) -> int:
         name = _need_topic(args)
         if args.if_not_exists and name in admin.list_topics():
             return 0
-        admin.create_topic(
-            name,
-            args.partitions or 1,
-            parse_key_values(args.config, "--config"),
-            replication_factor=args.replication_factor,
-        )
+        configs = parse_key_values(args.config, "--config")
+        admin.create(name, args.partitions or 1, configs, args.replication_factor)
         print(f"Created topic {name}.")
     elif args.describe:
         for name in [args.topic] if args.topic else admin.list_topics():
-            print(format_description(DescribedTopic.remote(admin.describe_topic(name))))
+            print(format_description(admin.describe(name)))
     elif args.alter:
         name = _need_topic(args)
         if args.partitions:
-            admin.create_partitions(name, args.partitions)
+            admin.add_partitions(name, args.partitions)
         if args.add_config or args.delete_config:
-            admin.alter_configs(
-                name,
-                set=parse_key_values(args.add_config, "--add-config"),
-                delete=_names(args.delete_config),
-            )
+            configs = parse_key_values(args.add_config, "--add-config")
+            admin.alter(name, configs, _names(args.delete_config))
         print(f"Altered topic {name}.")
     elif args.delete:
-        admin.delete_topic(_need_topic(args))
+        admin.delete(_need_topic(args))
         print(f"Deleted topic {args.topic}.")
     return 0
 
