@@ -33,7 +33,9 @@ def test_corrupt_and_missing_segments(
     table = catalog.topic("garbled").table_path
     catalog.storage.put(join(table, paths[1]), b"this is not parquet")
     before, files = snapshot(catalog, "garbled"), data_files(catalog, "garbled")
-    with pytest.raises(CorruptRecordError, match=r"segment .*is unreadable") as caught:
+    with pytest.raises(
+        CorruptRecordError, match=r"segment .*is (unreadable|not a readable Parquet file)"
+    ) as caught:
         compact_topic(catalog, "garbled", spark, force=True)
     assert paths[1] in str(caught.value)
     assert snapshot(catalog, "garbled") == before  # same Delta version, same live files
