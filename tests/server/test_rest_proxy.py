@@ -27,7 +27,18 @@ from lakelog.records import Record
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
-CONTRACT = Path("/work/shared/contracts/kafka-rest-v3-openapi.yaml")
+
+def _contract() -> Path:
+    """The shared contract beside the project (``../shared``), as in CI and on dev machines."""
+    name = Path("contracts") / "kafka-rest-v3-openapi.yaml"
+    project = Path(__file__).resolve().parents[2]
+    for shared in (project.parent / "shared", Path("/work/shared")):
+        if (shared / name).exists():
+            return shared / name
+    raise FileNotFoundError(f"{name} not found in ../shared beside {project}")
+
+
+CONTRACT = _contract()
 V2_JSON = "application/vnd.kafka.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
