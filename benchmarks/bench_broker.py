@@ -63,6 +63,7 @@ from benchmarks.common import (
     Report,
     Result,
     Stopwatch,
+    config_for,
     cpu_times,
     free_port,
     machine_busy_seconds,
@@ -1448,11 +1449,7 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
 
 def run(size: str, workdir: Path, progress: Progress) -> Report:
     """The ``broker`` suite at a named size (tiny, small, large)."""
-    try:
-        cfg = CONFIGS[size]
-    except KeyError:
-        raise ValueError(f"unknown size {size!r}; choose from {', '.join(CONFIGS)}") from None
-    return run_config(cfg, workdir, progress)
+    return run_config(config_for(CONFIGS, size), workdir, progress)
 
 
 if __name__ == "__main__":

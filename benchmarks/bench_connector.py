@@ -44,6 +44,7 @@ from benchmarks.common import (
     Report,
     Result,
     Stopwatch,
+    config_for,
     median,
     percentile,
     random_binary,
@@ -454,8 +455,4 @@ def run_config(
 
 def run(size: str, workdir: Path, progress: Progress) -> Report:
     """The ``connector`` suite at a named size (tiny, small, large)."""
-    try:
-        cfg = CONFIGS[size]
-    except KeyError:
-        raise ValueError(f"unknown size {size!r}; choose from {', '.join(CONFIGS)}") from None
-    return run_config(cfg, workdir, progress)
+    return run_config(config_for(CONFIGS, size), workdir, progress)

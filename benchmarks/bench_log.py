@@ -38,6 +38,7 @@ from benchmarks.common import (
     Report,
     Result,
     Stopwatch,
+    config_for,
     fsync_path,
     median,
     percentile,
@@ -521,8 +522,4 @@ def run_config(cfg: LogBenchConfig, workdir: Path, progress: Progress) -> Report
 
 def run(size: str, workdir: Path, progress: Progress) -> Report:
     """The ``log`` suite at a named size (tiny, small, large)."""
-    try:
-        cfg = CONFIGS[size]
-    except KeyError:
-        raise ValueError(f"unknown size {size!r}; choose from {', '.join(CONFIGS)}") from None
-    return run_config(cfg, workdir, progress)
+    return run_config(config_for(CONFIGS, size), workdir, progress)

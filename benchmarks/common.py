@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -425,3 +425,14 @@ def machine_busy_seconds() -> float | None:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+C = TypeVar("C")
+
+
+def config_for(configs: Mapping[str, C], size: str) -> C:
+    """The named size of a suite (tiny, small, large), or a clear error listing the sizes."""
+    try:
+        return configs[size]
+    except KeyError:
+        raise ValueError(f"unknown size {size!r}; choose from {', '.join(configs)}") from None

@@ -155,7 +155,8 @@ def test_sigterm_stops_the_scheduler_cleanly(tmp_path: Path) -> None:
             or not read_history(catalog.storage).num_rows
         ):
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
+            if time.monotonic() >= deadline:  # a hang guard, not a speed check
+                pytest.fail(log_path.read_text())
             time.sleep(0.1)
             catalog.topic("events").refresh()
         proc.send_signal(signal.SIGTERM)

@@ -54,7 +54,6 @@ RECIPE_DIRS = (INFRA / "docker", COMPOSE_DIR, K8S, SYSTEMD)
 
 VENV_BIN = Path(sys.executable).parent
 #: Commands being added to the CLI (compaction/cli.py): checked once they exist.
-PENDING_COMMANDS = frozenset({"maintain", "compact", "retention", "merge", "vacuum", "scheduler"})
 #: Where the systemd units expect the installed CLI (see infra/README.md).
 SYSTEMD_LAKELOG = "/opt/lakelog/venv/bin/lakelog"
 AWS_NAMES = frozenset(
@@ -682,7 +681,8 @@ def wait_for_healthcheck(started: Started, test: list[str], deadline: float) -> 
         result = subprocess.run(argv, env=started.env, capture_output=True, timeout=30)
         if result.returncode == 0:
             return
-        assert time.monotonic() < deadline, f"{started.name} never healthy:\n{log_of(started)}"
+        if time.monotonic() >= deadline:  # a hang guard, not a speed check
+            pytest.fail(f"{started.name} never healthy:\n{log_of(started)}")
         time.sleep(0.5)
 
 
@@ -733,7 +733,8 @@ def test_compose_brokers_start_and_pass_their_healthcheck(
             seen = {b["broker_id"]: b["url"] for b in listed}
             if seen == expected:
                 break
-            assert time.monotonic() < deadline, f"registry shows {seen}, expected {expected}"
+            if time.monotonic() >= deadline:  # a hang guard, not a speed check
+                pytest.fail(f"registry shows {seen}, expected {expected}")
             time.sleep(0.5)
     finally:
         for broker in started:
@@ -1338,8 +1339,6 @@ def test_lakelog_command_lines_parse(invocation: Invocation) -> None:
     assert not invocation.error, f"{invocation.where}: {invocation.error}"
     command = invocation.argv[0]
     if command not in cli_commands():
-        if command in PENDING_COMMANDS:
-            pytest.skip(f"`lakelog {command}` is not in the CLI yet")
         pytest.fail(f"{invocation.where}: `lakelog {command}` does not exist")
     args = parse_cli(list(invocation.argv))
     assert callable(getattr(args, "run", None)), f"{invocation.where}: not a runnable command"
@@ -1371,8 +1370,7 @@ def test_maintenance_command_lines_run_against_s3(
     one) and the Spark master (local: the recipe's cluster is not here).
     ``scheduler`` gets ``--once`` so that it returns.
     """
-    if invocation.argv[0] not in cli_commands():
-        pytest.skip(f"`lakelog {invocation.argv[0]}` is not in the CLI yet")
+    assert invocation.argv[0] in cli_commands(), f"`lakelog {invocation.argv[0]}` does not exist"
     root = f"s3://{make_bucket()}/data"
     env = dict(s3_env)
     env.update({k: v for k, v in invocation.env.items() if k not in AWS_NAMES})
