@@ -199,6 +199,151 @@ class ConcurrentCommitError(LakelogError):
     http_status = 503
 
 
+# --- consumer groups -------------------------------------------------------
+
+
+class CoordinatorNotAvailableError(LakelogError):
+    """No live broker can act as the group's coordinator right now."""
+
+    code = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+    http_status = 503
+
+
+class NotCoordinatorError(LakelogError):
+    """This broker is not the group's coordinator; ``details`` name the one that is."""
+
+    code = 16
+    name = "NOT_COORDINATOR"
+    retriable = True
+    http_status = 421
+
+
+class CoordinatorLoadInProgressError(LakelogError):
+    code = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+    http_status = 503
+
+
+class IllegalGenerationError(LakelogError):
+    code = 22
+    name = "ILLEGAL_GENERATION"
+    http_status = 409
+
+
+class InconsistentGroupProtocolError(LakelogError):
+    code = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+    http_status = 409
+
+
+class InvalidGroupIdError(LakelogError):
+    code = 24
+    name = "INVALID_GROUP_ID"
+    http_status = 400
+
+
+class UnknownMemberIdError(LakelogError):
+    code = 25
+    name = "UNKNOWN_MEMBER_ID"
+    http_status = 409
+
+
+class InvalidSessionTimeoutError(LakelogError):
+    code = 26
+    name = "INVALID_SESSION_TIMEOUT"
+    http_status = 400
+
+
+class RebalanceInProgressError(LakelogError):
+    code = 27
+    name = "REBALANCE_IN_PROGRESS"
+    http_status = 409
+
+
+class InvalidCommitOffsetSizeError(LakelogError):
+    code = 28
+    name = "INVALID_COMMIT_OFFSET_SIZE"
+    http_status = 400
+
+
+class NonEmptyGroupError(LakelogError):
+    """Refused because the group still has active members (delete, reset offsets)."""
+
+    code = 68
+    name = "NON_EMPTY_GROUP"
+    http_status = 409
+
+
+class GroupIdNotFoundError(LakelogError):
+    code = 69
+    name = "GROUP_ID_NOT_FOUND"
+    http_status = 404
+
+
+class MemberIdRequiredError(LakelogError):
+    """First join of a member: retry the join with the member id in ``details``."""
+
+    code = 79
+    name = "MEMBER_ID_REQUIRED"
+    http_status = 409
+
+
+class FencedInstanceIdError(LakelogError):
+    code = 82
+    name = "FENCED_INSTANCE_ID"
+    http_status = 409
+
+
+class GroupMaxSizeReachedError(LakelogError):
+    code = 81
+    name = "GROUP_MAX_SIZE_REACHED"
+    http_status = 409
+
+
+# --- security ----------------------------------------------------------------
+
+
+class TopicAuthorizationFailedError(LakelogError):
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    http_status = 403
+
+
+class GroupAuthorizationFailedError(LakelogError):
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+    http_status = 403
+
+
+class ClusterAuthorizationFailedError(LakelogError):
+    code = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    http_status = 403
+
+
+class SaslAuthenticationFailedError(LakelogError):
+    """No credentials, or credentials that do not check out (HTTP 401)."""
+
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+    http_status = 401
+
+
+class SecurityDisabledError(LakelogError):
+    code = 54
+    name = "SECURITY_DISABLED"
+    http_status = 400
+
+
+class PolicyViolationError(LakelogError):
+    code = 44
+    name = "POLICY_VIOLATION"
+    http_status = 400
+
+
 def error_for_code(code: int) -> type[LakelogError]:
     """The exception class for a Kafka error code (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(code, UnknownServerError)
