@@ -1,5 +1,8 @@
 """``python -m benchmarks <suite|all> [--size tiny|small|large] [--json OUT]``.
 
+``python -m benchmarks report --sizes small,large`` runs every suite at each
+size and writes JSON, figures and docs/performance.md (``benchmarks/report.py``).
+
 Each suite is a module (see :class:`benchmarks.common.Suite`) registered in
 ``SUITES``; ``all`` runs them in that order. Results are printed as tables,
 each lakelog figure next to its baselines from the same run, and optionally
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -35,6 +39,9 @@ SUITES: dict[str, str] = {
     "log": "benchmarks.bench_log",
     "broker": "benchmarks.bench_broker",
     "connector": "benchmarks.bench_connector",
+    "soak": "benchmarks.bench_soak",
+    "groups": "benchmarks.bench_groups",
+    "compaction": "benchmarks.bench_compaction",
 }
 
 
@@ -63,6 +70,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="parent of the temporary storage roots (default: the system temp dir)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="duration of time-bounded suites (soak), overriding --size",
+    )
     return parser.parse_args(argv)
 
 
@@ -76,7 +89,14 @@ def run_suite(name: str, size: str, workdir: Path | None, progress: Progress) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:  # every suite at several sizes -> JSON, figures, performance.md
+        from benchmarks.report import main as report_main
+
+        return report_main(argv[1:], list(SUITES), run_suite)
     args = parse_args(argv)
+    if args.minutes is not None:
+        os.environ["LAKELOG_BENCH_MINUTES"] = str(args.minutes)
     names = list(SUITES) if args.suite == "all" else [args.suite]
     machine = machine_info()
     print(render_machine(machine))

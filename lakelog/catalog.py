@@ -200,6 +200,19 @@ class Catalog:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         return self.describe_topic(name)
 
+    def cached_topic(self, name: str) -> TopicLog | None:
+        """The open log ``topic(name)`` would return without any I/O, else None.
+
+        Lets an event loop skip a worker-thread hop per request while the
+        pointer is fresh, and still go through ``topic`` (which may read
+        storage) whenever it is not.
+        """
+        with self._lock:
+            cached = self._logs.get(name)
+        if cached is not None and time.monotonic() - cached[1] < self.pointer_max_age_s:
+            return cached[0]
+        return None
+
     def topic(self, name: str) -> TopicLog:
         """The open log of a topic; re-checks the pointer now and then to notice deletion."""
         now = time.monotonic()

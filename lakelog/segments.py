@@ -71,17 +71,20 @@ def describe_segment(
     last_offset: int | None = None,
 ) -> Segment:
     """Index entry for segment rows; the covered range may be wider than the rows (compaction)."""
-    offsets = table.column("offset")
-    millis = table.column("timestamp").cast(pa.int64())
+    if base_offset is None or last_offset is None:
+        low, high = pc.min_max(table.column("offset")).values()
+        base_offset = low.as_py() if base_offset is None else base_offset
+        last_offset = high.as_py() if last_offset is None else last_offset
+    earliest, latest = pc.min_max(table.column("timestamp").cast(pa.int64())).values()
     return Segment(
-        base_offset=base_offset if base_offset is not None else pc.min(offsets).as_py(),
-        last_offset=last_offset if last_offset is not None else pc.max(offsets).as_py(),
+        base_offset=base_offset,
+        last_offset=last_offset,
         path=path,
         partition=partition,
         size_bytes=size,
         num_records=table.num_rows,
-        min_timestamp_ms=pc.min(millis).as_py() or 0,
-        max_timestamp_ms=pc.max(millis).as_py() or 0,
+        min_timestamp_ms=earliest.as_py() or 0,
+        max_timestamp_ms=latest.as_py() or 0,
         modification_time=int(time.time() * 1000),
     )
 
@@ -115,16 +118,19 @@ def write_segment(
     last_offset: int | None = None,
 ) -> Segment:
     """Write rows of one partition (with offsets) durably as a new, uncommitted segment."""
-    offsets = table.column("offset")
-    first = base_offset if base_offset is not None else pc.min(offsets).as_py()
-    last = last_offset if last_offset is not None else pc.max(offsets).as_py()
+    if base_offset is None or last_offset is None:
+        low, high = pc.min_max(table.column("offset")).values()
+    first = base_offset if base_offset is not None else low.as_py()
+    last = last_offset if last_offset is not None else high.as_py()
     relative = segment_file_name(partition, first, last)
     try:
         size = storage.write_new(
             join(table_path, relative), lambda sink: encode_segment(table, sink, compression)
         )
     except OSError as exc:
-        raise KafkaStorageError(f"cannot write segment {relative}: {exc}") from exc
+        raise KafkaStorageError(
+            f"cannot write segment {join(table_path, relative)}: {exc}"
+        ) from exc
     return describe_segment(table, partition, relative, size, first, last)
 
 
@@ -152,12 +158,14 @@ class SegmentReader:
             raise
         except pa.ArrowInvalid as exc:  # not Parquet, truncated footer, ...
             raise CorruptRecordError(
-                f"segment {path} is not a readable Parquet file: {exc}"
+                f"segment {join(self.table_path, path)} is not a readable Parquet file: {exc}"
             ) from exc
         except OSError as exc:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
                 raise FileNotFoundError(full) from exc
-            raise KafkaStorageError(f"segment {path} could not be read: {exc}") from exc
+            raise KafkaStorageError(
+                f"segment {join(self.table_path, path)} could not be read: {exc}"
+            ) from exc
         if metadata is None:
             with self._lock:
                 self._footers[path] = parquet.metadata
@@ -191,7 +199,9 @@ class SegmentReader:
         except (OSError, pa.ArrowInvalid) as exc:
             if isinstance(exc, FileNotFoundError):
                 raise
-            raise CorruptRecordError(f"segment {segment.path} is unreadable: {exc}") from exc
+            raise CorruptRecordError(
+                f"segment {join(self.table_path, segment.path)} is unreadable: {exc}"
+            ) from exc
         if not pieces:
             return SEGMENT_SCHEMA.empty_table()
         table = pa.concat_tables(pieces)

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -92,17 +93,89 @@ class PartitionBatch:
     count: int
 
 
-@dataclass(frozen=True)
-class AppendResult:
-    """Where every appended record landed, in input order."""
+IntColumn = Sequence[int] | npt.NDArray[np.int64] | npt.NDArray[np.int32]
 
-    partitions: list[int]
-    offsets: list[int]
-    timestamps_ms: list[int]
-    batches: list[PartitionBatch]
-    version: int
-    #: True when this is the original result of a retried idempotent request.
-    duplicate: bool = False
+
+def _as_list(column: IntColumn) -> list[int]:
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
+class AppendResult:
+    """Where every appended record landed, in input order.
+
+    The per-record columns are kept as numpy arrays and turned into Python
+    lists only when asked for: a 10,000-record append would otherwise spend
+    more time building three lists of ints than committing, and a broker
+    answering with per-partition base offsets (``batches``) never needs them.
+    """
+
+    __slots__ = ("_partitions", "_offsets", "_timestamps_ms", "batches", "version", "duplicate")
+
+    def __init__(
+        self,
+        partitions: IntColumn,
+        offsets: IntColumn,
+        timestamps_ms: IntColumn,
+        batches: list[PartitionBatch],
+        version: int,
+        duplicate: bool = False,
+    ) -> None:
+        self._partitions = partitions
+        self._offsets = offsets
+        self._timestamps_ms = timestamps_ms
+        self.batches = batches
+        self.version = version
+        #: True when this is the original result of a retried idempotent request.
+        self.duplicate = duplicate
+
+    @property
+    def num_records(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def partitions(self) -> list[int]:
+        """Partition of each record, in input order."""
+        self._partitions = _as_list(self._partitions)
+        return self._partitions
+
+    @property
+    def offsets(self) -> list[int]:
+        """Offset of each record, in input order."""
+        self._offsets = _as_list(self._offsets)
+        return self._offsets
+
+    @property
+    def timestamps_ms(self) -> list[int]:
+        """Stored timestamp (ms) of each record, in input order."""
+        self._timestamps_ms = _as_list(self._timestamps_ms)
+        return self._timestamps_ms
+
+    def arrays(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(partitions, offsets, timestamps_ms) as int64 numpy arrays, without building lists."""
+        return (
+            np.asarray(self._partitions, dtype=np.int64),
+            np.asarray(self._offsets, dtype=np.int64),
+            np.asarray(self._timestamps_ms, dtype=np.int64),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AppendResult):
+            return NotImplemented
+        return (
+            self.partitions == other.partitions
+            and self.offsets == other.offsets
+            and self.timestamps_ms == other.timestamps_ms
+            and self.batches == other.batches
+            and (self.version, self.duplicate) == (other.version, other.duplicate)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable caches; like the dataclass before
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendResult(records={self.num_records}, batches={self.batches!r}, "
+            f"version={self.version}, duplicate={self.duplicate})"
+        )
 
 
 @dataclass(frozen=True)
@@ -156,12 +229,24 @@ class _SequenceConflict(Exception):
         self.check = check
 
 
-def _partition_batches(partitions: np.ndarray, offsets: np.ndarray) -> list[PartitionBatch]:
-    batches = []
-    for p in sorted(set(partitions.tolist())):
-        mine = offsets[partitions == p]
-        batches.append(PartitionBatch(int(p), int(mine.min()), len(mine)))
-    return batches
+def _partition_batches(
+    partitions: npt.NDArray[np.int64] | npt.NDArray[np.int32], offsets: npt.NDArray[np.int64]
+) -> list[PartitionBatch]:
+    """Per partition (ascending): the lowest offset and the record count, vectorised."""
+    if len(partitions) == 0:
+        return []
+    first = partitions[0]
+    if (partitions == first).all():  # the common case: one partition per request
+        return [PartitionBatch(int(first), int(offsets.min()), len(offsets))]
+    order = np.argsort(partitions, kind="stable")
+    ordered = partitions[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    lowest = np.minimum.reduceat(offsets[order], starts)
+    counts = np.diff(np.r_[starts, len(ordered)])
+    return [
+        PartitionBatch(int(p), int(o), int(n))
+        for p, o, n in zip(ordered[starts].tolist(), lowest.tolist(), counts.tolist(), strict=True)
+    ]
 
 
 class TopicLog:
@@ -497,12 +582,13 @@ class TopicLog:
     ) -> list[AppendResult]:
         combined = pa.concat_tables([b.table for b in batches])
         partition_of = combined.column("partition").to_numpy()
-        order = np.argsort(partition_of, kind="stable")
-        groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
         payload = combined.drop_columns(["partition"])
-        if len(groups) == 1:
-            by_partition = {int(partition_of[0]): payload}  # common case: no copy
+        groups: list[npt.NDArray[np.intp]] | None = None
+        if (partition_of == partition_of[0]).all():
+            by_partition = {int(partition_of[0]): payload}  # common case: no sort, no copy
         else:
+            order = np.argsort(partition_of, kind="stable")
+            groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
             by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
         prepared = _PreparedAppend()
 
@@ -533,10 +619,14 @@ class TopicLog:
         except BaseException:
             prepared.discard(self.storage, self.table_path)
             raise
-        offsets = np.empty(combined.num_rows, dtype=np.int64)
-        for g in groups:
-            p = int(partition_of[g[0]])
-            offsets[g] = prepared.bases[p] + np.arange(len(g))
+        if groups is None:
+            base = prepared.bases[int(partition_of[0])]
+            offsets = np.arange(base, base + combined.num_rows, dtype=np.int64)
+        else:
+            offsets = np.empty(combined.num_rows, dtype=np.int64)
+            for g in groups:
+                p = int(partition_of[g[0]])
+                offsets[g] = prepared.bases[p] + np.arange(len(g))
         timestamps = combined.column("timestamp").cast(pa.int64()).to_numpy()
         results = []
         start = 0
@@ -546,9 +636,9 @@ class TopicLog:
             offs = offsets[start:stop]
             results.append(
                 AppendResult(
-                    partitions=parts.tolist(),
-                    offsets=offs.tolist(),
-                    timestamps_ms=timestamps[start:stop].tolist(),
+                    partitions=parts,
+                    offsets=offs,
+                    timestamps_ms=timestamps[start:stop],
                     batches=_partition_batches(parts, offs),
                     version=version,
                 )
@@ -597,9 +687,9 @@ class TopicLog:
         if (parts < 0).any():
             return None
         return AppendResult(
-            partitions=parts.tolist(),
-            offsets=offs.tolist(),
-            timestamps_ms=stamps.tolist(),
+            partitions=parts,
+            offsets=offs,
+            timestamps_ms=stamps,
             batches=_partition_batches(parts, offs),
             version=self.version,
             duplicate=True,
@@ -663,12 +753,16 @@ class TopicLog:
 
     def _write_segments(self, tables: dict[int, pa.Table]) -> dict[int, Segment]:
         def one(p: int) -> Segment:
+            table = tables[p]
+            first = int(table.column("offset")[0].as_py())  # offsets are base, base+1, ...
             return write_segment(
                 self.storage,
                 self.table_path,
                 p,
-                tables[p].select(SEGMENT_SCHEMA.names),
+                table.select(SEGMENT_SCHEMA.names),
                 self.compression,
+                base_offset=first,
+                last_offset=first + table.num_rows - 1,
             )
 
         if len(tables) == 1:

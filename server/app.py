@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,7 +25,16 @@ from server.http import (
 )
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
-from server.routes import admin, records, rest_proxy_v2, rest_proxy_v3
+from server.routes import (
+    admin,
+    groups,
+    records,
+    rest_proxy_v2,
+    rest_proxy_v2_consumers,
+    rest_proxy_v3,
+)
+from server.security import admin_routes as security_routes
+from server.security import enforce, install_security
 from server.settings import BrokerSettings
 
 
@@ -80,9 +89,11 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
         await broker.start()
+        await security.start()
         try:
             yield
         finally:
+            await security.stop()
             await broker.stop()
 
     app = FastAPI(
@@ -97,8 +108,17 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
     app.add_middleware(MetricsMiddleware, metrics=broker.metrics)
-    for module in (records, admin, rest_proxy_v2, rest_proxy_v3):
-        app.include_router(module.router)
+    security = install_security(app, broker)
+    for module in (
+        records,
+        admin,
+        groups,
+        rest_proxy_v2,
+        rest_proxy_v2_consumers,
+        rest_proxy_v3,
+        security_routes,
+    ):
+        app.include_router(module.router, dependencies=[Depends(enforce)])
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

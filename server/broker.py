@@ -26,6 +26,7 @@ from lakelog.records import SEGMENT_SCHEMA, Record
 from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, FetchResult, TopicLog
 from server.batcher import ProduceBatcher
+from server.groups.service import GroupService
 from server.metrics import BrokerMetrics
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
@@ -60,6 +61,7 @@ class Broker:
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
         self.registry = BrokerRegistry(self.storage, settings)
+        self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
         # Fix: was a set of id(topic_log); a TopicLog of a deleted/recreated topic can be
         # freed and its id reused by the next one, which then never got its append listener
         # (no cache, no long-poll wakeups) nor the cache.forget() of the old topic's batches.
@@ -74,8 +76,10 @@ class Broker:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.registry.start()
+        await self.groups.start()
 
     async def stop(self) -> None:
+        await self.groups.stop()
         await self.batcher.close()
         for task in list(self._background):
             await task
@@ -86,7 +90,9 @@ class Broker:
 
     async def topic(self, name: str) -> TopicLog:
         """The topic's log, wired to this broker's cache and long polls on first use."""
-        topic_log = await asyncio.to_thread(self.catalog.topic, name)
+        topic_log = self.catalog.cached_topic(name)  # no thread hop while the pointer is fresh
+        if topic_log is None:
+            topic_log = await asyncio.to_thread(self.catalog.topic, name)
         if self._wired.get(name) is not topic_log:
             self._wired[name] = topic_log
             self.cache.forget(name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import ssl
 import sys
 
 import uvicorn
@@ -61,6 +62,11 @@ def run_start(args: argparse.Namespace) -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=10,
+        ssl_certfile=settings.ssl_certfile,
+        ssl_keyfile=settings.ssl_keyfile,
+        ssl_ca_certs=settings.ssl_ca_certs,
+        # A CA bundle means mutual TLS: clients must present a certificate it signed.
+        ssl_cert_reqs=ssl.CERT_REQUIRED if settings.ssl_ca_certs else ssl.CERT_NONE,
     )
     return 0
 

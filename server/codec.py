@@ -11,13 +11,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc
 
 from lakelog.errors import InvalidRecordError, InvalidRequestError
+from lakelog.produce import MAX_TIMESTAMP_MS
 from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, SEGMENT_SCHEMA, TIMESTAMP_TYPE
+from lakelog.topic_log import AppendResult
 
 DataFormat = Literal["base64", "string", "json"]
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -151,3 +156,176 @@ def arrow_stream_bytes(table: pa.Table) -> bytes:
 
 def headers_array(headers: list[list[dict[str, Any]]]) -> pa.Array:
     return pa.array(headers, HEADERS_TYPE)
+
+
+# -- the produce fast path -----------------------------------------------------
+
+_BODY_FIELDS = frozenset({"records", "key_format", "value_format", "producer_id", "sequence"})
+_RECORD_FIELDS = frozenset({"key", "value", "partition", "timestamp_ms", "headers"})
+_COLUMNAR_FORMATS = ("base64", "string")
+_MAX_PARTITION = 2**31 - 1
+_MAX_PRODUCER_ID = 2**63 - 1
+_MAX_SEQUENCE = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class DecodedProduce:
+    """A JSON produce body as produce columns, plus its idempotence fields."""
+
+    table: pa.Table
+    producer_id: int | None
+    sequence: int | None
+
+
+def decode_produce_json(raw: bytes) -> DecodedProduce | None:
+    """The common shape of a JSON produce body, decoded column by column in Arrow.
+
+    Produce bodies are large (a thousand records is normal), and validating
+    them record by record through models cost more than writing them. Here
+    the records go into Arrow in one conversion and the checks the models
+    make are made on whole columns. Anything unusual (unknown fields, a
+    wrong type, bad base64, headers, the ``json`` format, ...) returns None,
+    which means "let the validating path decide": it then answers with the
+    precise error. So this never accepts what that path refuses, nor stores
+    different bytes. (Arrow's own JSON reader would be faster still, but it
+    crashes the process on some bodies, e.g. a bare ``null``.)
+    """
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if type(doc) is not dict or not doc.keys() <= _BODY_FIELDS:
+        return None
+    kf, vf = doc.get("key_format", "string"), doc.get("value_format", "string")
+    producer_id, sequence = doc.get("producer_id"), doc.get("sequence")
+    records = doc.get("records")
+    if (
+        kf not in _COLUMNAR_FORMATS
+        or vf not in _COLUMNAR_FORMATS
+        or not _int_or_none(producer_id, _MAX_PRODUCER_ID)
+        or not _int_or_none(sequence, _MAX_SEQUENCE)
+        or type(records) is not list
+        or not records
+    ):
+        return None
+    try:
+        rows = pa.array(records)
+    except (pa.ArrowException, OverflowError, UnicodeError, TypeError, ValueError):
+        return None
+    if not pa.types.is_struct(rows.type) or rows.null_count:
+        return None  # not objects, or a null record
+    children = dict(zip([f.name for f in rows.type], rows.flatten(), strict=True))
+    if not children.keys() <= _RECORD_FIELDS:
+        return None
+    n = len(rows)
+
+    def child(name: str) -> pa.Array:
+        return children.get(name, pa.nulls(n))
+
+    partitions = _int_column(child("partition"), _MAX_PARTITION)
+    stamps = _int_column(child("timestamp_ms"), MAX_TIMESTAMP_MS)
+    keys = _bytes_column(child("key"), kf)
+    values = _bytes_column(child("value"), vf)
+    if partitions is None or stamps is None or keys is None or values is None:
+        return None
+    if "headers" in children and not _all_empty_lists(children["headers"]):
+        return None
+    table = pa.table(
+        {
+            "partition": partitions.cast(pa.int32()),
+            "timestamp": stamps.cast(pa.int64()).cast(TIMESTAMP_TYPE),
+            "key": keys,
+            "value": values,
+            "headers": _empty_headers(n),
+        }
+    )
+    return DecodedProduce(table, producer_id, sequence)
+
+
+def _int_or_none(value: object, high: int) -> bool:
+    """A JSON integer (not a bool, not a float) within ``0..high``, or absent/null."""
+    return value is None or (type(value) is int and 0 <= value <= high)
+
+
+def _int_column(column: pa.Array, high: int) -> pa.Array | None:
+    """JSON integers within 0..high (nulls allowed), as int64; None if any is not."""
+    if pa.types.is_null(column.type):
+        return pa.nulls(len(column), pa.int64())
+    if not pa.types.is_int64(column.type):
+        return None  # floats, bools, strings: the models decide
+    if column.null_count < len(column):
+        low, top = pc.min_max(column).values()
+        if low.as_py() < 0 or top.as_py() > high:
+            return None
+    return column
+
+
+def _bytes_column(column: pa.Array, fmt: str) -> pa.Array | None:
+    """Stored bytes of keys or values sent as JSON strings in ``fmt``; None if any is unusual."""
+    if pa.types.is_null(column.type):
+        return pa.nulls(len(column), pa.binary())
+    if not pa.types.is_string(column.type):
+        return None
+    if fmt == "base64":
+        return base64_decode_column(column)
+    return column.cast(pa.binary())  # the strings' UTF-8, as str.encode gives it
+
+
+def base64_decode_column(column: pa.Array) -> pa.Array | None:
+    """Strict base64 of every string (as ``b64decode(validate=True)``); None if any fails.
+
+    One C call per value: measured faster than decoding the whole column
+    with numpy, whose many passes over the characters cost more.
+    """
+    a2b = binascii.a2b_base64
+    try:
+        data = [None if v is None else a2b(v, strict_mode=True) for v in column.to_pylist()]
+    except (binascii.Error, ValueError):
+        return None
+    return pa.array(data, pa.binary())
+
+
+def _all_empty_lists(headers: pa.Array) -> bool:
+    """``headers`` given as ``[]`` on every record that has the field (null = not given)."""
+    if pa.types.is_null(headers.type):
+        return False  # "headers": null is not a list: the models refuse it
+    if not pa.types.is_list(headers.type) or headers.null_count:
+        return False
+    return len(headers.values) == 0
+
+
+def _empty_headers(n: int) -> pa.Array:
+    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type)).cast(
+        HEADERS_TYPE
+    )
+
+
+def produce_response_json(topic: str, result: AppendResult, throttle_time_ms: int = 0) -> bytes:
+    """The produce response body (``ProduceResponse``'s shape), built straight from arrays.
+
+    Building a model per record and validating them again cost more than the
+    commit of a thousand records; the offsets are plain integers, so the text
+    is written directly.
+    """
+    partitions, offsets, stamps = result.arrays()
+    if len(offsets) and (partitions == partitions[0]).all() and (stamps == stamps[0]).all():
+        # The usual request: one partition, one timestamp. Only the offset varies, so
+        # the text is one join over the offsets (a 10,000-record answer in ~1 ms).
+        tail = f',"timestamp_ms":{int(stamps[0])}}}'
+        head = f'{{"partition":{int(partitions[0])},"offset":'
+        records = head + (tail + "," + head).join(map(str, offsets.tolist())) + tail
+    else:
+        records = ",".join(
+            [
+                f'{{"partition":{p},"offset":{o},"timestamp_ms":{t}}}'
+                for p, o, t in zip(
+                    partitions.tolist(), offsets.tolist(), stamps.tolist(), strict=True
+                )
+            ]
+        )
+    duplicate = "true" if result.duplicate else "false"
+    return (
+        f'{{"topic":{json.dumps(topic)},"records":[{records}],"duplicate":{duplicate},'
+        f'"throttle_time_ms":{int(throttle_time_ms)}}}'
+    ).encode()

@@ -65,6 +65,24 @@ class BrokerMetrics:
         self.cache_misses = Gauge(
             "lakelog_fetch_cache_misses", "Fetches that read storage", registry=r
         )
+        self.authentication_failures = Counter(
+            "lakelog_authentication_failures", "Requests refused as unauthenticated", registry=r
+        )
+        self.authorization_denials = Counter(
+            "lakelog_authorization_denials",
+            "Requests refused by ACLs",
+            ["resource_type", "operation"],
+            registry=r,
+        )
+        self.quota_throttled = Counter(
+            "lakelog_quota_throttled_responses",
+            "Responses delayed because a quota was exceeded",
+            ["quota", "user"],
+            registry=r,
+        )
+        self.quota_throttle_seconds = Counter(
+            "lakelog_quota_throttle_seconds", "Throttle time imposed", ["quota", "user"], registry=r
+        )
 
     def observe_commit(self, topic: str, requests: int, records: int, seconds: float) -> None:
         self.commit_latency.labels(topic).observe(seconds)

@@ -58,6 +58,7 @@ class ProduceResponse(BaseModel):
     topic: str
     records: list[RecordOffset]
     duplicate: bool = Field(False, description="True if this retry was already written")
+    throttle_time_ms: int = Field(0, description="How long a quota delayed this answer")
 
 
 class AcceptedResponse(BaseModel):
@@ -65,6 +66,7 @@ class AcceptedResponse(BaseModel):
 
     topic: str
     accepted: int
+    throttle_time_ms: int = Field(0, description="How long a quota delayed this answer")
 
 
 class HeaderOut(BaseModel):
@@ -88,6 +90,7 @@ class FetchResponse(BaseModel):
     log_start_offset: int
     next_offset: int
     records: list[RecordOut]
+    throttle_time_ms: int = Field(0, description="How long a quota delayed this answer")
 
 
 class OffsetResponse(BaseModel):

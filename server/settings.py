@@ -8,9 +8,9 @@ Environment variables use the prefix ``LAKELOG_`` (``LAKELOG_ROOT``,
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakelog.settings_files import load_layered
@@ -65,6 +65,58 @@ class BrokerSettings(BaseSettings):
         100, ge=0, description="Delta checkpoint every N commits (0: never)."
     )
     log_level: str = Field("info", description="uvicorn/lakelog log level.")
+    # -- consumer groups (docs/consumer-groups.md; Kafka's names and defaults) --
+    group_min_session_timeout_ms: int = Field(
+        6_000, ge=1, description="Kafka's group.min.session.timeout.ms."
+    )
+    group_max_session_timeout_ms: int = Field(
+        1_800_000, ge=1, description="Kafka's group.max.session.timeout.ms."
+    )
+    group_initial_rebalance_delay_ms: int = Field(
+        3_000, ge=0, description="Kafka's group.initial.rebalance.delay.ms (first join waits)."
+    )
+    group_max_size: int | None = Field(None, ge=1, description="Kafka's group.max.size.")
+    offsets_topic_num_partitions: int = Field(
+        50, ge=1, le=10_000, description="Kafka's offsets.topic.num.partitions (at creation)."
+    )
+    offsets_commit_linger_ms: int = Field(
+        5, ge=0, le=60_000, description="How long offset commits wait to share a Delta commit."
+    )
+    group_tick_ms: int = Field(
+        100, ge=10, description="How often session timeouts and due rebalances are checked."
+    )
+    # -- security (docs/security.md) --
+    auth_mode: Literal["none", "api_key", "jwt", "any"] = Field(
+        "none", description="Authentication: none (ACLs off), api_key, jwt, or any of both."
+    )
+    api_keys_file: str | None = Field(None, description="JSON file of API keys (sha256).")
+    jwt_secret: SecretStr | None = Field(None, description="HS256/384/512 key for bearer JWTs.")
+    jwt_public_key_file: str | None = Field(None, description="PEM key for RS/PS/ES JWTs.")
+    jwt_issuer: str | None = Field(None, description="Required `iss` of bearer JWTs.")
+    jwt_audience: str | None = Field(None, description="Required `aud` of bearer JWTs.")
+    jwt_principal_claim: str = Field("sub", description="Claim naming the principal's user.")
+    super_users: str = Field("", description="Kafka's super.users: User:a;User:b.")
+    allow_everyone_if_no_acl_found: bool = Field(
+        False, description="Allow requests on resources that have no ACL at all."
+    )
+    acl_refresh_ms: int = Field(1_000, ge=10, description="How often ACLs/quotas are re-read.")
+    metrics_require_auth: bool = Field(
+        False, description="/metrics needs authentication and CLUSTER DESCRIBE."
+    )
+    ssl_certfile: str | None = Field(None, description="PEM certificate: serve HTTPS.")
+    ssl_keyfile: str | None = Field(None, description="PEM private key of ssl_certfile.")
+    ssl_ca_certs: str | None = Field(None, description="CA bundle: require client certificates.")
+    quota_producer_byte_rate: float | None = Field(
+        None, gt=0, description="Default produce bytes/s per user (unlimited if unset)."
+    )
+    quota_consumer_byte_rate: float | None = Field(
+        None, gt=0, description="Default fetch bytes/s per user (unlimited if unset)."
+    )
+    quota_request_rate: float | None = Field(
+        None, gt=0, description="Default requests/s per user (unlimited if unset)."
+    )
+    quota_window_num: int = Field(11, ge=2, description="Kafka's quota.window.num.")
+    quota_window_size_ms: int = Field(1_000, ge=1, description="One quota sample's length.")
 
     @field_validator("root")
     @classmethod
@@ -75,7 +127,8 @@ class BrokerSettings(BaseSettings):
 
     @property
     def url(self) -> str:
-        return self.advertised_url or f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_certfile else "http"
+        return self.advertised_url or f"{scheme}://{self.host}:{self.port}"
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSettings:

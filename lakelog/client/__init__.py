@@ -13,14 +13,17 @@ from lakelog.client.consumer import Consumer
 from lakelog.client.errors import NetworkError, NoOffsetForPartitionError
 from lakelog.client.offsets import OffsetAndTimestamp
 from lakelog.client.producer import Producer
-from lakelog.client.structs import RecordMetadata, TopicPartition
+from lakelog.client.rebalance import ConsumerRebalanceListener
+from lakelog.client.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = [
     "AdminClient",
     "Connection",
     "Consumer",
+    "ConsumerRebalanceListener",
     "NetworkError",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "Producer",
     "RecordMetadata",

@@ -15,10 +15,13 @@ from typing import Any, TypeVar
 
 import httpx
 
+from lakelog.client import group_requests as rq
 from lakelog.client.connection import Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
 from lakelog.client.retry import Backoff, call_with_retries
-from lakelog.client.structs import TopicPartition
+from lakelog.client.structs import OffsetAndMetadata, TopicPartition
+from lakelog.security.acl import AclBinding, AclFilter
+from lakelog.security.quota import QuotaEntity
 
 D = TypeVar("D")
 
@@ -98,6 +101,100 @@ class BrokerDescription:
 class ClusterDescription:
     cluster_id: str
     brokers: list[BrokerDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    state: str
+    protocol_type: str
+    members: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionOffset:
+    """One partition of a described group: committed offset (None if none), log end and lag."""
+
+    topic: str
+    partition: int
+    offset: int | None
+    metadata: str
+    log_end_offset: int | None
+    lag: int | None
+    member_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol: str | None
+    generation_id: int | None
+    coordinator: BrokerRef | None
+    members: list[MemberDescription]
+    offsets: list[GroupPartitionOffset]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> GroupDescription:
+        coordinator = body.get("coordinator")
+        return cls(
+            group_id=str(body["group_id"]),
+            state=str(body.get("state") or ""),
+            protocol=body.get("protocol"),
+            generation_id=body.get("generation_id"),
+            coordinator=None if not coordinator else _pick(BrokerRef, coordinator),
+            members=[
+                MemberDescription(
+                    member_id=str(m["member_id"]),
+                    group_instance_id=m.get("group_instance_id"),
+                    client_id=str(m.get("client_id") or ""),
+                    host=str(m.get("host") or ""),
+                    assignment=[rq.tp_from_json(a) for a in m.get("assignment") or []],
+                )
+                for m in body.get("members") or []
+            ],
+            offsets=[
+                GroupPartitionOffset(
+                    topic=str(o["topic"]),
+                    partition=int(o["partition"]),
+                    offset=o.get("offset"),
+                    metadata=str(o.get("metadata") or ""),
+                    log_end_offset=o.get("log_end_offset"),
+                    lag=o.get("lag"),
+                    member_id=o.get("member_id") or None,
+                )
+                for o in body.get("offsets") or []
+            ],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRef:
+    broker_id: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetReset:
+    """One row of a reset plan: the committed offset now (None if none) and the new one."""
+
+    topic: str
+    partition: int
+    current_offset: int | None
+    new_offset: int
+
+
+#: ``to`` of a reset: Kafka's options as a dict, e.g. {"earliest": True}, {"shift_by": -2}.
+ResetTo = Mapping[str, Any]
 
 
 class AdminClient:
@@ -203,6 +300,89 @@ class AdminClient:
             for p in body["partitions"]
         }
 
+    # -- consumer groups ---------------------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Groups with members on any coordinator, and groups that only have committed offsets."""
+        body = self._call("GET", "/v1/groups").json()
+        return [
+            GroupListing(
+                group_id=str(g["group_id"]),
+                state=str(g.get("state") or ""),
+                protocol_type=str(g.get("protocol_type") or "consumer"),
+                members=int(g.get("members") or 0),
+            )
+            for g in body.get("groups") or []
+        ]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Members, assignment, committed offsets, log end offsets and lag of one group."""
+        return GroupDescription.from_json(self._call("GET", rq.group_path(group_id)).json())
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete the group's committed offsets; NON_EMPTY_GROUP while it has members."""
+        self._call("DELETE", rq.group_path(group_id))
+
+    def list_group_offsets(
+        self, group_id: str, topic: str | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (of one topic if given)."""
+        return call_with_retries(
+            lambda: rq.fetch_committed(self._conn, group_id, topic),
+            backoff=self._backoff,
+            timeout_ms=self._api_timeout_ms,
+        )
+
+    def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Commit offsets for a group without members (Kafka's AlterConsumerGroupOffsets)."""
+        call_with_retries(
+            lambda: rq.commit(self._conn, group_id, rq.NO_MEMBER, rq.NO_GENERATION, offsets),
+            backoff=self._backoff,
+            timeout_ms=self._api_timeout_ms,
+        )
+
+    def reset_group_offsets(
+        self,
+        group_id: str,
+        to: ResetTo,
+        *,
+        topics: Mapping[str, Sequence[int] | None] | None = None,
+        all_topics: bool = False,
+        execute: bool = False,
+    ) -> list[OffsetReset]:
+        """Plan (and with ``execute`` apply) a reset; the broker plans it, clamped to the log.
+
+        ``topics`` maps topic -> partitions (None = all of them). Executing is
+        refused with NON_EMPTY_GROUP while the group has active members.
+        """
+        if not all_topics and not topics:
+            raise ValueError("reset_group_offsets needs topics or all_topics=True")
+        body = {
+            "topics": [
+                {"topic": t, "partitions": None if ps is None else list(ps)}
+                for t, ps in (topics or {}).items()
+            ],
+            "all_topics": all_topics,
+            "to": dict(to),
+            "execute": execute,
+        }
+        answer = self._call("POST", f"{rq.group_path(group_id)}/offsets:reset", json=body).json()
+        return [
+            OffsetReset(
+                topic=str(o["topic"]),
+                partition=int(o["partition"]),
+                current_offset=o.get("current_offset"),
+                new_offset=int(o["new_offset"]),
+            )
+            for o in answer.get("offsets") or []
+        ]
+
+    def group_coordinator(self, group_id: str) -> BrokerRef:
+        body = self._call("GET", f"{rq.group_path(group_id)}/coordinator").json()
+        return _pick(BrokerRef, body)
+
     # -- cluster ---------------------------------------------------------------
 
     def brokers(self) -> ClusterDescription:
@@ -223,12 +403,79 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- ACLs and quotas (docs/security.md) ---------------------------------------
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
+        """Add ACL bindings (CLUSTER ALTER needed); returns those that were not there yet."""
+        body = {"acls": [b.to_json() for b in bindings]}
+        answer = self._call("POST", "/v1/acls", json=body).json()
+        return [AclBinding.from_json(a) for a in answer["acls"]]
+
+    def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The stored ACL bindings matching the filter (all without one)."""
+        params = _acl_params(acl_filter or AclFilter())
+        answer = self._call("GET", "/v1/acls", params=params).json()
+        return [AclBinding.from_json(a) for a in answer["acls"]]
+
+    def delete_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
+        """Delete the bindings matching the filter (at least one field set); returns them."""
+        answer = self._call("DELETE", "/v1/acls", params=_acl_params(acl_filter)).json()
+        return [AclBinding.from_json(a) for a in answer["acls"]]
+
+    def describe_client_quotas(
+        self, user: str | None = None, client_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Quota overrides: ``[{"user", "client_id", "quotas": {name: value}}]``."""
+        params = {"user": user, "client_id": client_id}
+        quotas: list[dict[str, Any]] = self._call("GET", "/v1/quotas", params=params).json()[
+            "quotas"
+        ]
+        return quotas
+
+    def alter_client_quotas(
+        self,
+        entity: QuotaEntity,
+        set: Mapping[str, float] | None = None,
+        delete: Iterable[str] = (),
+    ) -> dict[str, float]:
+        """Set/remove one entity's quotas: producer_byte_rate, consumer_byte_rate, request_rate."""
+        body = {
+            "entity": {"user": entity.user, "client_id": entity.client_id},
+            "set": dict(set or {}),
+            "delete": list(delete),
+        }
+        limits: dict[str, float] = self._call("PATCH", "/v1/quotas", json=body).json()["quotas"]
+        return limits
+
+    def whoami(self) -> str:
+        """The principal the broker authenticates this client as."""
+        principal: str = self._call("GET", "/v1/whoami").json()["principal"]
+        return principal
+
+
+def _acl_params(acl_filter: AclFilter) -> dict[str, str | None]:
+    return {
+        "resource_type": acl_filter.resource_type,
+        "resource_name": acl_filter.resource_name,
+        "pattern_type": acl_filter.pattern_type,
+        "principal": acl_filter.principal,
+        "host": acl_filter.host,
+        "operation": acl_filter.operation,
+        "permission": acl_filter.permission,
+    }
+
 
 __all__ = [
     "AdminClient",
     "BrokerDescription",
+    "BrokerRef",
     "ClusterDescription",
     "ConfigEntry",
+    "GroupDescription",
+    "GroupListing",
+    "GroupPartitionOffset",
+    "MemberDescription",
+    "OffsetReset",
     "PartitionDescription",
     "PartitionOffsets",
     "TopicDescription",

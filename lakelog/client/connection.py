@@ -18,6 +18,8 @@ instead of HTTP statuses.
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -92,11 +94,39 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     return InvalidRequestError(f"{where}: HTTP {response.status_code}: {text}")
 
 
+def security_headers(
+    api_key: str | None, token: str | None, client_id: str | None
+) -> dict[str, str]:
+    """Credential and client-id headers.
+
+    Unset values come from ``$LAKELOG_API_KEY``, ``$LAKELOG_TOKEN`` and
+    ``$LAKELOG_CLIENT_ID``, which is how the CLI tools pass their flags on.
+    """
+    api_key = api_key or os.environ.get("LAKELOG_API_KEY")
+    token = token or os.environ.get("LAKELOG_TOKEN")
+    client_id = client_id or os.environ.get("LAKELOG_CLIENT_ID")
+    headers = {"X-API-Key": api_key} if api_key else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if client_id:
+        headers["X-Lakelog-Client-Id"] = client_id
+    return headers
+
+
+def tls_verification(cafile: str | None) -> ssl.SSLContext | bool:
+    """Verify https brokers against ``cafile`` (or ``$LAKELOG_SSL_CAFILE``), else system CAs."""
+    cafile = cafile or os.environ.get("LAKELOG_SSL_CAFILE")
+    return ssl.create_default_context(cafile=cafile) if cafile else True
+
+
 class Connection:
     """Thread-safe access to a cluster: ``request()`` returns a 2xx response or raises.
 
     ``transport`` replaces httpx's network layer (tests use it to lose
     responses); ``discover=False`` keeps the client on the bootstrap list.
+    ``api_key``/``token`` authenticate (``X-API-Key`` / bearer JWT), ``client_id``
+    names the client for quotas, ``ssl_cafile`` verifies an https broker's
+    certificate against that CA bundle (docs/security.md).
     """
 
     def __init__(
@@ -109,6 +139,10 @@ class Connection:
         metadata_max_age_ms: int = 300_000,
         discover: bool = True,
         transport: httpx.BaseTransport | None = None,
+        api_key: str | None = None,
+        token: str | None = None,
+        client_id: str | None = None,
+        ssl_cafile: str | None = None,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._brokers = list(self._bootstrap)
@@ -125,7 +159,11 @@ class Connection:
         self._closed = False
         self._http = httpx.Client(
             transport=transport,
-            headers={"User-Agent": f"lakelog-client/{__version__}"},
+            headers={
+                "User-Agent": f"lakelog-client/{__version__}",
+                **security_headers(api_key, token, client_id),
+            },
+            verify=tls_verification(ssl_cafile),
             timeout=httpx.Timeout(self._request_timeout_s, connect=self._connect_timeout_s),
             follow_redirects=False,
         )

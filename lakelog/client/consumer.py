@@ -1,53 +1,84 @@
-"""The consumer: read assigned partitions from a position, with long polls and offset reset.
+"""The consumer: read partitions from a position, alone (``assign``) or in a group (``subscribe``).
 
-Manual assignment only for now (``assign``), as with Kafka's consumer
-without a group. The parts a group coordinator will need are already
-separate: ``SubscriptionState.assign`` is what a rebalance calls, and
-``_initialize_positions`` is where committed offsets will be looked up before
-the ``auto_offset_reset`` policy is applied. ``subscribe`` and ``commit`` do
-not exist yet rather than pretending to work.
+With ``group_id`` and ``subscribe`` it is a member of a consumer group: the
+brokers' coordinator assigns partitions, ``poll`` joins and rejoins as
+rebalances require, positions start from the group's committed offsets (then
+``auto_offset_reset``), and offsets are committed automatically every
+``auto_commit_interval_ms``, before partitions are revoked and on ``close``
+(at-least-once: a crash re-delivers what was read after the last commit).
+Membership itself (join, heartbeats, the poll-interval check) lives in
+``group_coordinator``; this class owns what is read and where.
 
-Like Kafka's consumer it is not thread-safe: use it from one thread.
-Positions only advance over records ``poll`` has returned.
+Like Kafka's consumer it is not thread-safe: use it from one thread
+(rebalance and commit callbacks run on it too). Positions only advance over
+records ``poll`` has returned.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import httpx
 
+from lakelog.client.commits import CommitCallback, Committer
 from lakelog.client.connection import Connection
 from lakelog.client.errors import NoOffsetForPartitionError
 from lakelog.client.fetcher import Fetcher
+from lakelog.client.group_coordinator import COOPERATIVE, GroupConfig, GroupCoordinator
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset
+from lakelog.client.rebalance import ConsumerRebalanceListener
 from lakelog.client.retry import Backoff, call_with_retries
-from lakelog.client.structs import TopicPartition
+from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.client.subscription import ResetPolicy, SubscriptionState
 from lakelog.client.wire import WireFormat
+from lakelog.errors import InvalidGroupIdError, LakelogError
 from lakelog.records import ConsumerRecord
+
+log = logging.getLogger(__name__)
 
 #: The brokers' default cap on a long poll (``fetch_max_wait_ms`` broker setting).
 BROKER_MAX_WAIT_MS = 30_000
 
+Topics = Sequence[str] | re.Pattern[str]
+
 
 class Consumer:
-    """Reads records of assigned partitions.
+    """Reads records of assigned partitions, or of the partitions its group gives it.
 
-    ``auto_offset_reset`` decides where a partition without a position starts,
-    and where a position outside the log (OFFSET_OUT_OF_RANGE) goes:
-    ``earliest``, ``latest`` (Kafka's default), or ``none`` to raise instead.
-    ``fetch_max_wait_ms`` is how long one fetch may wait on the broker for
-    records (capped by the poll's timeout). ``fetch_format="arrow"`` moves
-    records as Arrow IPC; ``"json"`` as base64 JSON.
+    ``auto_offset_reset`` decides where a partition without a position (and,
+    in a group, without a committed offset) starts, and where a position
+    outside the log (OFFSET_OUT_OF_RANGE) goes: ``earliest``, ``latest``
+    (Kafka's default), or ``none`` to raise instead. ``fetch_max_wait_ms`` is
+    how long one fetch may wait on the broker for records (capped by the
+    poll's timeout). ``fetch_format="arrow"`` moves records as Arrow IPC;
+    ``"json"`` as base64 JSON.
+
+    Group settings (only with ``group_id``) keep Kafka's names and defaults:
+    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
+    ``enable_auto_commit``, ``auto_commit_interval_ms``,
+    ``partition_assignment_strategy`` (range, roundrobin, sticky,
+    cooperative-sticky), ``group_instance_id`` and ``metadata_max_age_ms``
+    (how often a pattern subscription looks for new topics).
     """
 
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str],
         *,
+        group_id: str | None = None,
+        client_id: str = "lakelog-consumer",
+        group_instance_id: str | None = None,
         auto_offset_reset: ResetPolicy = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: Sequence[str] = ("range", COOPERATIVE),
+        metadata_max_age_ms: int = 300_000,
         fetch_max_wait_ms: int = 500,
         max_partition_fetch_bytes: int = 1 << 20,
         max_poll_records: int = 500,
@@ -68,15 +99,34 @@ class Consumer:
             raise ValueError(f"fetch_max_wait_ms must be in 0..{BROKER_MAX_WAIT_MS}")
         if max_poll_records < 1 or max_partition_fetch_bytes < 1:
             raise ValueError("max_poll_records and max_partition_fetch_bytes must be positive")
+        if auto_commit_interval_ms <= 0 or metadata_max_age_ms <= 0:
+            raise ValueError("auto_commit_interval_ms and metadata_max_age_ms must be positive")
+        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
+        self._api_timeout_ms = default_api_timeout_ms
+        self._coordinator: GroupCoordinator | None = None
+        group: GroupConfig | None = None
+        if group_id is not None:
+            group = GroupConfig(
+                group_id=group_id,
+                client_id=client_id,
+                group_instance_id=group_instance_id,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                partition_assignment_strategy=tuple(partition_assignment_strategy),
+            )
+            group.validate()  # before opening anything, so a bad config leaks nothing
         self._owns_connection = connection is None
         self._conn = connection or Connection(
             bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
         )
+        if group is not None:
+            self._coordinator = GroupCoordinator(
+                self._conn, group, backoff=self._backoff, api_timeout_ms=default_api_timeout_ms
+            )
         self._subs = SubscriptionState(auto_offset_reset)
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._max_poll_records = max_poll_records
-        self._api_timeout_ms = default_api_timeout_ms
         self._fetcher = Fetcher(
             self._conn,
             max_partition_fetch_bytes=max_partition_fetch_bytes,
@@ -86,25 +136,276 @@ class Consumer:
             backoff=self._backoff,
             threads=fetch_threads,
         )
+        self._committer = Committer(self._send_commit)
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        self._last_committed: dict[TopicPartition, int] = {}
+        # subscription: topic names or a pattern (None = not subscribed)
+        self._topics: list[str] | None = None
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_checked = 0.0
+        self._metadata_max_age_s = metadata_max_age_ms / 1000
+        self._listener = ConsumerRebalanceListener()
+        self._manual = False
         self._closed = False
 
     @property
     def connection(self) -> Connection:
         return self._conn
 
+    @property
+    def group_id(self) -> str | None:
+        return None if self._coordinator is None else self._coordinator.group_id
+
+    @property
+    def member_id(self) -> str | None:
+        """This consumer's member id in its group (None outside a generation)."""
+        if self._coordinator is None:
+            return None
+        return self._coordinator.member_id or None
+
+    @property
+    def generation_id(self) -> int | None:
+        if self._coordinator is None or self._coordinator.generation_id < 0:
+            return None
+        return self._coordinator.generation_id
+
+    def _group(self, what: str) -> GroupCoordinator:
+        if self._coordinator is None:
+            raise InvalidGroupIdError(
+                f"{what} needs a consumer group: create the Consumer with group_id=..."
+            )
+        return self._coordinator
+
     # -- assignment ------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replacing any previous assignment)."""
+        """Read exactly these partitions (replacing any previous assignment), without a group.
+
+        With ``group_id`` set, commits still go to that group (as "simple"
+        commits, accepted while the group has no members), like Kafka's.
+        """
         self._check_open()
+        if self._subscribed():
+            raise RuntimeError(
+                "assign() cannot be used while subscribed (call unsubscribe() first): "
+                "manual assignment and subscription are mutually exclusive"
+            )
+        wanted = [_tp(tp) for tp in partitions]
+        self._manual = bool(wanted)
+        self._set_assignment(wanted)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
         self._subs.assign(partitions)
-        self._fetcher.forget(set(self._subs.assigned()))
+        kept = set(self._subs.assigned())
+        self._fetcher.forget(kept)
+        self._last_committed = {tp: o for tp, o in self._last_committed.items() if tp in kept}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subs.assigned())
 
     def unassign(self) -> None:
         self.assign([])
+
+    # -- subscription ----------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Topics | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Join the group for these topics (a list), or every topic matching a regex.
+
+        The group's coordinator assigns the partitions on the next ``poll``;
+        ``listener`` hears about every change. Subscribing again replaces the
+        subscription (and rebalances if the topics changed).
+        """
+        self._check_open()
+        coordinator = self._group("subscribe()")
+        if self._manual:
+            raise RuntimeError(
+                "subscribe() cannot be used after assign() (call unassign() first): "
+                "manual assignment and subscription are mutually exclusive"
+            )
+        if isinstance(topics, re.Pattern):
+            pattern, topics = topics, None
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() needs either a list of topics or a pattern")
+        if topics is not None:
+            if isinstance(topics, str):
+                raise ValueError(
+                    f"subscribe() takes a list of topics, not the string {topics!r} "
+                    "(pass pattern=... for a regex)"
+                )
+            names = sorted({str(t) for t in topics})
+            if not names or any(not n for n in names):
+                raise ValueError("subscribe() needs at least one non-empty topic name")
+            self._pattern = None
+        else:
+            assert pattern is not None
+            self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            names = self._matching_topics(self._pattern)
+            self._pattern_checked = time.monotonic()
+        if names != self._topics:
+            self._topics = names
+            coordinator.request_rejoin()
+        self._listener = listener or ConsumerRebalanceListener()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (for a pattern: those it matched last)."""
+        return set(self._topics or ())
+
+    def unsubscribe(self) -> None:
+        """Give up every partition (committing first if auto-commit is on) and leave the group."""
+        self._check_open()
+        if self._subscribed():
+            coordinator = self._group("unsubscribe()")
+            self._revoke(set(self._subs.assigned()), lost=coordinator.take_lost())
+            coordinator.leave("unsubscribed")
+        self._topics = None
+        self._pattern = None
+        self._manual = False
+        self._set_assignment([])
+
+    def _subscribed(self) -> bool:
+        return self._topics is not None
+
+    def _matching_topics(self, pattern: re.Pattern[str]) -> list[str]:
+        names: list[str] = call_with_retries(
+            lambda: self._conn.get_json("/v1/topics")["topics"],
+            backoff=self._backoff,
+            timeout_ms=self._api_timeout_ms,
+        )
+        return sorted(n for n in names if pattern.fullmatch(n) and not n.startswith("_"))
+
+    # -- the group, driven by poll ----------------------------------------------
+
+    def _ensure_group(self) -> None:
+        """Rejoin if the coordinator asked for it, the pattern matches new topics, or we left."""
+        coordinator = self._coordinator
+        if coordinator is None or not self._subscribed():
+            return
+        coordinator.raise_fatal()
+        if (
+            self._pattern is not None
+            and time.monotonic() - self._pattern_checked >= self._metadata_max_age_s
+        ):
+            self._pattern_checked = time.monotonic()
+            names = self._matching_topics(self._pattern)
+            if names != self._topics:
+                log.info("pattern %s now matches %s: rejoining", self._pattern.pattern, names)
+                self._topics = names
+                coordinator.request_rejoin()
+        if not coordinator.rejoin_needed():
+            return
+        owned = set(self._subs.assigned())
+        lost = coordinator.take_lost()
+        if lost or coordinator.protocol != COOPERATIVE:
+            # Eager protocol (and any lost generation): give everything up before joining.
+            self._revoke(owned, lost=lost)
+            self._set_assignment([])
+            owned = set()
+        result = coordinator.join(self._topics or [], owned)
+        new = set(result.assignment)
+        added = new - owned
+        revoked = owned - new
+        if revoked:  # cooperative: give up only what moved, then rejoin so others get it
+            self._revoke(revoked, lost=False)
+            coordinator.request_rejoin()
+        self._set_assignment(sorted(new))
+        log.info(
+            "group %s generation %d: member %s assigned %s",
+            coordinator.group_id,
+            result.generation_id,
+            result.member_id,
+            sorted(new),
+        )
+        self._listener.on_partitions_assigned(added)
+
+    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+        """Commit (at-least-once) and tell the listener, or just tell it the partitions are lost."""
+        if lost:
+            if partitions:
+                self._listener.on_partitions_lost(partitions)
+            return
+        if self._auto_commit and partitions:
+            self._commit_quietly({tp: o for tp, o in self._consumed().items() if tp in partitions})
+        if partitions:
+            self._listener.on_partitions_revoked(partitions)
+
+    def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit where failing is survivable (revoke, close): the next owner re-reads instead."""
+        try:
+            self.commit(offsets)
+        except LakelogError as exc:
+            log.warning(
+                "commit of %d partitions before giving them up failed; records after the last "
+                "commit will be delivered again: %s",
+                len(offsets),
+                exc,
+            )
+
+    # -- commits ---------------------------------------------------------------
+
+    def _consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(p) for tp, p in self._subs.positions().items()}
+
+    def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Runs on the commit thread; membership is read at send time."""
+        coordinator = self._group("commit()")
+        coordinator.commit(offsets, in_group=self._subscribed())
+        for tp, om in offsets.items():
+            self._last_committed[tp] = om.offset
+
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition) and wait.
+
+        Raises the broker's error: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+        REBALANCE_IN_PROGRESS mean the group moved on (the consumer rejoins on
+        the next poll); retriable errors were retried until the API timeout.
+        """
+        self._check_open()
+        self._group("commit()")
+        self._committer.run_callbacks()
+        self._committer.commit_sync(self._consumed() if offsets is None else _checked(offsets))
+        self._committer.run_callbacks()
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, OffsetAndMetadata] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit without waiting; ``callback(offsets, error)`` runs in a later poll or commit."""
+        self._check_open()
+        self._group("commit_async()")
+        chosen = self._consumed() if offsets is None else _checked(offsets)
+        self._committer.commit_async(chosen, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition (None where nothing is committed)."""
+        wanted = [_tp(tp) for tp in partitions]
+        found = self._group("committed()").committed(wanted)
+        return {tp: found.get(tp) for tp in wanted}
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        coordinator = self._coordinator
+        if coordinator is None or (self._subscribed() and not coordinator.in_generation()):
+            return
+        changed = {
+            tp: om
+            for tp, om in self._consumed().items()
+            if self._last_committed.get(tp) != om.offset
+        }
+        if changed:
+            self._committer.commit_async(changed, None)
 
     # -- positions -------------------------------------------------------------
 
@@ -136,11 +437,20 @@ class Consumer:
         return self._subs.high_watermark(TopicPartition(*tp))
 
     def _initialize_positions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Give partitions without a position one: an explicit seek target, else the policy.
+        """Give partitions without a position one: committed offset, explicit seek, or the policy.
 
-        A group coordinator will look up committed offsets here first.
+        The group's committed offset is used once per assignment: after an
+        OFFSET_OUT_OF_RANGE the policy decides, as in Kafka.
         """
+        partitions = list(partitions)
+        if self._coordinator is not None:
+            wanted = [tp for tp in partitions if self._subs.wants_committed(tp)]
+            if wanted:
+                for tp, om in self._coordinator.committed(wanted).items():
+                    self._subs.seek(tp, om.offset)
         for tp in partitions:
+            if self._subs.position(tp) is not None:
+                continue
             target = self._subs.reset_target(tp)
             if target == "none":
                 raise NoOffsetForPartitionError(
@@ -197,14 +507,21 @@ class Consumer:
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned, unpaused partitions; waits up to ``timeout_ms`` for some.
 
-        Returns as soon as any partition has records. Raises OFFSET_OUT_OF_RANGE
-        (policy ``none``), NoOffsetForPartitionError, and non-retriable broker
-        errors such as UNKNOWN_TOPIC_OR_PARTITION; retriable ones are retried.
+        In a group, also joins or rejoins (running the listener's callbacks),
+        and auto-commits. Returns as soon as any partition has records. Raises
+        OFFSET_OUT_OF_RANGE (policy ``none``), NoOffsetForPartitionError, and
+        non-retriable broker errors such as UNKNOWN_TOPIC_OR_PARTITION;
+        retriable ones are retried.
         """
         self._check_open()
+        if self._coordinator is not None:
+            self._coordinator.poll_called()
         limit = max_records or self._max_poll_records
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
+            self._committer.run_callbacks()
+            self._ensure_group()
+            self._maybe_auto_commit()
             self._initialize_positions(self._subs.missing_positions())
             self._fetcher.collect(self._subs)
             records = self._fetcher.drain(self._subs, limit)
@@ -223,14 +540,43 @@ class Consumer:
         if self._closed:
             raise RuntimeError("the consumer is closed")
 
-    def close(self) -> None:
-        """Stop fetching; outstanding long polls are abandoned. Idempotent."""
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (if auto-commit is on), leave the group and stop fetching. Idempotent.
+
+        ``autocommit=False`` skips the final commit (a consumer that must not
+        commit what it polled but did not process).
+        """
         if self._closed:
             return
-        self._closed = True
-        self._fetcher.close()
-        if self._owns_connection:
-            self._conn.close()
+        coordinator = self._coordinator
+        try:
+            if coordinator is not None:
+                self._leave_group(coordinator, autocommit)
+        finally:
+            self._closed = True
+            self._committer.close()
+            if coordinator is not None:
+                coordinator.close()
+            self._fetcher.close()
+            if self._owns_connection:
+                self._conn.close()
+
+    def _leave_group(self, coordinator: GroupCoordinator, autocommit: bool) -> None:
+        owned = set(self._subs.assigned())
+        if self._subscribed():
+            lost = coordinator.take_lost() or not coordinator.in_generation()
+            if autocommit and self._auto_commit and not lost:
+                self._commit_quietly(self._consumed())
+            if owned:
+                if lost:
+                    self._listener.on_partitions_lost(owned)
+                else:
+                    self._listener.on_partitions_revoked(owned)
+            coordinator.leave("consumer closed")
+        elif autocommit and self._auto_commit and self._consumed():
+            self._commit_quietly(self._consumed())
+        self._committer.wait(self._api_timeout_ms / 1000)
+        self._committer.run_callbacks()
 
     def __enter__(self) -> Consumer:
         return self
@@ -241,6 +587,19 @@ class Consumer:
 
 def _tp(tp: TopicPartition) -> TopicPartition:
     return TopicPartition(*tp)
+
+
+def _checked(
+    offsets: dict[TopicPartition, OffsetAndMetadata],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets given by the application, checked: an int is accepted for OffsetAndMetadata."""
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, om in offsets.items():
+        value = OffsetAndMetadata(om) if isinstance(om, int) else om
+        if not isinstance(value, OffsetAndMetadata) or value.offset < 0:
+            raise ValueError(f"commit offset for {tp} must be >= 0, got {om!r}")
+        out[_tp(tp)] = value
+    return out
 
 
 __all__ = ["Consumer"]

@@ -37,4 +37,18 @@ class RecordMetadata:
         return TopicPartition(self.topic, self.partition)
 
 
-__all__ = ["RecordMetadata", "TopicPartition"]
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed (or to-be-committed) position: the offset of the next record to read.
+
+    As in Kafka, the committed offset is the *next* record, not the last one
+    processed; ``metadata`` is free text stored with it. ``commit_timestamp_ms``
+    is set on offsets read back from the group (when the broker wrote them).
+    """
+
+    offset: int
+    metadata: str = ""
+    commit_timestamp_ms: int | None = None
+
+
+__all__ = ["OffsetAndMetadata", "RecordMetadata", "TopicPartition"]

@@ -1,9 +1,9 @@
 """What a consumer reads: its assigned partitions, their positions, pause flags, pending resets.
 
 Kept apart from fetching so that whoever decides the assignment can change:
-today the application calls ``assign``; a consumer-group coordinator will
-call the same ``assign`` after each rebalance and fill in positions from
-committed offsets before the reset policy is consulted. Not thread-safe: the
+the application calls ``assign``, or the consumer does after each rebalance of
+its group and then fills in positions from committed offsets before the reset
+policy is consulted (``wants_committed``). Not thread-safe: the
 consumer is used from one thread, as Kafka's is.
 """
 
@@ -25,6 +25,8 @@ class _Partition:
     paused: bool = False
     reset_to: ResetTo | None = None  # an explicit seek_to_beginning/end waiting to resolve
     high_watermark: int | None = None
+    #: a group consumer looks the committed offset up once, before any reset policy
+    use_committed: bool = True
 
 
 class SubscriptionState:
@@ -62,20 +64,32 @@ class SubscriptionState:
         state = self._get(tp)
         state.position = offset
         state.reset_to = None
+        state.use_committed = False
 
     def request_reset(self, tp: TopicPartition, to: ResetTo) -> None:
         state = self._get(tp)
         state.position = None
         state.reset_to = to
+        state.use_committed = False
 
     def needs_reset(self, tp: TopicPartition) -> None:
         """Forget the position; the default policy decides where to go (out of range)."""
         state = self._get(tp)
         state.position = None
         state.reset_to = None
+        state.use_committed = False
 
     def missing_positions(self) -> list[TopicPartition]:
         return [tp for tp, s in self._parts.items() if s.position is None]
+
+    def wants_committed(self, tp: TopicPartition) -> bool:
+        """No position yet and none chosen by the application or an out-of-range reset."""
+        state = self._get(tp)
+        return state.position is None and state.use_committed
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Every assigned partition that has a position (what a commit of "all consumed" sends)."""
+        return {tp: s.position for tp, s in self._parts.items() if s.position is not None}
 
     def reset_target(self, tp: TopicPartition) -> ResetTo | Literal["none"]:
         """Where a partition without a position goes: an explicit seek, else the policy."""

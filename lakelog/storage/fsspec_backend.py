@@ -6,17 +6,37 @@ everything else is fsspec's common API.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import fsspec
 import pyarrow.fs
+from botocore.exceptions import BotoCoreError
 from fsspec.implementations.memory import MemoryFileSystem
 
 from lakelog.errors import InvalidConfigError
 from lakelog.storage.base import FileInfo, Storage, check_relative_path
 from lakelog.storage.settings import S3Settings
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """Make the store's transport failures ``OSError``s, as the Storage contract says.
+
+    botocore's connection errors (endpoint unreachable, connection reset) are
+    not OSError subclasses; left as they were, an outage of the object store
+    reached clients as UNKNOWN_SERVER_ERROR (500, not retriable) instead of the
+    retriable KAFKA_STORAGE_ERROR every layer above maps OSError to.
+    """
+    try:
+        yield
+    except BotoCoreError as exc:
+        if isinstance(exc, OSError):
+            raise
+        raise ConnectionError(f"object store unreachable: {exc}") from exc
 
 
 class FsspecStorage(Storage):
@@ -37,36 +57,42 @@ class FsspecStorage(Storage):
         return stripped[len(prefix) :] if stripped.startswith(prefix) else stripped
 
     def read_bytes(self, path: str) -> bytes:
-        data = self.fs.cat_file(self._abs(path))
+        with _store_errors():
+            data = self.fs.cat_file(self._abs(path))
         assert isinstance(data, bytes)
         return data
 
     def put(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._abs(path), data)
+        with _store_errors():
+            self.fs.pipe_file(self._abs(path), data)
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         try:
-            self.fs.pipe_file(self._abs(path), data, mode="create")
+            with _store_errors():
+                self.fs.pipe_file(self._abs(path), data, mode="create")
         except FileExistsError:
             return False
         return True
 
     def delete(self, path: str) -> None:
         try:
-            self.fs.rm_file(self._abs(path))
+            with _store_errors():
+                self.fs.rm_file(self._abs(path))
         except FileNotFoundError:
             return
 
     def delete_tree(self, path: str) -> None:
         try:
-            self.fs.rm(self._abs(path), recursive=True)
+            with _store_errors():
+                self.fs.rm(self._abs(path), recursive=True)
         except FileNotFoundError:
             return
 
     def list_dir(self, path: str) -> list[FileInfo]:
         rel = check_relative_path(path)
         try:
-            entries = self.fs.ls(self._abs(rel), detail=True, refresh=True)
+            with _store_errors():
+                entries = self.fs.ls(self._abs(rel), detail=True, refresh=True)
         except FileNotFoundError:
             return []
         infos = []

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+import pyarrow
 import pyarrow.fs
 
 from lakelog.storage.base import FileInfo, Storage, check_relative_path
@@ -87,16 +88,29 @@ class LocalStorage(Storage):
         _fsync_dir(os.path.dirname(target))
 
     def write_new(self, path: str, write: Callable[[BinaryIO], None]) -> int:
-        """Write in place under the final name: one copy, no rename; fsync file and directory."""
+        """Write in place under the final name: one copy, no rename; fsync file and directory.
+
+        ``write`` gets a pyarrow native file (a writable binary file), so a
+        Parquet writer streams into the OS file without a Python file object
+        in between. The name is first reserved with ``O_EXCL`` (an existing
+        object is never overwritten) and that descriptor is the one fsynced.
+        """
         target = self._abs(path)
         parent = os.path.dirname(target)
-        os.makedirs(parent, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            with open(target, "xb") as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-                size = f.tell()
+            fd = os.open(target, flags, 0o644)
+        except FileNotFoundError:  # first file of a new directory (partition)
+            os.makedirs(parent, exist_ok=True)
+            fd = os.open(target, flags, 0o644)
+        try:
+            try:
+                with pyarrow.OSFile(target, "wb") as sink:
+                    write(sink)
+                    size = int(sink.tell())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(target)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from lakelog.errors import InvalidRequestError, LakelogError
 from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, TIMESTAMP_TYPE_NAMES
+from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import FetchResult
 from server.broker import Broker, OffsetSpec, parse_acks
 from server.codec import (
@@ -21,9 +22,11 @@ from server.codec import (
     DataFormat,
     arrow_stream_bytes,
     decode_data,
+    decode_produce_json,
     encode_data,
     fetch_table,
     parse_arrow_stream,
+    produce_response_json,
 )
 from server.http import ERROR_RESPONSES, get_broker, media_type, read_body, validation_error
 from server.models import (
@@ -33,9 +36,9 @@ from server.models import (
     PartitionOffsets,
     ProduceRequest,
     ProduceResponse,
-    RecordOffset,
     TopicOffsets,
 )
+from server.security import record_quota
 
 router = APIRouter(prefix="/v1", tags=["records"], responses=ERROR_RESPONSES)
 
@@ -98,11 +101,16 @@ async def produce(
 ) -> ProduceResponse | AcceptedResponse | Response:
     required_acks = parse_acks(acks)
     raw = await read_body(request, broker.settings.max_request_bytes)
+    throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
     broker.metrics.bytes_in.inc(len(raw))
     kind = media_type(request)
     if kind == ARROW_STREAM:
         table = parse_arrow_stream(raw)
-    elif kind in ("application/json", ""):
+    elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
+        table = fast.table
+        producer_id = fast.producer_id if fast.producer_id is not None else producer_id
+        sequence = fast.sequence if fast.sequence is not None else sequence
+    elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
         try:
             body = ProduceRequest.model_validate_json(raw)
         except ValidationError as exc:
@@ -132,14 +140,10 @@ async def produce(
             table = table.append_column("partition", column)
     result = await broker.produce(topic, table, required_acks, producer_id, sequence)
     if result is None:
-        return AcceptedResponse(topic=topic, accepted=table.num_rows)
-    return ProduceResponse(
-        topic=topic,
-        records=[
-            RecordOffset(partition=p, offset=o, timestamp_ms=t)
-            for p, o, t in zip(result.partitions, result.offsets, result.timestamps_ms, strict=True)
-        ],
-        duplicate=result.duplicate,
+        return AcceptedResponse(topic=topic, accepted=table.num_rows, throttle_time_ms=throttle_ms)
+    # ProduceResponse's shape, written directly: no model per record (see the codec).
+    return Response(
+        produce_response_json(topic, result, throttle_ms), media_type="application/json"
     )
 
 
@@ -218,6 +222,7 @@ async def fetch(
     fetched = await broker.fetch(
         topic, partition, parse_offset(offset), max_records, max_bytes, max_wait_ms
     )
+    throttle_ms = record_quota(request, QuotaKind.FETCH, fetched.records.nbytes)
     chosen = format or _from_accept(request.headers.get("accept", ""))
     headers = {
         "X-Lakelog-High-Watermark": str(fetched.high_watermark),
@@ -240,6 +245,7 @@ async def fetch(
         "log_start_offset": fetched.log_start_offset,
         "next_offset": fetched.next_offset,
         "records": records,
+        "throttle_time_ms": throttle_ms,
     }
     data = json.dumps(body, separators=(",", ":")).encode()
     broker.metrics.bytes_out.inc(len(data))

@@ -97,6 +97,10 @@ V2_ERRORS: dict[int, tuple[int, int]] = {
     42: (422, 422),  # INVALID_REQUEST
     87: (422, 42203),  # INVALID_RECORD: not base64, keyless record on a compacted topic...
     89: (429, 42901),  # THROTTLING_QUOTA_EXCEEDED: produce buffer full, back off
+    58: (401, 40101),  # SASL_AUTHENTICATION_FAILED: no or bad credentials
+    29: (403, 40301),  # TOPIC_AUTHORIZATION_FAILED
+    30: (403, 40301),  # GROUP_AUTHORIZATION_FAILED
+    31: (403, 40301),  # CLUSTER_AUTHORIZATION_FAILED
 }
 RETRIABLE_ERROR = 50003
 NON_RETRIABLE_ERROR = 50002

@@ -60,7 +60,12 @@ def test_log_suite_covers_every_benchmark(tiny_report: Report) -> None:
 
 def test_log_results_are_well_formed(tiny_report: Report) -> None:
     expected_baselines = {
-        bench_log.APPEND: {bench_log.RAW, bench_log.RAW_FSYNC, bench_log.NAIVE},
+        bench_log.APPEND: {
+            bench_log.RAW,
+            bench_log.RAW_FSYNC,
+            bench_log.SEGMENT_FSYNC,
+            bench_log.NAIVE,
+        },
         bench_log.COMMIT: {bench_log.RAW, bench_log.RAW_FSYNC, bench_log.NAIVE},
         bench_log.READ: {bench_log.RAW},
         bench_log.OPEN: {bench_log.DELTA_OPEN},

@@ -1,0 +1,241 @@
+"""``lakelog consumer-groups``: kafka-consumer-groups.sh over the brokers' group API.
+
+``--list``, ``--describe`` (offsets and lag; ``--members``; ``--state``),
+``--delete`` and ``--reset-offsets``. Resets are planned by the broker
+(``POST /v1/groups/{g}/offsets:reset``) so the CLI and the HTTP admin API give
+the same answer; as in Kafka a reset is a dry run unless ``--execute`` is
+given, and executing is refused while the group has active members.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from lakelog.cli.common import add_bootstrap, bootstrap_urls
+from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
+from lakelog.client.structs import TopicPartition
+from lakelog.errors import InvalidRequestError
+
+#: --reset-offsets scenarios: option -> (key in the request's ``to``, how to read the value)
+SCENARIOS: dict[str, str] = {
+    "to_earliest": "earliest",
+    "to_latest": "latest",
+    "to_current": "current",
+    "to_offset": "offset",
+    "shift_by": "shift_by",
+    "to_datetime": "datetime",
+    "by_duration": "duration",
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("consumer-groups", help="list, describe, delete and reset groups")
+    add_bootstrap(parser, required=True)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list every group")
+    action.add_argument("--describe", action="store_true", help="offsets and lag of groups")
+    action.add_argument("--delete", action="store_true", help="delete groups' committed offsets")
+    action.add_argument("--reset-offsets", action="store_true", help="move committed offsets")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--group", action="append", help="a group id (repeatable)")
+    target.add_argument("--all-groups", action="store_true", help="every group")
+    parser.add_argument("--members", action="store_true", help="--describe: the members")
+    parser.add_argument("--state", action="store_true", help="--describe: state and coordinator")
+    parser.add_argument("--verbose", action="store_true", help="--members: with assignments")
+    parser.add_argument(
+        "--topic", action="append", help="--reset-offsets: T or T:p1,p2 (repeatable)"
+    )
+    parser.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
+    scenario = parser.add_mutually_exclusive_group()
+    scenario.add_argument("--to-earliest", action="store_true")
+    scenario.add_argument("--to-latest", action="store_true")
+    scenario.add_argument("--to-current", action="store_true")
+    scenario.add_argument("--to-offset", type=int, metavar="N")
+    scenario.add_argument("--shift-by", type=int, metavar="N")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the plan (the default)")
+    mode.add_argument("--execute", action="store_true", help="apply the plan")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
+        if args.list:
+            for listing in sorted(admin.list_groups(), key=lambda g: g.group_id):
+                print(listing.group_id)
+            return 0
+        groups = _groups(args, admin)
+        if args.describe:
+            for i, group in enumerate(groups):
+                if i:
+                    print()
+                print(describe(admin.describe_group(group), args))
+        elif args.delete:
+            for group in groups:
+                admin.delete_group(group)
+                print(f"Deletion of requested consumer groups ('{group}') was successful.")
+        else:
+            to = reset_target(args)
+            topics = parse_topics(args.topic)
+            if not topics and not args.all_topics:
+                raise InvalidRequestError("--reset-offsets needs --topic or --all-topics")
+            rows: list[tuple[str, OffsetReset]] = []
+            for group in groups:
+                planned = admin.reset_group_offsets(
+                    group, to, topics=topics, all_topics=args.all_topics, execute=args.execute
+                )
+                rows += [(group, r) for r in planned]
+            print(format_reset(rows))
+    return 0
+
+
+def _groups(args: argparse.Namespace, admin: AdminClient) -> list[str]:
+    if args.all_groups:
+        return sorted(g.group_id for g in admin.list_groups())
+    if not args.group:
+        raise InvalidRequestError("--group or --all-groups is required with this action")
+    return list(args.group)
+
+
+def parse_topics(items: Sequence[str] | None) -> dict[str, list[int] | None]:
+    """``T`` (all partitions) or ``T:0,2`` per item, as kafka-consumer-groups.sh takes them."""
+    out: dict[str, list[int] | None] = {}
+    for item in items or []:
+        name, sep, rest = item.partition(":")
+        if not name:
+            raise InvalidRequestError(f"--topic {item!r} names no topic")
+        if not sep:
+            out[name] = None
+            continue
+        try:
+            partitions = [int(p) for p in rest.split(",") if p.strip()]
+        except ValueError:
+            raise InvalidRequestError(
+                f"--topic {item!r}: partitions must be comma-separated numbers"
+            ) from None
+        if not partitions or any(p < 0 for p in partitions):
+            raise InvalidRequestError(f"--topic {item!r}: give partitions as T:0,1,2")
+        if name in out and out[name] is None:
+            continue  # already all partitions
+        out[name] = sorted({*(out.get(name) or []), *partitions})
+    return out
+
+
+def reset_target(args: argparse.Namespace) -> dict[str, Any]:
+    chosen = [
+        (option, key)
+        for option, key in SCENARIOS.items()
+        # ``is``, not ``in``: --to-offset 0 and --shift-by 0 are choices too (0 == False)
+        if getattr(args, option) is not None and getattr(args, option) is not False
+    ]
+    if not chosen:
+        raise InvalidRequestError(
+            "--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
+            "--to-offset, --shift-by, --to-datetime, --by-duration"
+        )
+    option, key = chosen[0]
+    value = getattr(args, option)
+    return {key: True if value is True else value}
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns two spaces apart, like Kafka's tools print them."""
+    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def describe(d: GroupDescription, args: argparse.Namespace) -> str:
+    lines: list[str] = []
+    if not d.members and d.state not in ("Dead",):
+        lines.append(f"Consumer group '{d.group_id}' has no active members.\n")
+    if args.state:
+        coordinator = (
+            "-" if d.coordinator is None else f"{d.coordinator.url} ({d.coordinator.broker_id})"
+        )
+        lines.append(
+            table(
+                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                [[d.group_id, coordinator, d.protocol, d.state, len(d.members)]],
+            )
+        )
+    elif args.members:
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if args.verbose:
+            header.append("ASSIGNMENT")
+        rows: list[list[object]] = []
+        for m in d.members:
+            row: list[object] = [d.group_id, m.member_id, m.host, m.client_id, len(m.assignment)]
+            if args.verbose:
+                row.append(",".join(f"{tp.topic}({tp.partition})" for tp in m.assignment))
+            rows.append(row)
+        lines.append(table(header, rows))
+    else:
+        lines.append(table(DESCRIBE_HEADER, offset_rows(d)))
+    return "\n".join(lines)
+
+
+DESCRIBE_HEADER = [
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+]
+
+
+def offset_rows(d: GroupDescription) -> list[list[object]]:
+    """One row per partition with a committed offset or an owner (Kafka shows both kinds)."""
+    owners = {tp: m for m in d.members for tp in m.assignment}
+    rows: dict[tuple[str, int], list[object]] = {}
+    for o in d.offsets:
+        owner = owners.get(TopicPartition(o.topic, o.partition))
+        rows[(o.topic, o.partition)] = [
+            d.group_id,
+            o.topic,
+            o.partition,
+            o.offset,
+            o.log_end_offset,
+            o.lag,
+            owner.member_id if owner else o.member_id,
+            owner.host if owner else None,
+            owner.client_id if owner else None,
+        ]
+    for tp, m in owners.items():
+        if (tp.topic, tp.partition) not in rows:
+            rows[(tp.topic, tp.partition)] = [
+                d.group_id,
+                tp.topic,
+                tp.partition,
+                None,
+                None,
+                None,
+                m.member_id,
+                m.host,
+                m.client_id,
+            ]
+    return [rows[k] for k in sorted(rows)]
+
+
+def format_reset(rows: Sequence[tuple[str, OffsetReset]]) -> str:
+    return table(
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        [
+            [g, r.topic, r.partition, r.new_offset]
+            for g, r in sorted(rows, key=lambda x: (x[0], x[1].topic, x[1].partition))
+        ],
+    )

@@ -1,0 +1,75 @@
+"""Keys and values of the ``_consumer_offsets`` table, and which partition a group uses.
+
+Key ``group\\0topic\\0partition`` (UTF-8; none of the three can contain NUL),
+value JSON ``{"offset", "metadata", "commit_timestamp"}``, null value = the
+offset was deleted (a tombstone that compaction eventually drops). The
+partition is ``murmur2(group) % partitions``, Kafka's choice, so one group's
+offsets are always read from one partition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from lakelog.errors import CorruptRecordError
+from lakelog.partitioner import murmur2, to_positive
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TABLE = "_consumer_offsets"
+DEFAULT_OFFSETS_PARTITIONS = 50
+
+
+class OffsetKey(NamedTuple):
+    group_id: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+
+
+def offsets_partition(group_id: str, num_partitions: int) -> int:
+    return to_positive(murmur2(group_id.encode())) % num_partitions
+
+
+def encode_key(key: OffsetKey) -> bytes:
+    return f"{key.group_id}\0{key.topic}\0{key.partition}".encode()
+
+
+def decode_key(data: bytes) -> OffsetKey:
+    try:
+        group_id, topic, partition = data.decode().split("\0")
+        return OffsetKey(group_id, topic, int(partition))
+    except ValueError:
+        raise CorruptRecordError(f"not an offsets-table key: {data[:100]!r}") from None
+
+
+def encode_value(value: CommittedOffset | None) -> bytes | None:
+    if value is None:
+        return None
+    return json.dumps(
+        {
+            "offset": value.offset,
+            "metadata": value.metadata,
+            "commit_timestamp": value.commit_timestamp,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def decode_value(data: bytes | None) -> CommittedOffset | None:
+    if data is None:
+        return None
+    try:
+        obj = json.loads(data)
+        return CommittedOffset(
+            int(obj["offset"]), str(obj["metadata"]), int(obj["commit_timestamp"])
+        )
+    except (ValueError, KeyError, TypeError):
+        raise CorruptRecordError(f"not an offsets-table value: {data[:100]!r}") from None

@@ -1,0 +1,233 @@
+"""The committed-offsets store: the compacted ``_consumer_offsets`` topic table.
+
+It is an ordinary lakelog topic (named ``__consumer_offsets`` like Kafka's,
+its Delta table at ``_consumer_offsets/`` in the root), so appends go through
+``TopicLog``'s commit protocol and ``lakelog maintenance`` compacts it like any
+compacted topic. Reading folds records into the latest value per key, which is
+exactly what compaction preserves, so answers are the same before and after
+a compaction run.
+
+Each offsets partition is read incrementally: the store remembers how far it
+has folded each partition and only reads newer records on the next lookup, so
+a coordinator taking over a group pays for the group's partition once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from lakelog.catalog import META_TOPICS, Catalog, TopicPointer
+from lakelog.delta.actions import Action, CommitInfo, Metadata, Protocol
+from lakelog.delta.log import DeltaLog
+from lakelog.errors import UnknownTopicOrPartitionError
+from lakelog.groups.assignors import TopicPartition
+from lakelog.groups.codec import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    OFFSETS_TABLE,
+    OFFSETS_TOPIC,
+    CommittedOffset,
+    OffsetKey,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    offsets_partition,
+)
+from lakelog.produce import PreparedBatch
+from lakelog.records import DELTA_SCHEMA_STRING, Record
+from lakelog.storage import join
+from lakelog.topic_config import TopicConfig
+from lakelog.topic_log import ENGINE, AppendResult, TopicLog, table_configuration
+
+#: One group's commit: partition -> new value (None deletes the committed offset).
+GroupOffsets = Mapping[TopicPartition, CommittedOffset | None]
+
+_READ_RECORDS = 10_000
+_READ_BYTES = 64 << 20
+
+
+@dataclass
+class _PartitionView:
+    """The latest value per key of one offsets partition, folded up to ``position``."""
+
+    position: int = 0
+    latest: dict[OffsetKey, CommittedOffset] = field(default_factory=dict)
+
+
+class OffsetsStore:
+    """Commit, fetch and delete committed offsets in the root's offsets table. Thread-safe."""
+
+    def __init__(self, catalog: Catalog, num_partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> None:
+        self.catalog = catalog
+        self.num_partitions = num_partitions
+        self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
+        self._views: dict[tuple[str, int], _PartitionView] = {}
+
+    # -- the table -------------------------------------------------------------
+
+    def table(self, create: bool = False) -> TopicLog | None:
+        """The offsets table's log; None if it does not exist and ``create`` is False."""
+        try:
+            return self.catalog.topic(OFFSETS_TOPIC)
+        except UnknownTopicOrPartitionError:
+            if not create:
+                return None
+        with self._create_lock:
+            self._create()
+        return self.catalog.topic(OFFSETS_TOPIC)
+
+    def _create(self) -> None:
+        """Create the table, then its topic pointer; safe when several brokers race.
+
+        Version 0 and the pointer are both put-if-absent: a loser of either race
+        simply uses what the winner wrote.
+        """
+        storage = self.catalog.storage
+        now = int(time.time() * 1000)
+        table_id = str(uuid.uuid4())
+        config = TopicConfig({"cleanup.policy": "compact"})
+        actions: list[Action] = [
+            Protocol(1, 2),
+            Metadata(
+                table_id=table_id,
+                name=OFFSETS_TOPIC,
+                schema_string=DELTA_SCHEMA_STRING,
+                partition_columns=("partition",),
+                configuration=table_configuration(self.num_partitions, config),
+                created_time=now,
+            ),
+            CommitInfo(
+                {
+                    "timestamp": now,
+                    "operation": "CREATE TABLE",
+                    "operationParameters": {"partitions": str(self.num_partitions)},
+                    "engineInfo": ENGINE,
+                    "clientVersion": ENGINE,
+                }
+            ),
+        ]
+        DeltaLog(storage, OFFSETS_TABLE).try_commit(0, actions)
+        existing = TopicLog(storage, OFFSETS_TOPIC, OFFSETS_TABLE, checkpoint_interval=0)
+        try:
+            pointer = TopicPointer(
+                OFFSETS_TOPIC, existing.topic_id.replace("-", ""), OFFSETS_TABLE, now
+            )
+        finally:
+            existing.close()
+        storage.put_if_absent(join(META_TOPICS, f"{OFFSETS_TOPIC}.json"), pointer.to_bytes())
+
+    # -- writing ---------------------------------------------------------------
+
+    def records(self, group_id: str, offsets: GroupOffsets, now_ms: int) -> list[Record]:
+        """The table records of one group's commit (a None value is a tombstone)."""
+        topic_log = self.table(create=True)
+        assert topic_log is not None
+        partition = offsets_partition(group_id, topic_log.num_partitions)
+        return [
+            Record(
+                value=encode_value(value),
+                key=encode_key(OffsetKey(group_id, tp.topic, tp.partition)),
+                timestamp_ms=now_ms,
+                partition=partition,
+            )
+            for tp, value in offsets.items()
+        ]
+
+    def prepare(self, group_id: str, offsets: GroupOffsets, now_ms: int) -> PreparedBatch:
+        """One group's commit validated for a group commit (``TopicLog.append_prepared``)."""
+        topic_log = self.table(create=True)
+        assert topic_log is not None
+        return topic_log.prepare(self.records(group_id, offsets, now_ms))
+
+    def commit_many(
+        self, commits: Sequence[tuple[str, GroupOffsets]], now_ms: int | None = None
+    ) -> AppendResult:
+        """Many groups' commits as ONE Delta commit; durable when this returns."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        topic_log = self.table(create=True)
+        assert topic_log is not None
+        records = [r for group, offsets in commits for r in self.records(group, offsets, now)]
+        return topic_log.append(records)
+
+    def commit(self, group_id: str, offsets: GroupOffsets, now_ms: int | None = None) -> None:
+        self.commit_many([(group_id, offsets)], now_ms)
+
+    def delete_group(self, group_id: str, now_ms: int | None = None) -> int:
+        """Tombstone every committed offset of the group; returns how many there were."""
+        current = self.fetch(group_id)
+        if current:
+            self.commit(group_id, dict.fromkeys(current), now_ms)
+        return len(current)
+
+    # -- reading ---------------------------------------------------------------
+
+    def fetch(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        """The group's committed offsets as of the table's latest version."""
+        topic_log = self.table()
+        if topic_log is None:
+            return {}
+        topic_log.refresh()
+        view = self._catch_up(topic_log, offsets_partition(group_id, topic_log.num_partitions))
+        return {
+            TopicPartition(k.topic, k.partition): v
+            for k, v in view.items()
+            if k.group_id == group_id
+        }
+
+    def groups(self) -> set[str]:
+        """Every group with at least one committed offset."""
+        topic_log = self.table()
+        if topic_log is None:
+            return set()
+        topic_log.refresh()
+        found: set[str] = set()
+        for partition in range(topic_log.num_partitions):
+            found.update(k.group_id for k in self._catch_up(topic_log, partition))
+        return found
+
+    def _catch_up(self, topic_log: TopicLog, partition: int) -> dict[OffsetKey, CommittedOffset]:
+        """Fold the partition's records since the last call; returns a copy of the view."""
+        with self._lock:
+            key = (topic_log.topic_id, partition)
+            view = self._views.setdefault(key, _PartitionView())
+            start = topic_log.log_start_offset(partition)
+            end = topic_log.high_watermark(partition)
+            if view.position < start or view.position > end:
+                view.position, view.latest = start, {}
+            while view.position < end:
+                fetched = topic_log.read(partition, view.position, _READ_RECORDS, _READ_BYTES)
+                _fold(
+                    view.latest,
+                    _pairs(
+                        fetched.records.column("key").to_pylist(),
+                        fetched.records.column("value").to_pylist(),
+                    ),
+                )
+                if fetched.next_offset <= view.position:
+                    break
+                view.position = fetched.next_offset
+            return dict(view.latest)
+
+
+def _pairs(
+    keys: list[bytes | None], values: list[bytes | None]
+) -> Iterable[tuple[OffsetKey, CommittedOffset | None]]:
+    for key, value in zip(keys, values, strict=True):
+        if key is not None:
+            yield decode_key(key), decode_value(value)
+
+
+def _fold(
+    latest: dict[OffsetKey, CommittedOffset],
+    pairs: Iterable[tuple[OffsetKey, CommittedOffset | None]],
+) -> None:
+    for key, value in pairs:
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = value

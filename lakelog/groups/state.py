@@ -1,0 +1,411 @@
+"""The state machine of one consumer group, with time passed in explicitly.
+
+States as in Kafka: ``Empty`` (no members, maybe committed offsets),
+``PreparingRebalance`` (waiting for the members to (re)join),
+``CompletingRebalance`` (the assignment is computed and being made durable),
+``Stable`` and ``Dead`` (deleted, or this coordinator stepped down).
+
+Kafka's leader computes the assignment and hands it over in SyncGroup; here
+the coordinator computes it when the rebalance completes, so the join answer
+already carries each member's partitions. Nothing in this module does I/O or
+reads a clock: the coordinator calls ``expire(now)`` and ``ready(now)``, and
+makes a completed generation durable (fencing) between ``complete`` and
+``finish``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelog.errors import (
+    GroupMaxSizeReachedError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidSessionTimeoutError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from lakelog.groups.assignors import (
+    ASSIGNORS,
+    Subscription,
+    TopicPartition,
+    assign,
+    choose_protocol,
+)
+from lakelog.groups.ids import new_member_id
+
+
+class GroupState(enum.StrEnum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True)
+class GroupLimits:
+    """Kafka's broker-side group settings (group.min/max.session.timeout.ms, ...)."""
+
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_size: int | None = None
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[str, ...]
+    topics: tuple[str, ...]
+    #: Partitions the member owns now; None or empty: the member's last assignment.
+    owned: tuple[TopicPartition, ...] | None = None
+    group_instance_id: str | None = None
+    host: str = ""
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[str, ...]
+    topics: tuple[str, ...]
+    owned: tuple[TopicPartition, ...] | None
+    last_heartbeat_ms: int
+    #: Rejoined in the current rebalance (a member waiting in its join is never expired).
+    joined: bool = False
+    assignment: list[TopicPartition] = field(default_factory=list)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "client_id": self.client_id,
+            "host": self.host,
+            "group_instance_id": self.group_instance_id,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "protocols": list(self.protocols),
+            "topics": list(self.topics),
+            "assignment": [[tp.topic, tp.partition] for tp in self.assignment],
+        }
+
+    @classmethod
+    def from_record(cls, obj: Mapping[str, Any], now_ms: int) -> Member:
+        return cls(
+            member_id=str(obj["member_id"]),
+            client_id=str(obj["client_id"]),
+            host=str(obj.get("host", "")),
+            group_instance_id=obj.get("group_instance_id"),
+            session_timeout_ms=int(obj["session_timeout_ms"]),
+            rebalance_timeout_ms=int(obj["rebalance_timeout_ms"]),
+            protocols=tuple(obj["protocols"]),
+            topics=tuple(obj["topics"]),
+            owned=None,
+            last_heartbeat_ms=now_ms,
+            assignment=[TopicPartition(str(t), int(p)) for t, p in obj["assignment"]],
+        )
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """What one member is told when the rebalance it joined completes."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    leader_id: str | None
+    protocol: str | None
+    members: list[str]
+    assignment: list[TopicPartition]
+
+
+class Group:
+    """One group's membership, generation and assignment on its coordinator."""
+
+    def __init__(self, group_id: str, limits: GroupLimits, generation_id: int = 0) -> None:
+        self.group_id = group_id
+        self.limits = limits
+        self.state = GroupState.EMPTY
+        self.generation_id = generation_id
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        #: Member ids handed out by MEMBER_ID_REQUIRED, valid until this time.
+        self.pending: dict[str, int] = {}
+        self.rebalance_deadline_ms = 0
+        self.delay_until_ms = 0
+        #: Set by a cooperative assignment that withheld partitions for a hand-over.
+        self.followup = False
+
+    # -- queries ---------------------------------------------------------------
+
+    def member(self, member_id: str) -> Member:
+        try:
+            return self.members[member_id]
+        except KeyError:
+            raise UnknownMemberIdError(
+                f"member {member_id!r} is not a member of group {self.group_id!r} "
+                f"(generation {self.generation_id}); rejoin",
+                group_id=self.group_id,
+                member_id=member_id,
+            ) from None
+
+    def join_result(self, member_id: str) -> JoinResult:
+        member = self.member(member_id)
+        return JoinResult(
+            self.group_id,
+            self.generation_id,
+            member_id,
+            self.leader_id,
+            self.protocol,
+            list(self.members),
+            list(member.assignment),
+        )
+
+    def owners(self) -> dict[TopicPartition, str]:
+        return {tp: m.member_id for m in self.members.values() for tp in m.assignment}
+
+    # -- membership ------------------------------------------------------------
+
+    def join(self, member_id: str, request: JoinRequest, now_ms: int) -> None:
+        """Register a (re)join; the answer comes when the rebalance completes.
+
+        An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394):
+        a member that dies before the second join leaves only a pending id.
+        """
+        self._check_session_timeout(request.session_timeout_ms)
+        others = [m.protocols for m in self.members.values() if m.member_id != member_id]
+        if not any(p in ASSIGNORS for p in request.protocols):
+            raise InconsistentGroupProtocolError(
+                f"none of the assignment strategies {list(request.protocols)} is supported; "
+                f"supported: {', '.join(ASSIGNORS)}"
+            )
+        if others and not set(request.protocols).intersection(*map(set, others)):
+            raise InconsistentGroupProtocolError(
+                f"assignment strategies {list(request.protocols)} share none with the "
+                f"members of group {self.group_id!r}"
+            )
+        if not member_id:
+            if self.limits.max_size is not None and len(self.members) >= self.limits.max_size:
+                raise GroupMaxSizeReachedError(
+                    f"group {self.group_id!r} has reached its maximum of "
+                    f"{self.limits.max_size} members"
+                )
+            fresh = new_member_id(request.client_id)
+            self.pending[fresh] = now_ms + request.session_timeout_ms
+            raise MemberIdRequiredError(
+                "first join: join again with the member id in details.member_id",
+                member_id=fresh,
+            )
+        if member_id not in self.members and member_id not in self.pending:
+            self.member(member_id)  # raises UNKNOWN_MEMBER_ID
+        self.pending.pop(member_id, None)
+        previous = self.members.get(member_id)
+        self.members[member_id] = Member(
+            member_id=member_id,
+            client_id=request.client_id,
+            host=request.host,
+            group_instance_id=request.group_instance_id,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocols=request.protocols,
+            topics=request.topics,
+            owned=request.owned,
+            last_heartbeat_ms=now_ms,
+            assignment=previous.assignment if previous is not None else [],
+        )
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            self.start_rebalance(now_ms)
+        self.members[member_id].joined = True
+
+    def _check_session_timeout(self, timeout_ms: int) -> None:
+        low, high = self.limits.min_session_timeout_ms, self.limits.max_session_timeout_ms
+        if not low <= timeout_ms <= high:
+            raise InvalidSessionTimeoutError(
+                f"session_timeout_ms {timeout_ms} is outside the broker's range "
+                f"[{low}, {high}] (group.min/max.session.timeout.ms)"
+            )
+
+    def start_rebalance(self, now_ms: int) -> None:
+        was_empty = self.state is GroupState.EMPTY
+        self.state = GroupState.PREPARING_REBALANCE
+        self.followup = False
+        for member in self.members.values():
+            member.joined = False
+            member.last_heartbeat_ms = max(member.last_heartbeat_ms, now_ms)
+        self.delay_until_ms = now_ms + (self.limits.initial_rebalance_delay_ms if was_empty else 0)
+        longest = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        self.rebalance_deadline_ms = now_ms + longest
+
+    def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> None:
+        member = self.member(member_id)
+        self._check_generation(generation_id)
+        member.last_heartbeat_ms = now_ms
+        if self.state is not GroupState.STABLE:
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
+            )
+
+    def sync(self, member_id: str, generation_id: int) -> list[TopicPartition]:
+        member = self.member(member_id)
+        self._check_generation(generation_id)
+        if self.state is not GroupState.STABLE:
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
+            )
+        return list(member.assignment)
+
+    def leave(self, member_id: str, now_ms: int) -> None:
+        if member_id in self.pending:
+            del self.pending[member_id]
+            return
+        self.member(member_id)
+        del self.members[member_id]
+        self.start_rebalance(now_ms)
+
+    def check_commit(self, member_id: str, generation_id: int) -> None:
+        """May this commit be stored? Kafka's rules, including the "simple" admin commit.
+
+        A member of the current generation may commit while the group prepares a
+        rebalance (what eager clients do in on_partitions_revoked), not while
+        the new generation is being completed.
+        """
+        if generation_id < 0 and not member_id:
+            if self.members:
+                raise UnknownMemberIdError(
+                    f"group {self.group_id!r} has active members; only they may commit",
+                    group_id=self.group_id,
+                )
+            return
+        self.member(member_id)
+        self._check_generation(generation_id)
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is completing a rebalance", group_id=self.group_id
+            )
+
+    def _check_generation(self, generation_id: int) -> None:
+        if generation_id != self.generation_id:
+            raise IllegalGenerationError(
+                f"generation {generation_id} of group {self.group_id!r} is not the current "
+                f"one ({self.generation_id}); rejoin",
+                group_id=self.group_id,
+                generation_id=self.generation_id,
+            )
+
+    # -- time ------------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> list[str]:
+        """Remove members whose session ran out; a member waiting in its join stays."""
+        self.pending = {m: until for m, until in self.pending.items() if until >= now_ms}
+        waiting = self.state is GroupState.PREPARING_REBALANCE
+        gone = [
+            m.member_id
+            for m in self.members.values()
+            if not (waiting and m.joined) and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+        ]
+        for member_id in gone:
+            del self.members[member_id]
+        if gone and not waiting:
+            self.start_rebalance(now_ms)
+        return gone
+
+    def ready(self, now_ms: int) -> bool:
+        """True when the current rebalance can complete (everyone rejoined, or time is up)."""
+        if self.state is not GroupState.PREPARING_REBALANCE or now_ms < self.delay_until_ms:
+            return False
+        return all(m.joined for m in self.members.values()) or now_ms >= self.rebalance_deadline_ms
+
+    def next_deadline_ms(self) -> int | None:
+        """The next instant at which ``expire``/``ready`` may change their answer."""
+        times = [m.last_heartbeat_ms + m.session_timeout_ms + 1 for m in self.members.values()]
+        if self.state is GroupState.PREPARING_REBALANCE:
+            times += [self.delay_until_ms, self.rebalance_deadline_ms]
+        times += list(self.pending.values())
+        return min(times) if times else None
+
+    # -- completing a rebalance --------------------------------------------------
+
+    def topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.topics}
+
+    def complete(self, partitions: Mapping[str, int]) -> dict[str, Any]:
+        """Drop members that did not rejoin, assign, bump the generation; returns its record.
+
+        The group is then ``CompletingRebalance`` until ``finish`` (after the
+        record has been written with put-if-absent) or ``abort``.
+        """
+        for member_id in [m for m, member in self.members.items() if not member.joined]:
+            del self.members[member_id]
+        self.generation_id += 1
+        if not self.members:
+            self.protocol = self.leader_id = None
+            self.state = GroupState.COMPLETING_REBALANCE
+            return self.record()
+        order = list(self.members)
+        self.protocol = choose_protocol([self.members[m].protocols for m in order])
+        self.leader_id = order[0]
+        subs = {
+            # An empty or missing owned list falls back to the last assignment: eager
+            # clients revoke before rejoining, yet sticky must still know who had what.
+            m.member_id: Subscription(m.topics, m.owned or tuple(m.assignment))
+            for m in self.members.values()
+        }
+        result = assign(self.protocol, subs, partitions)
+        for member_id, parts in result.assignment.items():
+            self.members[member_id].assignment = list(parts)
+        self.followup = result.followup
+        self.state = GroupState.COMPLETING_REBALANCE
+        return self.record()
+
+    def finish(self, now_ms: int) -> None:
+        """The generation is durable: Stable or Empty (a cooperative hand-over rebalances again)."""
+        for member in self.members.values():
+            member.last_heartbeat_ms = now_ms
+            member.owned = None
+        if not self.members:
+            self.state = GroupState.EMPTY
+            return
+        self.state = GroupState.STABLE
+        if self.followup:
+            self.start_rebalance(now_ms)
+
+    def record(self) -> dict[str, Any]:
+        """The JSON stored as ``_meta/groups/<group>/<generation>.json``."""
+        return {
+            "group_id": self.group_id,
+            "generation_id": self.generation_id,
+            "protocol": self.protocol,
+            "leader_id": self.leader_id,
+            "members": [m.to_record() for m in self.members.values()],
+        }
+
+    @classmethod
+    def restore(cls, record: Mapping[str, Any], limits: GroupLimits, now_ms: int) -> Group:
+        """A new coordinator's view of a group from its last durable generation.
+
+        Members are kept (so they rejoin with their ids and keep sticky
+        ownership) but must rejoin: the group starts a rebalance, and members
+        that neither heartbeat nor rejoin within their session timeout are
+        dropped.
+        """
+        group = cls(str(record["group_id"]), limits, int(record["generation_id"]))
+        group.protocol = record.get("protocol")
+        group.leader_id = record.get("leader_id")
+        for obj in record.get("members", []):
+            member = Member.from_record(obj, now_ms)
+            group.members[member.member_id] = member
+        if group.members:
+            group.state = GroupState.STABLE
+            group.start_rebalance(now_ms)
+        return group

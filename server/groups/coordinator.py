@@ -1,0 +1,479 @@
+"""The in-memory coordinator of the groups this broker coordinates.
+
+Each group is a pure ``lakelog.groups.state.Group`` guarded by an asyncio
+condition: every request mutates it under the condition's lock and wakes the
+members waiting in their (long-poll) joins. A rebalance completes inside
+``_advance``: partition counts are read, the assignment computed, and the new
+generation written with put-if-absent before anyone is told about it. If that
+write finds the generation already taken, another coordinator is active:
+this one drops the group (NOT_COORDINATOR) and reloads it from storage on the
+next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelog.catalog import Catalog
+from lakelog.errors import (
+    GroupIdNotFoundError,
+    InvalidRequestError,
+    LakelogError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.groups.assignors import TopicPartition
+from lakelog.groups.codec import CommittedOffset
+from lakelog.groups.offsets_store import OffsetsStore
+from lakelog.groups.reset import PartitionPosition, ResetRow, ResetSpec, plan_reset
+from lakelog.groups.state import Group, GroupLimits, GroupState, JoinRequest, JoinResult
+from server.batcher import ProduceBatcher
+from server.groups.fencing import GenerationStore
+
+log = logging.getLogger(__name__)
+
+#: Slack on top of a member's rebalance timeout before its join gives up waiting.
+JOIN_GRACE_S = 5.0
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Entry:
+    group: Group
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+    dead: bool = False
+    #: Dropped from memory while idle (Empty); unlike ``dead``, not a change of coordinator.
+    unloaded: bool = False
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """A consistent copy of a group's membership for describe/list."""
+
+    group_id: str
+    state: str
+    protocol: str | None
+    generation_id: int
+    members: list[dict[str, Any]]
+    owners: dict[TopicPartition, str]
+
+
+@dataclass(frozen=True)
+class OffsetLag:
+    tp: TopicPartition
+    committed: CommittedOffset
+    log_end_offset: int | None
+    owner: str | None
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        generations: GenerationStore,
+        offsets: OffsetsStore,
+        batcher: ProduceBatcher,
+        limits: GroupLimits,
+        broker_id: str,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.catalog = catalog
+        self.generations = generations
+        self.offsets = offsets
+        self.batcher = batcher
+        self.limits = limits
+        self.broker_id = broker_id
+        self.now = clock
+        self._groups: dict[str, _Entry] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+
+    # -- loading and stepping down ----------------------------------------------
+
+    async def _entry(self, group_id: str) -> _Entry:
+        entry = self._groups.get(group_id)
+        if entry is not None:
+            return entry
+        lock = self._loading.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            entry = self._groups.get(group_id)
+            if entry is None:
+                record = await asyncio.to_thread(self.generations.latest, group_id)
+                # Fold the group's offsets partition now, so commits and fetches that
+                # follow a takeover only read what is newer.
+                await asyncio.to_thread(self.offsets.fetch, group_id)
+                now = self.now()
+                group = (
+                    Group.restore(record, self.limits, now)
+                    if record is not None
+                    else Group(group_id, self.limits)
+                )
+                entry = self._groups[group_id] = _Entry(group)
+                if record is not None:
+                    log.info(
+                        "coordinator %s loaded group %s at generation %d (%d members to rejoin)",
+                        self.broker_id,
+                        group_id,
+                        group.generation_id,
+                        len(group.members),
+                    )
+        self._loading.pop(group_id, None)
+        return entry
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, group_id: str) -> AsyncIterator[_Entry]:
+        """The group's entry with its lock held; NOT_COORDINATOR if this broker dropped it.
+
+        An entry unloaded while idle (between lookup and locking) is simply
+        looked up again: the reloaded group is the same, from storage.
+        """
+        while True:
+            entry = await self._entry(group_id)
+            async with entry.cond:
+                if not entry.unloaded:
+                    self._check_alive(entry)
+                    yield entry
+                    return
+
+    def _check_alive(self, entry: _Entry) -> None:
+        if entry.dead:
+            raise NotCoordinatorError(
+                f"this broker stopped coordinating group {entry.group.group_id!r}; retry",
+                group_id=entry.group.group_id,
+            )
+
+    def _drop(self, entry: _Entry, reason: str) -> None:
+        entry.dead = True
+        if self._groups.get(entry.group.group_id) is entry:
+            del self._groups[entry.group.group_id]
+        log.info(
+            "coordinator %s dropped group %s: %s", self.broker_id, entry.group.group_id, reason
+        )
+        entry.cond.notify_all()
+
+    async def drop_groups(self, keep: Callable[[str], bool], reason: str) -> None:
+        """Forget the groups ``keep`` rejects (another broker coordinates them now)."""
+        for entry in list(self._groups.values()):
+            if not keep(entry.group.group_id):
+                async with entry.cond:
+                    if not entry.dead:
+                        self._drop(entry, reason)
+
+    # -- driving rebalances -------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Expire sessions and complete due rebalances of every group (the timer loop)."""
+        for entry in list(self._groups.values()):
+            async with entry.cond:
+                if not entry.dead:
+                    await self._advance(entry)
+                    self._unload_if_idle(entry)
+
+    def _unload_if_idle(self, entry: _Entry) -> None:
+        """Forget an Empty group: storage holds all of it, and a request reloads it.
+
+        Keeps memory bounded by the groups with members, not by every group id
+        ever asked about.
+        """
+        group = entry.group
+        if group.state is GroupState.EMPTY and not group.members and not group.pending:
+            entry.dead = entry.unloaded = True
+            if self._groups.get(group.group_id) is entry:
+                del self._groups[group.group_id]
+            entry.cond.notify_all()
+
+    async def _advance(self, entry: _Entry) -> None:
+        group = entry.group
+        now = self.now()
+        if group.expire(now):
+            entry.cond.notify_all()
+        if not group.ready(now):
+            return
+        partitions = await asyncio.to_thread(self._partition_counts, group.topics())
+        record = group.complete(partitions)
+        record["coordinator"] = self.broker_id
+        record["timestamp_ms"] = now
+        try:
+            written = await asyncio.to_thread(self.generations.write, record)
+        except (LakelogError, OSError) as exc:
+            # The write may or may not have landed: reloading from storage decides.
+            log.warning(
+                "cannot write generation %d of %s: %s", group.generation_id, group.group_id, exc
+            )
+            self._drop(entry, f"generation write failed: {exc}")
+            return
+        if not written:
+            self._drop(
+                entry, f"generation {group.generation_id} was written by another coordinator"
+            )
+            return
+        group.finish(self.now())
+        log.info(
+            "group %s generation %d: %s, %d members (%s)",
+            group.group_id,
+            group.generation_id,
+            group.state,
+            len(group.members),
+            group.protocol,
+        )
+        entry.cond.notify_all()
+
+    def _partition_counts(self, topics: set[str]) -> dict[str, int]:
+        counts = {}
+        for topic in topics:
+            try:
+                topic_log = self.catalog.topic(topic)
+            except UnknownTopicOrPartitionError:
+                continue  # subscribed before it exists: assigned once it does (next rebalance)
+            topic_log.refresh()
+            counts[topic] = topic_log.num_partitions
+        return counts
+
+    # -- membership -----------------------------------------------------------------
+
+    async def join(self, group_id: str, member_id: str, request: JoinRequest) -> JoinResult:
+        async with self._locked(group_id) as entry:
+            group = entry.group
+            group.join(member_id, request, self.now())
+            before = group.generation_id
+            entry.cond.notify_all()
+            await self._advance(entry)
+            deadline = time.monotonic() + request.rebalance_timeout_ms / 1000 + JOIN_GRACE_S
+            while True:
+                self._check_alive(entry)
+                if member_id not in group.members:
+                    raise UnknownMemberIdError(
+                        f"member {member_id!r} was removed from group {group_id!r} "
+                        "during the rebalance; rejoin",
+                        group_id=group_id,
+                    )
+                if group.generation_id > before and group.state in (
+                    GroupState.STABLE,
+                    GroupState.PREPARING_REBALANCE,
+                ):
+                    return group.join_result(member_id)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RebalanceInProgressError(
+                        f"the rebalance of group {group_id!r} did not complete within the "
+                        "rebalance timeout; rejoin",
+                        group_id=group_id,
+                    )
+                try:
+                    await asyncio.wait_for(entry.cond.wait(), remaining)
+                except TimeoutError:
+                    continue
+
+    async def sync(self, group_id: str, member_id: str, generation_id: int) -> list[TopicPartition]:
+        async with self._locked(group_id) as entry:
+            return entry.group.sync(member_id, generation_id)
+
+    async def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
+        async with self._locked(group_id) as entry:
+            entry.group.heartbeat(member_id, generation_id, self.now())
+
+    async def leave(self, group_id: str, member_id: str) -> None:
+        async with self._locked(group_id) as entry:
+            entry.group.leave(member_id, self.now())
+            entry.cond.notify_all()
+            await self._advance(entry)
+
+    # -- offsets ---------------------------------------------------------------------
+
+    async def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> None:
+        """Store the offsets once the member may commit them; returns when durable."""
+        await asyncio.to_thread(self.check_partitions, list(offsets))
+        async with self._locked(group_id) as entry:
+            entry.group.check_commit(member_id, generation_id)
+        await self._store(group_id, offsets)
+
+    async def _store(
+        self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
+    ) -> None:
+        if not offsets:
+            return
+        now = self.now()
+        topic_log = await asyncio.to_thread(self.offsets.table, True)
+        assert topic_log is not None
+        batch = await asyncio.to_thread(self.offsets.prepare, group_id, offsets, now)
+        future = await self.batcher.submit(topic_log, batch)
+        await future
+
+    def check_partitions(self, partitions: list[TopicPartition]) -> None:
+        """UNKNOWN_TOPIC_OR_PARTITION for any partition that does not exist (nothing stored)."""
+        if len(set(partitions)) != len(partitions):
+            raise InvalidRequestError("the same topic partition appears twice in one commit")
+        for topic in {tp.topic for tp in partitions}:
+            topic_log = self.catalog.topic(topic)
+            for tp in partitions:
+                if tp.topic == topic:
+                    if not 0 <= tp.partition < topic_log.num_partitions:
+                        topic_log.refresh()
+                    topic_log.check_partition(tp.partition)
+
+    # -- administration ----------------------------------------------------------------
+
+    async def snapshot(self, group_id: str) -> GroupSnapshot:
+        async with self._locked(group_id) as entry:
+            await self._advance(entry)
+            group = entry.group
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "assignment": list(m.assignment),
+                }
+                for m in group.members.values()
+            ]
+            return GroupSnapshot(
+                group_id,
+                group.state.value,
+                group.protocol,
+                group.generation_id,
+                members,
+                group.owners(),
+            )
+
+    def local_groups(self) -> list[GroupSnapshot]:
+        """Groups loaded here that ever had members (for listing)."""
+        found = []
+        for entry in list(self._groups.values()):
+            group = entry.group
+            if entry.dead or (group.generation_id == 0 and not group.members):
+                continue
+            found.append(
+                GroupSnapshot(
+                    group.group_id,
+                    group.state.value,
+                    group.protocol,
+                    group.generation_id,
+                    [],
+                    {},
+                )
+            )
+        return found
+
+    async def member_count(self, group_id: str) -> int:
+        entry = self._groups.get(group_id)
+        return 0 if entry is None else len(entry.group.members)
+
+    async def delete(self, group_id: str) -> None:
+        """Tombstone the group's offsets and forget it; refused while it has members."""
+        async with self._locked(group_id) as entry:
+            await self._advance(entry)
+            group = entry.group
+            if group.members:
+                raise NonEmptyGroupError(
+                    f"group {group_id!r} has {len(group.members)} active members; "
+                    "stop them (or wait for their sessions to expire) before deleting it",
+                    group_id=group_id,
+                )
+            deleted = await asyncio.to_thread(self.offsets.delete_group, group_id)
+            if deleted == 0 and group.generation_id == 0:
+                raise GroupIdNotFoundError(f"group {group_id!r} does not exist", group_id=group_id)
+            await asyncio.to_thread(self.generations.delete, group_id)
+            group.state = GroupState.DEAD
+            self._drop(entry, "deleted")
+
+    async def reset(
+        self,
+        group_id: str,
+        spec: ResetSpec,
+        topics: Mapping[str, list[int] | None],
+        all_topics: bool,
+        execute: bool,
+    ) -> list[ResetRow]:
+        """Plan (and with ``execute`` store) new committed offsets; executing needs no members."""
+        async with self._locked(group_id) as entry:
+            await self._advance(entry)
+            if execute and entry.group.members:
+                raise NonEmptyGroupError(
+                    f"group {group_id!r} has {len(entry.group.members)} active members; offsets "
+                    "can only be reset while the group is inactive (a dry run is allowed)",
+                    group_id=group_id,
+                )
+            rows = await asyncio.to_thread(self._plan, group_id, spec, topics, all_topics)
+            if execute:
+                now = self.now()
+                await self._store(
+                    group_id,
+                    {r.tp: CommittedOffset(r.new_offset, "", now) for r in rows},
+                )
+        return rows
+
+    def _plan(
+        self,
+        group_id: str,
+        spec: ResetSpec,
+        topics: Mapping[str, list[int] | None],
+        all_topics: bool,
+    ) -> list[ResetRow]:
+        committed = self.offsets.fetch(group_id)
+        wanted: dict[str, list[int] | None] = dict(topics)
+        if all_topics:
+            for tp in committed:
+                wanted.setdefault(tp.topic, None)
+        positions = []
+        by_time: dict[TopicPartition, int | None] = {}
+        instant = spec.timestamp_ms(self.now())
+        for topic, partitions in sorted(wanted.items()):
+            topic_log = self.catalog.topic(topic)
+            topic_log.refresh()
+            chosen = partitions if partitions else range(topic_log.num_partitions)
+            for p in chosen:
+                topic_log.check_partition(p)
+                tp = TopicPartition(topic, p)
+                current = committed.get(tp)
+                positions.append(
+                    PartitionPosition(
+                        tp,
+                        topic_log.log_start_offset(p),
+                        topic_log.high_watermark(p),
+                        current.offset if current is not None else None,
+                    )
+                )
+                if instant is not None:
+                    found = topic_log.offset_for_timestamp(p, instant)
+                    by_time[tp] = found[0] if found is not None else None
+        return plan_reset(spec, positions, by_time)
+
+    def lags(
+        self, snapshot: GroupSnapshot, committed: Mapping[TopicPartition, CommittedOffset]
+    ) -> list[OffsetLag]:
+        """Committed offset, log end and owner of each committed partition (for describe)."""
+        rows = []
+        ends: dict[str, Any] = {}
+        for tp, value in sorted(committed.items()):
+            if tp.topic not in ends:
+                try:
+                    topic_log = self.catalog.topic(tp.topic)
+                    topic_log.refresh()
+                    ends[tp.topic] = topic_log
+                except UnknownTopicOrPartitionError:
+                    ends[tp.topic] = None
+            topic_log = ends[tp.topic]
+            end = None
+            if topic_log is not None and tp.partition < topic_log.num_partitions:
+                end = topic_log.high_watermark(tp.partition)
+            rows.append(OffsetLag(tp, value, end, snapshot.owners.get(tp)))
+        return rows

@@ -1,0 +1,652 @@
+"""Kafka REST Proxy API v2 consumers: ``/consumers/{group}/instances/{instance}/...``.
+
+Endpoints: create (``POST /consumers/{group}``) and delete an instance;
+subscribe (topics or ``topic_pattern``), read and drop the subscription;
+manual assignments; positions (seek, beginning, end); ``GET records``; commit
+(``POST offsets``, an empty body commits everything consumed) and read
+committed offsets (``GET offsets``). Answers and errors use the v2 content
+types and error shape of ``rest_proxy_v2`` (its route class renders them).
+
+Decisions where the REST Proxy leaves room:
+
+* ``auto.commit.enable`` defaults to false, as the REST Proxy sets it: a
+  client commits with ``POST offsets``. With it on, the consumer auto-commits
+  while polled and commits on delete and on expiry.
+* ``POST offsets`` takes the offsets of the *last records consumed* and
+  commits offset + 1 (the next record), as the REST Proxy does; ``GET
+  offsets`` answers the committed offset as stored (the next record to read).
+  Partitions without a committed offset are left out of the answer.
+* ``consumer.instance.timeout.ms`` may be given per instance in the create
+  body (a lakelog extension; default 300000, the REST Proxy's default).
+* Group protocol errors keep their Kafka meaning: a bad group id is 422/42204,
+  a manual-assignment/subscription conflict or seeking a partition the
+  instance does not own is 409/40903 ("illegal state"), an unknown instance
+  404/40403, a second instance of the same name 409/40902, a ``GET records``
+  whose ``Accept`` names another embedded format 406/40601.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import json
+import re
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lakelog.client import Consumer, OffsetAndMetadata, TopicPartition
+from lakelog.errors import InvalidGroupIdError, LakelogError
+from lakelog.groups.ids import validate_group_id
+from lakelog.records import ConsumerRecord
+from server.broker import Broker
+from server.http import read_body
+from server.rest_proxy_consumers import (
+    ConsumerInstance,
+    ConsumerInstances,
+    InstanceConfig,
+    InstanceExists,
+    InstanceNotFound,
+)
+from server.routes.rest_proxy_v2 import (
+    BINARY_V2,
+    JSON_V2,
+    V2_JSON,
+    BrokerDep,
+    V2Failure,
+    V2JSONResponse,
+    V2Route,
+    _errors,
+    from_lakelog,
+)
+
+INSTANCE_NOT_FOUND = 40403
+INSTANCE_EXISTS = 40902
+ILLEGAL_STATE = 40903
+INVALID_GROUP = 42204
+NOT_ACCEPTABLE = 40601
+#: the REST Proxy's embedded formats; avro/protobuf/jsonschema need a schema registry
+FORMAT_TYPES = {"binary": BINARY_V2, "json": JSON_V2}
+_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+router = APIRouter(
+    tags=["REST Proxy v2 consumers"],
+    route_class=V2Route,
+    default_response_class=V2JSONResponse,
+    responses=_errors(
+        (404, "Consumer instance not found (40403)"),
+        (409, "Instance exists (40902) or illegal state (40903)"),
+        (422, "Invalid body or parameter (422), invalid group id (42204)"),
+        (500, "Kafka error (50002, or 50003 when retrying may succeed)"),
+    ),
+)
+
+
+# -- bodies -------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class CreateConsumer(_Body):
+    name: str | None = None
+    format: str = "binary"
+    auto_offset_reset: str | None = Field(None, alias="auto.offset.reset")
+    auto_commit_enable: str | bool | None = Field(None, alias="auto.commit.enable")
+    fetch_min_bytes: str | int | None = Field(None, alias="fetch.min.bytes")
+    consumer_request_timeout_ms: str | int | None = Field(None, alias="consumer.request.timeout.ms")
+    consumer_instance_timeout_ms: str | int | None = Field(
+        None, alias="consumer.instance.timeout.ms"
+    )
+
+
+class V2TopicPartition(_Body):
+    topic: str = Field(min_length=1)
+    partition: int = Field(ge=0)
+
+
+class Partitions(_Body):
+    partitions: list[V2TopicPartition]
+
+
+class Subscription(_Body):
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+
+
+class PartitionOffset(V2TopicPartition):
+    offset: int = Field(ge=0)
+
+
+class Positions(_Body):
+    offsets: list[PartitionOffset] = Field(min_length=1)
+
+
+class CommitOffset(PartitionOffset):
+    metadata: str | None = None
+
+
+class CommitOffsets(_Body):
+    offsets: list[CommitOffset]
+
+
+# -- plumbing -----------------------------------------------------------------------
+
+
+def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
+    """The broker's instance manager, made on first use; closed when the process exits."""
+    manager: ConsumerInstances | None = getattr(request.app.state, "rest_consumers", None)
+    if manager is None:
+        url = broker.settings.url
+
+        def factory(group: str, config: InstanceConfig) -> Consumer:
+            return Consumer(
+                url,
+                group_id=group,
+                client_id=f"rest-proxy-{broker.settings.broker_id}",
+                auto_offset_reset=config.auto_offset_reset,
+                enable_auto_commit=config.auto_commit_enable,
+                max_poll_interval_ms=config.instance_timeout_ms,
+            )
+
+        manager = ConsumerInstances(factory)
+        request.app.state.rest_consumers = manager
+        atexit.register(manager.close)
+    return manager
+
+
+Instances = Annotated[ConsumerInstances, Depends(_instances)]
+
+
+def _group(group: str) -> str:
+    try:
+        return validate_group_id(group)
+    except InvalidGroupIdError as exc:
+        raise V2Failure(422, INVALID_GROUP, exc.message) from None
+
+
+def _instance(instances: ConsumerInstances, group: str, name: str) -> ConsumerInstance:
+    try:
+        return instances.get(_group(group), name)
+    except InstanceNotFound as exc:
+        raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
+
+
+async def _run(instances: ConsumerInstances, instance: ConsumerInstance, fn: Any) -> Any:
+    """Run on the instance; the consumer's state errors become v2 answers."""
+    try:
+        return await instances.run(instance, fn)
+    except InstanceNotFound as exc:
+        raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
+    except RuntimeError as exc:  # assign/subscribe conflict: Kafka's IllegalStateException
+        raise V2Failure(409, ILLEGAL_STATE, f"Illegal state: {exc}") from None
+    except ValueError as exc:  # e.g. seeking a partition not assigned to this instance
+        raise V2Failure(409, ILLEGAL_STATE, f"Illegal state: {exc}") from None
+    except InvalidGroupIdError as exc:
+        raise V2Failure(422, INVALID_GROUP, exc.message) from None
+    except LakelogError as exc:
+        raise from_lakelog(exc) from None
+
+
+async def _parse(
+    request: Request, broker: Broker, model: type[Any], *, empty_ok: bool = False
+) -> Any:
+    raw = await read_body(request, broker.settings.max_request_bytes)
+    if not raw.strip():
+        if empty_ok:
+            return None
+        raise V2Failure(422, 422, f"a JSON body ({model.__name__}) is required")
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise V2Failure(400, 400, f"Malformed JSON: {exc}") from None
+    try:
+        return model.model_validate(decoded)
+    except ValidationError as exc:
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
+        )
+        raise V2Failure(422, 422, message[:2000]) from None
+
+
+def _int_option(name: str, value: str | int | None, default: int | None, low: int) -> int | None:
+    if value is None:
+        return default
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit() or int(text) < low:
+        raise V2Failure(422, 422, f"{name} must be an integer >= {low}, got {value!r}")
+    return int(text)
+
+
+def instance_config(body: CreateConsumer) -> InstanceConfig:
+    """The create body checked; every bad value is named in a 422 answer."""
+    fmt = body.format.lower()
+    if fmt not in FORMAT_TYPES:
+        raise V2Failure(
+            422,
+            422,
+            f"format {body.format!r} is not supported: use binary or json "
+            "(avro, protobuf and jsonschema need a schema registry)",
+        )
+    reset = (body.auto_offset_reset or "latest").lower()
+    reset = {"smallest": "earliest", "largest": "latest"}.get(reset, reset)
+    if reset not in ("earliest", "latest", "none"):
+        raise V2Failure(
+            422, 422, f"auto.offset.reset must be earliest, latest or none, got {reset!r}"
+        )
+    commit = body.auto_commit_enable
+    if isinstance(commit, str):
+        if commit.lower() not in ("true", "false"):
+            raise V2Failure(422, 422, f"auto.commit.enable must be true or false, got {commit!r}")
+        commit = commit.lower() == "true"
+    min_bytes = _int_option("fetch.min.bytes", body.fetch_min_bytes, None, -1)
+    request_timeout = _int_option(
+        "consumer.request.timeout.ms", body.consumer_request_timeout_ms, 1_000, 0
+    )
+    instance_timeout = _int_option(
+        "consumer.instance.timeout.ms", body.consumer_instance_timeout_ms, 300_000, 1_000
+    )
+    assert request_timeout is not None and instance_timeout is not None
+    return InstanceConfig(
+        format="json" if fmt == "json" else "binary",
+        auto_offset_reset=reset,  # type: ignore[arg-type]
+        auto_commit_enable=bool(commit),
+        fetch_min_bytes=None if min_bytes is None or min_bytes < 0 else min_bytes,
+        request_timeout_ms=request_timeout,
+        instance_timeout_ms=instance_timeout,
+    )
+
+
+def _tps(items: list[V2TopicPartition]) -> list[TopicPartition]:
+    return [TopicPartition(i.topic, i.partition) for i in items]
+
+
+def _json(body: dict[str, Any]) -> Response:
+    return V2JSONResponse(body)
+
+
+def _no_content() -> Response:
+    return Response(status_code=204, media_type=V2_JSON)
+
+
+# -- instances ----------------------------------------------------------------------
+
+
+@router.post("/consumers/{group}", summary="Create a consumer instance in a group")
+async def create_instance(
+    group: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    group = _group(group)
+    body: CreateConsumer = await _parse(request, broker, CreateConsumer)
+    if body.name is not None and not _NAME.fullmatch(body.name):
+        raise V2Failure(422, 422, f"name {body.name!r} must be 1-249 characters of [a-zA-Z0-9._-]")
+    config = instance_config(body)
+    try:
+        instance = await instances.create(group, body.name, config)
+    except InstanceExists as exc:
+        raise V2Failure(409, INSTANCE_EXISTS, str(exc)) from None
+    except LakelogError as exc:
+        raise from_lakelog(exc) from None
+    base = str(request.base_url).rstrip("/")
+    return _json(
+        {
+            "instance_id": instance.name,
+            "base_uri": f"{base}/consumers/{group}/instances/{instance.name}",
+        }
+    )
+
+
+@router.delete(
+    "/consumers/{group}/instances/{instance}",
+    status_code=204,
+    summary="Close an instance (commits if auto-commit is on, leaves the group)",
+)
+async def delete_instance(group: str, instance: str, instances: Instances) -> Response:
+    _instance(instances, group, instance)
+    try:
+        await instances.delete(group, instance)
+    except InstanceNotFound as exc:
+        raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
+    return _no_content()
+
+
+# -- subscription and assignment ------------------------------------------------------
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/subscription",
+    status_code=204,
+    summary="Subscribe to topics or a topic pattern",
+)
+async def subscribe(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: Subscription = await _parse(request, broker, Subscription)
+    if (body.topics is None) == (body.topic_pattern is None):
+        raise V2Failure(422, 422, "give either topics or topic_pattern")
+    if body.topics is not None:
+        if not body.topics or any(not t for t in body.topics):
+            raise V2Failure(422, 422, "topics must be a non-empty list of topic names")
+        topics = list(body.topics)
+        await _run(instances, target, lambda c: c.subscribe(topics))
+    else:
+        assert body.topic_pattern is not None
+        try:
+            pattern = re.compile(body.topic_pattern)
+        except re.error as exc:
+            raise V2Failure(422, 422, f"topic_pattern is not a valid regex: {exc}") from None
+        await _run(instances, target, lambda c: c.subscribe(pattern=pattern))
+    return _no_content()
+
+
+@router.get("/consumers/{group}/instances/{instance}/subscription", summary="Subscribed topics")
+async def get_subscription(group: str, instance: str, instances: Instances) -> Response:
+    target = _instance(instances, group, instance)
+    topics = await _run(instances, target, lambda c: sorted(c.subscription()))
+    return _json({"topics": topics})
+
+
+@router.delete(
+    "/consumers/{group}/instances/{instance}/subscription",
+    status_code=204,
+    summary="Unsubscribe (leave the group)",
+)
+async def unsubscribe(group: str, instance: str, instances: Instances) -> Response:
+    target = _instance(instances, group, instance)
+    await _run(instances, target, lambda c: c.unsubscribe())
+    return _no_content()
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/assignments",
+    status_code=204,
+    summary="Assign partitions manually",
+)
+async def assign(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: Partitions = await _parse(request, broker, Partitions)
+    partitions = _tps(body.partitions)
+    await _run(instances, target, lambda c: c.assign(partitions))
+    return _no_content()
+
+
+@router.get("/consumers/{group}/instances/{instance}/assignments", summary="Assigned partitions")
+async def get_assignments(group: str, instance: str, instances: Instances) -> Response:
+    target = _instance(instances, group, instance)
+    assigned = await _run(instances, target, lambda c: sorted(c.assignment()))
+    return _json(
+        {"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in assigned]}
+    )
+
+
+# -- positions ------------------------------------------------------------------------
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/positions",
+    status_code=204,
+    summary="Seek partitions to offsets",
+)
+async def seek(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: Positions = await _parse(request, broker, Positions)
+
+    def apply(consumer: Consumer) -> None:
+        for item in body.offsets:
+            consumer.seek(TopicPartition(item.topic, item.partition), item.offset)
+
+    await _run(instances, target, apply)
+    return _no_content()
+
+
+async def _seek_to(
+    where: Literal["beginning", "end"],
+    group: str,
+    instance: str,
+    request: Request,
+    broker: Broker,
+    instances: ConsumerInstances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: Partitions = await _parse(request, broker, Partitions)
+    partitions = _tps(body.partitions)
+    if not partitions:
+        raise V2Failure(422, 422, "partitions must name at least one partition")
+
+    def apply(consumer: Consumer) -> None:
+        assigned = consumer.assignment()
+        missing = [str(tp) for tp in partitions if tp not in assigned]
+        if missing:
+            raise ValueError(f"partitions {', '.join(missing)} are not assigned to this instance")
+        if where == "beginning":
+            consumer.seek_to_beginning(*partitions)
+        else:
+            consumer.seek_to_end(*partitions)
+
+    await _run(instances, target, apply)
+    return _no_content()
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/positions/beginning",
+    status_code=204,
+    summary="Seek partitions to their first offset",
+)
+async def seek_to_beginning(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    return await _seek_to("beginning", group, instance, request, broker, instances)
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/positions/end",
+    status_code=204,
+    summary="Seek partitions to their end",
+)
+async def seek_to_end(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    return await _seek_to("end", group, instance, request, broker, instances)
+
+
+# -- records --------------------------------------------------------------------------
+
+
+def _accepts(request: Request, content_type: str) -> bool:
+    accept = request.headers.get("accept", "")
+    if not accept.strip():
+        return True
+    kinds = [a.split(";")[0].strip().lower() for a in accept.split(",")]
+    return any(k in ("*/*", "application/*", content_type) for k in kinds)
+
+
+def _size(record: ConsumerRecord) -> int:
+    return len(record.key or b"") + len(record.value or b"")
+
+
+def read_records(
+    consumer: Consumer, timeout_ms: int, max_bytes: int | None, min_bytes: int | None
+) -> list[ConsumerRecord]:
+    """Poll until records (``min_bytes`` of them if set) or the timeout; keep to ``max_bytes``.
+
+    Records polled but not returned (over ``max_bytes``) are sought back to,
+    so the next request starts with them: nothing polled is skipped.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    out: list[ConsumerRecord] = []
+    size = 0
+    while True:
+        remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+        for records in consumer.poll(remaining).values():
+            out.extend(records)
+            size += sum(_size(r) for r in records)
+        enough = size >= min_bytes if min_bytes else bool(out)
+        if enough or remaining <= 0:
+            break
+    if max_bytes is None:
+        return out
+    kept: list[ConsumerRecord] = []
+    used = 0
+    rewind: dict[TopicPartition, int] = {}
+    for record in out:
+        tp = TopicPartition(record.topic, record.partition)
+        if tp in rewind or (kept and used + _size(record) > max_bytes):
+            rewind.setdefault(tp, record.offset)
+            continue
+        kept.append(record)
+        used += _size(record)
+    for tp, offset in rewind.items():
+        consumer.seek(tp, offset)
+    return kept
+
+
+def _embedded(data: bytes | None, fmt: str, where: str) -> Any:
+    if data is None:
+        return None
+    if fmt == "binary":
+        return base64.b64encode(data).decode("ascii")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where} is not JSON ({exc}); read it with a binary instance") from None
+
+
+@router.get("/consumers/{group}/instances/{instance}/records", summary="Fetch records")
+async def get_records(
+    group: str,
+    instance: str,
+    request: Request,
+    instances: Instances,
+    timeout: Annotated[int | None, Query(ge=0, le=300_000)] = None,
+    max_bytes: Annotated[int | None, Query(ge=1)] = None,
+) -> Response:
+    target = _instance(instances, group, instance)
+    fmt = target.config.format
+    content_type = FORMAT_TYPES[fmt]
+    if not _accepts(request, content_type):
+        raise V2Failure(
+            406,
+            NOT_ACCEPTABLE,
+            f"Consumer format does not match the embedded format requested by the Accept "
+            f"header: the instance reads {fmt}, send Accept: {content_type}",
+        )
+    wait_ms = target.config.request_timeout_ms if timeout is None else timeout
+
+    def fetch(consumer: Consumer) -> list[dict[str, Any]]:
+        records = read_records(consumer, wait_ms, max_bytes, target.config.fetch_min_bytes)
+        out = []
+        for i, r in enumerate(records):
+            where = f"record {r.topic}-{r.partition}@{r.offset}"
+            try:
+                key = _embedded(r.key, fmt, f"the key of {where}")
+                value = _embedded(r.value, fmt, f"the value of {where}")
+            except ValueError as exc:
+                for later in records[i:]:  # re-deliver from the bad record on
+                    tp = TopicPartition(later.topic, later.partition)
+                    if consumer.position(tp) > later.offset:
+                        consumer.seek(tp, later.offset)
+                raise _Undecodable(str(exc)) from None
+            out.append(
+                {
+                    "topic": r.topic,
+                    "key": key,
+                    "value": value,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                }
+            )
+        return out
+
+    try:
+        body = await _run(instances, target, fetch)
+    except _Undecodable as exc:
+        raise V2Failure(500, 50002, f"Kafka error: {exc}") from None
+    return Response(json.dumps(body), media_type=content_type)
+
+
+class _Undecodable(Exception):
+    """A record an instance of format json cannot decode."""
+
+
+# -- offsets --------------------------------------------------------------------------
+
+
+@router.post("/consumers/{group}/instances/{instance}/offsets", summary="Commit offsets")
+async def commit_offsets(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: CommitOffsets | None = await _parse(request, broker, CommitOffsets, empty_ok=True)
+    if body is None or not body.offsets:
+        await _run(instances, target, lambda c: c.commit())
+    else:
+        offsets = {
+            TopicPartition(o.topic, o.partition): OffsetAndMetadata(o.offset + 1, o.metadata or "")
+            for o in body.offsets
+        }
+        await _run(instances, target, lambda c: c.commit(offsets))
+    return Response(status_code=200, media_type=V2_JSON)
+
+
+@router.get("/consumers/{group}/instances/{instance}/offsets", summary="Committed offsets")
+async def get_offsets(
+    group: str,
+    instance: str,
+    request: Request,
+    broker: BrokerDep,
+    instances: Instances,
+) -> Response:
+    target = _instance(instances, group, instance)
+    body: Partitions = await _parse(request, broker, Partitions)
+    partitions = _tps(body.partitions)
+    found = await _run(instances, target, lambda c: c.committed(partitions))
+    return _json(
+        {
+            "offsets": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "offset": om.offset,
+                    "metadata": om.metadata,
+                }
+                for tp, om in found.items()
+                if om is not None
+            ]
+        }
+    )

@@ -1,0 +1,222 @@
+"""HTTP administration of ACLs and client quotas: ``/v1/acls``, ``/v1/quotas``, ``/v1/whoami``.
+
+Changes are written to the storage root (so every broker enforces them) and
+this broker re-reads them at once; other brokers follow within
+``acl_refresh_ms``. The routes are protected like all others through
+``route_acls``: describing needs CLUSTER DESCRIBE, changing CLUSTER ALTER.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakelog.errors import InvalidRequestError, SecurityDisabledError
+from lakelog.security.acl import (
+    AclBinding,
+    AclFilter,
+    parse_operation,
+    parse_pattern_type,
+    parse_permission,
+    parse_resource_type,
+    validate_principal,
+)
+from lakelog.security.quota import QuotaEntity, QuotaKind, encode_quotas, parse_limits
+from server.http import ERROR_RESPONSES
+from server.security.enforce import identity_of
+from server.security.state import BrokerSecurity
+
+router = APIRouter(prefix="/v1", tags=["security"], responses=ERROR_RESPONSES)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AclIn(_Strict):
+    resource_type: str = Field(description="TOPIC, GROUP or CLUSTER")
+    resource_name: str = Field(description="Name, prefix, or * (LITERAL only)")
+    pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED")
+    principal: str = Field(description="Kafka principal, e.g. User:alice or User:*")
+    host: str = "*"
+    operation: str = Field(description="READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE or ALL")
+    permission: str = Field("ALLOW", description="ALLOW or DENY")
+
+
+class CreateAclsRequest(_Strict):
+    acls: list[AclIn] = Field(min_length=1)
+
+
+class AclOut(BaseModel):
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+class AclList(BaseModel):
+    acls: list[AclOut]
+
+
+class QuotaEntityIn(_Strict):
+    user: str | None = Field(None, description="User name, or <default>")
+    client_id: str | None = Field(None, description="Client id, or <default>")
+
+
+class AlterQuotasRequest(_Strict):
+    entity: QuotaEntityIn
+    set: dict[str, float] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+
+
+class QuotaOut(BaseModel):
+    user: str | None
+    client_id: str | None
+    quotas: dict[str, float]
+
+
+class QuotaList(BaseModel):
+    quotas: list[QuotaOut]
+
+
+class WhoAmI(BaseModel):
+    principal: str
+    method: str
+
+
+def _security(request: Request) -> BrokerSecurity:
+    security: BrokerSecurity = request.app.state.security
+    return security
+
+
+def _out(bindings: list[AclBinding]) -> AclList:
+    return AclList(acls=[AclOut(**b.to_json()) for b in bindings])
+
+
+def acl_filter(
+    resource_type: str | None,
+    resource_name: str | None,
+    pattern_type: str | None,
+    principal: str | None,
+    host: str | None,
+    operation: str | None,
+    permission: str | None,
+) -> AclFilter:
+    """Query parameters as a filter; ``ANY`` (or absence) matches everything."""
+
+    def given(value: str | None) -> str | None:
+        return None if value is None or value.strip().upper() == "ANY" else value
+
+    return AclFilter(
+        resource_type=parse_resource_type(v) if (v := given(resource_type)) else None,
+        resource_name=resource_name,
+        pattern_type=parse_pattern_type(v) if (v := given(pattern_type)) else None,
+        principal=validate_principal(principal) if principal else None,
+        host=host,
+        operation=parse_operation(v) if (v := given(operation)) else None,
+        permission=parse_permission(v) if (v := given(permission)) else None,
+    )
+
+
+Q = Annotated[str | None, Query()]
+
+
+@router.get("/acls", response_model=AclList, summary="List ACL bindings matching the filter")
+def list_acls(
+    request: Request,
+    resource_type: Q = None,
+    resource_name: Q = None,
+    pattern_type: Q = None,
+    principal: Q = None,
+    host: Q = None,
+    operation: Q = None,
+    permission: Q = None,
+) -> AclList:
+    security = _security(request)
+    security.refresh()
+    chosen = acl_filter(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    )
+    return _out(sorted(b for b in security.acls if chosen.matches(b)))
+
+
+@router.post("/acls", response_model=AclList, status_code=201, summary="Add ACL bindings")
+def create_acls(body: CreateAclsRequest, request: Request) -> AclList:
+    security = _security(request)
+    bindings = [AclBinding.from_json(a.model_dump()) for a in body.acls]
+    added = security.acl_store.add(bindings)
+    security.refresh()
+    return _out(added)
+
+
+@router.delete("/acls", response_model=AclList, summary="Delete ACL bindings matching the filter")
+def delete_acls(
+    request: Request,
+    resource_type: Q = None,
+    resource_name: Q = None,
+    pattern_type: Q = None,
+    principal: Q = None,
+    host: Q = None,
+    operation: Q = None,
+    permission: Q = None,
+) -> AclList:
+    given = [resource_type, resource_name, pattern_type, principal, host, operation, permission]
+    if all(v is None for v in given):
+        raise InvalidRequestError(
+            "deleting ACLs needs at least one filter (resource_type, resource_name, "
+            "pattern_type, principal, host, operation, permission)"
+        )
+    security = _security(request)
+    removed = security.acl_store.remove([acl_filter(*given)])
+    security.refresh()
+    return _out(removed)
+
+
+def _quota_out(items: list[dict[str, Any]]) -> QuotaList:
+    return QuotaList(quotas=[QuotaOut(**item) for item in items])
+
+
+@router.get("/quotas", response_model=QuotaList, summary="Client quota overrides")
+def list_quotas(request: Request, user: Q = None, client_id: Q = None) -> QuotaList:
+    security = _security(request)
+    security.refresh()
+    items = encode_quotas(security.quotas.overrides)
+    chosen = [
+        i
+        for i in items
+        if (user is None or i["user"] == user)
+        and (client_id is None or i["client_id"] == client_id)
+    ]
+    return _quota_out(chosen)
+
+
+@router.patch("/quotas", response_model=QuotaOut, summary="Set/remove one entity's quotas")
+def alter_quotas(body: AlterQuotasRequest, request: Request) -> QuotaOut:
+    security = _security(request)
+    entity = QuotaEntity(body.entity.user, body.entity.client_id).check()
+    limits = parse_limits(body.set)
+    delete = [parse_limits({name: 1}).popitem()[0] for name in body.delete]
+    after = security.quota_store.alter(entity, limits, delete)
+    security.refresh()
+    return QuotaOut(
+        user=entity.user,
+        client_id=entity.client_id,
+        quotas={k.value: v for k, v in sorted(after.items())},
+    )
+
+
+@router.get("/whoami", response_model=WhoAmI, summary="The principal this request authenticated as")
+def whoami(request: Request) -> WhoAmI:
+    security = _security(request)
+    if not security.enabled:
+        raise SecurityDisabledError("authentication is off on this broker (auth_mode=none)")
+    identity = identity_of(request)
+    return WhoAmI(principal=identity.principal, method=identity.method)
+
+
+__all__ = ["QuotaKind", "router"]

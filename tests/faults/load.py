@@ -1,0 +1,64 @@
+"""Producer load shared by the fault tests: a thread sending unique values into a ledger."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from lakelog.client import Producer
+from tests.faults.ledger import Ledger
+
+
+class ProducerLoad:
+    """Sends ``<prefix>-<n>`` values through a real ``Producer`` until stopped."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        ledger: Ledger,
+        prefix: str = "v",
+        max_outstanding: int = 2_000,
+    ) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.ledger = ledger
+        self.prefix = prefix
+        self.count = 0
+        self.max_outstanding = max_outstanding
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = f"{self.prefix}-{self.count}".encode()
+            key = f"k{self.count % 17}".encode()
+            self.ledger.sent(value, self.producer.send(self.topic, value, key=key))
+            self.count += 1
+            # A steady stream, not a flood of futures the test could never settle.
+            while self.count - self.ledger.delivered > self.max_outstanding:
+                if self._stop.wait(0.005):
+                    return
+
+    def __enter__(self) -> ProducerLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    what: str,
+    timeout_s: float = 60,
+    state: Callable[[], str] = str,
+) -> None:
+    """Poll ``condition``; the timeout only turns a hang into a failure, it times nothing."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} {state()}")
+        time.sleep(0.02)

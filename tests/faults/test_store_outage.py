@@ -1,0 +1,74 @@
+"""The object store unreachable for a while: retriable errors, recovery without restart.
+
+The broker reaches moto through a TCP proxy; stopping the proxy makes the
+store refuse and reset connections (moto itself keeps running, so no stored
+object is lost, as with a real store's outage). During the outage a produce
+gets a retriable error (503 KAFKA_STORAGE_ERROR or a timeout), the idempotent
+producer keeps retrying, and once the store is back the same broker process
+commits again. Nothing acknowledged is lost, nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from lakelog.client import AdminClient, Producer
+from tests.faults.conftest import ProxiedRoot
+from tests.faults.ledger import Ledger, check
+from tests.faults.load import ProducerLoad, wait_for
+from tests.fixtures.brokers import BrokerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
+
+OUTAGE_S = 4.0
+
+
+def test_store_outage_gives_retriable_errors_and_the_broker_recovers(
+    proxied_root: ProxiedRoot, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    root, proxy = proxied_root.root, proxied_root.proxy
+    broker = start_broker(root, linger_ms=2, max_block_ms=500, **proxied_root.broker_settings)
+    pid = broker.process.pid
+    with AdminClient(broker.url) as admin:
+        admin.create_topic("outage", 2)
+    ledger = Ledger()
+    producer = Producer(
+        broker.url,
+        enable_idempotence=True,
+        linger_ms=2,
+        request_timeout_ms=10_000,
+        retry_backoff_ms=50,
+        delivery_timeout_ms=90_000,
+    )
+    with ProducerLoad(producer, "outage", ledger, max_outstanding=500) as load:
+        wait_for(lambda: ledger.delivered >= 300, "records delivered before the outage")
+        proxy.stop()
+        before = ledger.delivered
+        # A request of its own shows what a client sees while the store is down.
+        with httpx.Client(base_url=broker.url, timeout=60) as http:
+            answer = http.post(
+                "/v1/topics/outage/records",
+                json={"records": [{"value": "during-outage"}]},
+            )
+        if answer.status_code != 200:
+            ledger.failed(b"during-outage", "probe")
+        time.sleep(OUTAGE_S)
+        stalled = ledger.delivered - before
+        proxy.start()
+        after = ledger.delivered + 300
+        wait_for(lambda: ledger.delivered >= after, "records delivered after the outage")
+        sent = load.count
+    producer.flush(timeout=120)
+    producer.close()
+    print(f"outage probe: HTTP {answer.status_code} {answer.text[:200]}")
+    print(f"settled during the outage: {stalled}; producer errors: {dict(ledger.errors)}")
+    assert answer.status_code in (503, 408, 504), answer.text
+    body = answer.json()
+    assert body["retriable"] is True, body
+    assert broker.process.poll() is None and broker.process.pid == pid, "broker restarted"
+    assert sent > after
+    check("store-outage", root, "outage", ledger, idempotent=True)

@@ -1,0 +1,169 @@
+"""The notebooks in notebooks/ run, cell by cell, against a real broker and local Spark.
+
+Each notebook is executed with nbclient in a fresh ``python3`` kernel whose
+spec is written here to run *this* interpreter (the venv's), so the kernel
+sees the same installed packages as the tests whatever kernels the machine
+has. The broker is a real uvicorn subprocess (``start_broker``); the
+notebooks find it, and the storage root Spark reads, through
+``LAKELOG_BROKER_URL`` and ``LAKELOG_ROOT``, exactly as a user points them at
+``bash scripts/dev.sh run``. Any failing cell fails its test with the cell's
+traceback. All notebook tests live in this one module so their kernels (and
+the JVMs of the Spark notebooks) never overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+from ipykernel.kernelspec import write_kernel_spec
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell, new_notebook
+
+from tests.fixtures.brokers import PROJECT, BrokerProcess
+from tests.fixtures.roots import RootSpec
+
+NOTEBOOKS = PROJECT / "notebooks"
+EXPECTED = {"quickstart", "analytics", "compaction", "streaming"}
+
+#: JVM flags that start Spark in a third of the time (short runs; see compaction/spark_session.py).
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.fixture
+def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A ``python3`` kernelspec running this interpreter, found first through JUPYTER_PATH."""
+    data_dir = tmp_path / "jupyter"
+    write_kernel_spec(data_dir / "kernels" / "python3")
+    monkeypatch.setenv("JUPYTER_PATH", str(data_dir))
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert spec.argv[0] == sys.executable, spec.argv
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PROJECT)
+    env["LAKELOG_SPARK_DRIVER_JAVA_OPTIONS"] = FAST_JVM
+    return env
+
+
+def read_notebook(path: Path) -> NotebookNode:
+    nb: NotebookNode = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+    return nb
+
+
+def execute(name: str, env: dict[str, str]) -> NotebookNode:
+    """Run every cell of ``notebooks/<name>.ipynb`` in a new kernel, in the notebooks folder."""
+    nb = read_notebook(NOTEBOOKS / f"{name}.ipynb")
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=420,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    client.execute(env=env)
+    return nb
+
+
+def outputs(nb: NotebookNode) -> list[NotebookNode]:
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+
+
+def text_of(nb: NotebookNode) -> str:
+    return "".join(out.get("text", "") for out in outputs(nb) if out.output_type == "stream")
+
+
+def images(nb: NotebookNode) -> int:
+    return sum("image/png" in out.get("data", {}) for out in outputs(nb))
+
+
+# -- static checks -----------------------------------------------------------
+
+
+def test_every_notebook_is_committed_without_outputs() -> None:
+    found = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
+    assert found >= EXPECTED
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = read_notebook(path)
+        nbformat.validate(nb)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                assert cell.outputs == [], f"{path.name} cell {i} has outputs: strip them"
+                assert cell.execution_count is None, f"{path.name} cell {i} has a count"
+        assert nb.metadata.get("kernelspec", {}).get("name") == "python3", path.name
+
+
+def test_a_failing_cell_fails_execution(kernel_env: dict[str, str]) -> None:
+    cells = [new_code_cell("x = 1"), new_code_cell("raise ValueError('broken')")]  # type: ignore[no-untyped-call]
+    nb = new_notebook(cells=cells)  # type: ignore[no-untyped-call]
+    client = NotebookClient(nb, kernel_name="python3", timeout=120)
+    with pytest.raises(CellExecutionError, match="broken"):
+        client.execute(env=kernel_env)
+
+
+# -- executed against a broker -----------------------------------------------
+
+
+def test_quickstart_runs_against_a_broker_twice(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> None:
+    """Only the broker URL is set (the README broker is the default); reruns reuse the topic."""
+    broker = start_broker(RootSpec(str(tmp_path / "root")))
+    env = {**kernel_env, "LAKELOG_BROKER_URL": broker.url}
+    env.pop("LAKELOG_ROOT", None)
+    first = text_of(execute("quickstart", env))
+    assert "created quickstart-events" in first
+    assert "12 records read" in first
+    second = text_of(execute("quickstart", env))
+    assert "already exists; reusing it" in second
+    assert "24 records read" in second
+
+
+def _cluster_env(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> dict[str, str]:
+    root = tmp_path / "root"
+    broker = start_broker(RootSpec(str(root)))
+    return {**kernel_env, "LAKELOG_BROKER_URL": broker.url, "LAKELOG_ROOT": str(root)}
+
+
+@pytest.mark.timeout(900)
+def test_analytics_notebook(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> None:
+    nb = execute("analytics", _cluster_env(start_broker, tmp_path, kernel_env))
+    assert images(nb) == 1
+
+
+@pytest.mark.timeout(900)
+def test_compaction_notebook(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> None:
+    nb = execute("compaction", _cluster_env(start_broker, tmp_path, kernel_env))
+    text = text_of(nb)
+    assert "latest values preserved for 25 keys" in text
+    assert images(nb) == 1
+
+
+@pytest.mark.timeout(900)
+def test_streaming_notebook(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> None:
+    nb = execute("streaming", _cluster_env(start_broker, tmp_path, kernel_env))
+    assert "word counts match what was produced" in text_of(nb)
+    assert images(nb) == 1
+
+
+def test_notebooks_leave_nothing_in_their_folder() -> None:
+    """Kernels run in notebooks/; nothing (spark-warehouse, checkpoints, data) may be left there."""
+    allowed = {".ipynb", ".md"}
+    stray = [
+        p.name
+        for p in NOTEBOOKS.iterdir()
+        if p.suffix not in allowed and p.name not in {".ipynb_checkpoints", "__pycache__"}
+    ]
+    assert stray == []
