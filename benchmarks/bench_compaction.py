@@ -214,7 +214,8 @@ def bench_size(
         for round_no in range(-1 if warmup else 0, cfg.rounds):  # round -1: untimed warm-up
             shift = round_no % len(names)
             for name in names[shift:] + names[:shift]:
-                progress(f"{records:,} records: {name} round {round_no + 1}/{cfg.rounds}")
+                which = "warm-up" if round_no < 0 else f"round {round_no + 1}/{cfg.rounds}"
+                progress(f"{records:,} records: {name} {which}")
                 with scratch_dir(workdir, "compaction-copy") as copy:
                     shutil.copytree(source, copy, dirs_exist_ok=True)
                     with Stopwatch() as sw:

@@ -221,6 +221,8 @@ def _line_panels(
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # Ticks exactly at the measured sizes, labelled in full (log ticks would hide them).
+        ax.set_xticks(sorted({x for points in series.values() for x, _ in points}))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(panel, fontsize=9)

@@ -24,13 +24,14 @@ from lakelog.delta.state import TableState
 from lakelog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidTopicError,
     KafkaStorageError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from lakelog.records import DELTA_SCHEMA_STRING
 from lakelog.storage import S3Settings, Storage, join, open_storage
-from lakelog.topic_config import TopicConfig, validate_topic_name
+from lakelog.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_name
 from lakelog.topic_log import (
     CONFIG_PARTITIONS,
     ENGINE,
@@ -292,7 +293,13 @@ class Catalog:
         return topic_log.num_partitions
 
     def delete_topic(self, name: str) -> None:
-        """Remove a topic: its pointer first (it is gone at once), then its files."""
+        """Remove a topic: its pointer first (it is gone at once), then its files.
+
+        Internal topics are refused, as Kafka refuses to delete
+        ``__consumer_offsets``: every group's committed offsets live there.
+        """
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"topic {name!r} is an internal topic and cannot be deleted")
         pointer = self._read_pointer(name)
         self.storage.delete(self._pointer_path(name))
         with self._lock:

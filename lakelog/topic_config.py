@@ -24,6 +24,11 @@ INTERNAL_TOPIC_PREFIX = "__"
 
 LONG_MAX = 2**63 - 1
 
+#: Kafka's internal topic of committed consumer-group offsets (see lakelog.groups).
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+#: Topics lakelog itself depends on: they can be described and altered, never deleted.
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC})
+
 
 def validate_topic_name(name: object) -> str:
     """Kafka's topic-name rules; also what keeps names safe as storage path segments."""

@@ -109,7 +109,7 @@ class AppendResult:
     answering with per-partition base offsets (``batches``) never needs them.
     """
 
-    __slots__ = ("_partitions", "_offsets", "_timestamps_ms", "batches", "version", "duplicate")
+    __slots__ = ("_offsets", "_partitions", "_timestamps_ms", "batches", "duplicate", "version")
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from typing import Any
 from lakelog.cli.common import add_bootstrap, bootstrap_urls
 from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
 from lakelog.client.structs import TopicPartition
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import GroupIdNotFoundError, InvalidRequestError
 
 #: --reset-offsets scenarios: option -> (key in the request's ``to``, how to read the value)
 SCENARIOS: dict[str, str] = {
@@ -71,9 +71,12 @@ def run(args: argparse.Namespace) -> int:
         groups = _groups(args, admin)
         if args.describe:
             for i, group in enumerate(groups):
+                described = admin.describe_group(group)
+                if described.state == "Dead":  # no members, offsets nor generation
+                    raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
                 if i:
                     print()
-                print(describe(admin.describe_group(group), args))
+                print(describe(described, args))
         elif args.delete:
             for group in groups:
                 admin.delete_group(group)
@@ -157,7 +160,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def describe(d: GroupDescription, args: argparse.Namespace) -> str:
     lines: list[str] = []
-    if not d.members and d.state not in ("Dead",):
+    if not d.members:
         lines.append(f"Consumer group '{d.group_id}' has no active members.\n")
     if args.state:
         coordinator = (

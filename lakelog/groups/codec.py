@@ -15,8 +15,9 @@ from typing import NamedTuple
 
 from lakelog.errors import CorruptRecordError
 from lakelog.partitioner import murmur2, to_positive
+from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = CONSUMER_OFFSETS_TOPIC
 OFFSETS_TABLE = "_consumer_offsets"
 DEFAULT_OFFSETS_PARTITIONS = 50
 

@@ -275,8 +275,16 @@ async def reset_offsets(
         topics[entry.topic] = sorted(set(entry.partitions)) if entry.partitions else None
     if not topics and not body.all_topics:
         raise InvalidRequestError("name the topics to reset, or set all_topics")
+    if body.execute:
+        for topic in sorted(topics):
+            authorize(request, "TOPIC", topic, "READ")  # as Kafka's AlterConsumerGroupOffsets
     if (relayed := await groups.route(request, group)) is not None:
         return relayed
+    if body.execute and body.all_topics:
+        # The topics are the group's own: known only here, so plan first, check, then store.
+        planned = await groups.coordinator.reset(group, spec, topics, True, False)
+        for topic in sorted({r.tp.topic for r in planned}):
+            authorize(request, "TOPIC", topic, "READ")
     rows = await groups.coordinator.reset(group, spec, topics, body.all_topics, body.execute)
     return ResetOffsetsResponse(
         group_id=group,

@@ -235,3 +235,14 @@ def test_kafka_consumer_group_tutorial(
     lakelog(env, "consumer-groups", "--bootstrap-server", server, "--delete", "--group", "B")
     listed = lakelog(env, "consumer-groups", "--bootstrap-server", server, "--list").stdout
     assert listed.split() == ["A"]
+    gone = lakelog(
+        env,
+        "consumer-groups",
+        "--bootstrap-server",
+        server,
+        "--describe",
+        "--group",
+        "B",
+        check=False,
+    )
+    assert gone.returncode == 1 and "Consumer group 'B' does not exist." in gone.stderr

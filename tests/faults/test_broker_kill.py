@@ -69,7 +69,15 @@ def test_kill_brokers_at_random_points(
             brokers = [b for b in brokers if b is not victim]
             brokers.append(start_broker(root, **settings))
         after_kills = ledger.delivered + 300
-        wait_for(lambda: ledger.delivered >= after_kills, "records delivered after the kills")
+        wait_for(
+            lambda: ledger.delivered >= after_kills,
+            "records delivered after the kills",
+            timeout_s=120,
+            state=lambda: (
+                f"(sent {load.count}, delivered {ledger.delivered}, brokers "
+                f"{connection.brokers}, current {connection.current}, alive {[b.url for b in brokers]})"
+            ),
+        )
     producer.flush(timeout=120)
     producer.close()
     connection.close()

@@ -153,3 +153,10 @@ def test_unknown_topic(catalog: Catalog) -> None:
         catalog.describe_topic("missing")
     assert info.value.code == 3
     assert "missing" in info.value.message
+
+
+def test_internal_topic_cannot_be_deleted(catalog: Catalog) -> None:
+    catalog.create_topic("__consumer_offsets", partitions=1)
+    with pytest.raises(InvalidTopicError, match="internal topic"):
+        catalog.delete_topic("__consumer_offsets")
+    assert "__consumer_offsets" in catalog.list_topics()

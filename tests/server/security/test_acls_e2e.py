@@ -104,6 +104,17 @@ def test_write_read_and_group_acls(start_broker: StartBroker, tmp_path: Path) ->
     assert commit(broker, "User:alice", "analytics", "orders-eu") == 30
     assert commit(broker, "User:carol", "analytics", "orders-eu") == 29
 
+    # so does executing a reset: named topics, and the group's own with all_topics
+    for principal, expected in (("User:carol", 403), ("User:bob", 200)):
+        for selection in ({"topics": [{"topic": "orders-eu"}]}, {"all_topics": True}):
+            reset = {**selection, "to": {"earliest": True}, "execute": True}
+            answer = call(
+                broker, "POST", "/v1/groups/analytics/offsets:reset", key(principal), json=reset
+            )
+            assert answer.status_code == expected, (principal, selection, answer.text)
+            if expected == 403:
+                assert answer.json()["error_code"] == 29
+
     log = broker.log()
     assert (
         "authorization denied: principal=User:bob host=127.0.0.1 operation=WRITE "
@@ -179,6 +190,9 @@ def test_acls_tool_and_other_brokers_follow(
     a = start_secured(start_broker, root, tmp_path)
     b = start_secured(start_broker, root, tmp_path)
     create_topic(a, "logs-1")
+    # group requests are forwarded to the group's coordinator with the caller's credentials
+    add_acls(a, acl("User:bob", "READ", "logs-1"), acl("User:bob", "READ", "g", "GROUP"))
+    assert [commit(broker, "User:bob", "g", "logs-1") for broker in (a, b)] == [0, 0]
     config = tmp_path / "admin.properties"
     config.write_text(f"api.key={KEYS['User:admin']}\n")
 
