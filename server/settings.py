@@ -7,6 +7,7 @@ Environment variables use the prefix ``LAKELOG_`` (``LAKELOG_ROOT``,
 
 from __future__ import annotations
 
+import socket
 import uuid
 from typing import Any, Literal
 
@@ -14,6 +15,9 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakelog.settings_files import load_layered
+
+#: Bind addresses meaning "every interface", never an address to give out.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
 
 class BrokerSettings(BaseSettings):
@@ -127,8 +131,19 @@ class BrokerSettings(BaseSettings):
 
     @property
     def url(self) -> str:
+        """What other brokers and clients are told to use to reach this one.
+
+        A wildcard bind address (0.0.0.0, ::) is not reachable from elsewhere,
+        so the machine's host name is advertised instead, as Kafka does when
+        ``advertised.listeners`` is unset.
+        """
+        if self.advertised_url:
+            return self.advertised_url
         scheme = "https" if self.ssl_certfile else "http"
-        return self.advertised_url or f"{scheme}://{self.host}:{self.port}"
+        host = socket.getfqdn() if self.host in WILDCARD_HOSTS else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}"
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSettings:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,11 @@ def test_settings_are_frozen() -> None:
     settings = BrokerSettings(root="/r")
     with pytest.raises(ValueError):
         settings.linger_ms = 1  # type: ignore[misc]
+
+
+def test_wildcard_bind_advertises_the_host_name() -> None:
+    assert BrokerSettings(host="0.0.0.0", port=9000).url == f"http://{socket.getfqdn()}:9000"
+    assert BrokerSettings(host="127.0.0.1", port=9000).url == "http://127.0.0.1:9000"
+    assert BrokerSettings(host="::1", port=9000).url == "http://[::1]:9000"
+    advertised = BrokerSettings(host="0.0.0.0", advertised_url="http://broker-1:8082")
+    assert advertised.url == "http://broker-1:8082"
