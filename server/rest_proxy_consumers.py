@@ -55,12 +55,23 @@ class InstanceConfig:
     instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who created an instance: its consumer talks to the brokers with these credentials,
+    so the instance can do exactly what its creator may, and only its creator may use it."""
+
+    principal: str
+    api_key: str | None = None
+    token: str | None = None
+
+
 @dataclass
 class ConsumerInstance:
     group: str
     name: str
     config: InstanceConfig
     consumer: Consumer
+    owner: Caller
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False
@@ -72,7 +83,7 @@ class ConsumerInstance:
         return now - self.last_used > self.config.instance_timeout_ms / 1000
 
 
-ConsumerFactory = Callable[[str, InstanceConfig], Consumer]
+ConsumerFactory = Callable[[str, InstanceConfig, Caller], Consumer]
 
 
 class ConsumerInstances:
@@ -101,7 +112,7 @@ class ConsumerInstances:
     # -- instances ----------------------------------------------------------------
 
     async def create(
-        self, group: str, name: str | None, config: InstanceConfig
+        self, group: str, name: str | None, config: InstanceConfig, caller: Caller
     ) -> ConsumerInstance:
         chosen = name or f"rest-consumer-{uuid.uuid4()}"
         key = (group, chosen)
@@ -111,8 +122,8 @@ class ConsumerInstances:
                     f"Consumer instance with the specified name already exists: {chosen!r} "
                     f"in group {group!r}"
                 )
-        consumer = await self._in_pool(lambda: self._factory(group, config))
-        instance = ConsumerInstance(group, chosen, config, consumer)
+        consumer = await self._in_pool(lambda: self._factory(group, config, caller))
+        instance = ConsumerInstance(group, chosen, config, consumer, caller)
         with self._lock:
             if key in self._instances:  # created concurrently under the same name
                 self._pool.submit(consumer.close)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import base64
 import json
+import logging
 import re
 import time
 from typing import Annotated, Any, Literal
@@ -39,12 +40,14 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lakelog.client import Consumer, OffsetAndMetadata, TopicPartition
+from lakelog.client.connection import Connection
 from lakelog.errors import InvalidGroupIdError, LakelogError
 from lakelog.groups.ids import validate_group_id
 from lakelog.records import ConsumerRecord
 from server.broker import Broker
 from server.http import read_body
 from server.rest_proxy_consumers import (
+    Caller,
     ConsumerInstance,
     ConsumerInstances,
     InstanceConfig,
@@ -62,6 +65,7 @@ from server.routes.rest_proxy_v2 import (
     _errors,
     from_lakelog,
 )
+from server.security import identity_of
 
 INSTANCE_NOT_FOUND = 40403
 INSTANCE_EXISTS = 40902
@@ -71,6 +75,8 @@ NOT_ACCEPTABLE = 40601
 #: the REST Proxy's embedded formats; avro/protobuf/jsonschema need a schema registry
 FORMAT_TYPES = {"binary": BINARY_V2, "json": JSON_V2}
 _NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(
     tags=["REST Proxy v2 consumers"],
@@ -143,9 +149,15 @@ def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
     if manager is None:
         url = broker.settings.url
 
-        def factory(group: str, config: InstanceConfig) -> Consumer:
+        cafile = broker.settings.ssl_ca_certs or broker.settings.ssl_certfile
+
+        def factory(group: str, config: InstanceConfig, caller: Caller) -> Consumer:
+            connection = Connection(
+                url, api_key=caller.api_key, token=caller.token, ssl_cafile=cafile
+            )
             return Consumer(
                 url,
+                connection=connection,
                 group_id=group,
                 client_id=f"rest-proxy-{broker.settings.broker_id}",
                 auto_offset_reset=config.auto_offset_reset,
@@ -169,11 +181,38 @@ def _group(group: str) -> str:
         raise V2Failure(422, INVALID_GROUP, exc.message) from None
 
 
-def _instance(instances: ConsumerInstances, group: str, name: str) -> ConsumerInstance:
+def _caller(request: Request) -> Caller:
+    """The authenticated caller and the credentials it presented (none when auth is off)."""
+    token = None
+    authorization = request.headers.get("authorization", "")
+    if authorization[:7].lower() == "bearer ":
+        token = authorization[7:].strip()
+    return Caller(identity_of(request).principal, request.headers.get("x-api-key"), token)
+
+
+def _instance(
+    instances: ConsumerInstances, group: str, name: str, request: Request
+) -> ConsumerInstance:
+    """The instance, if the caller is the principal that created it (40301 otherwise)."""
     try:
-        return instances.get(_group(group), name)
+        found = instances.get(_group(group), name)
     except InstanceNotFound as exc:
         raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
+    principal = identity_of(request).principal
+    if found.owner.principal != principal:
+        log.warning(
+            "authorization denied: principal=%s used consumer instance %s/%s of %s",
+            principal,
+            group,
+            name,
+            found.owner.principal,
+        )
+        raise V2Failure(
+            403,
+            40301,
+            f"consumer instance {name!r} of group {group!r} belongs to another principal",
+        )
+    return found
 
 
 async def _run(instances: ConsumerInstances, instance: ConsumerInstance, fn: Any) -> Any:
@@ -289,7 +328,7 @@ async def create_instance(
         raise V2Failure(422, 422, f"name {body.name!r} must be 1-249 characters of [a-zA-Z0-9._-]")
     config = instance_config(body)
     try:
-        instance = await instances.create(group, body.name, config)
+        instance = await instances.create(group, body.name, config, _caller(request))
     except InstanceExists as exc:
         raise V2Failure(409, INSTANCE_EXISTS, str(exc)) from None
     except LakelogError as exc:
@@ -308,8 +347,10 @@ async def create_instance(
     status_code=204,
     summary="Close an instance (commits if auto-commit is on, leaves the group)",
 )
-async def delete_instance(group: str, instance: str, instances: Instances) -> Response:
-    _instance(instances, group, instance)
+async def delete_instance(
+    group: str, instance: str, request: Request, instances: Instances
+) -> Response:
+    _instance(instances, group, instance, request)
     try:
         await instances.delete(group, instance)
     except InstanceNotFound as exc:
@@ -332,7 +373,7 @@ async def subscribe(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: Subscription = await _parse(request, broker, Subscription)
     if (body.topics is None) == (body.topic_pattern is None):
         raise V2Failure(422, 422, "give either topics or topic_pattern")
@@ -352,8 +393,10 @@ async def subscribe(
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", summary="Subscribed topics")
-async def get_subscription(group: str, instance: str, instances: Instances) -> Response:
-    target = _instance(instances, group, instance)
+async def get_subscription(
+    group: str, instance: str, request: Request, instances: Instances
+) -> Response:
+    target = _instance(instances, group, instance, request)
     topics = await _run(instances, target, lambda c: sorted(c.subscription()))
     return _json({"topics": topics})
 
@@ -363,8 +406,10 @@ async def get_subscription(group: str, instance: str, instances: Instances) -> R
     status_code=204,
     summary="Unsubscribe (leave the group)",
 )
-async def unsubscribe(group: str, instance: str, instances: Instances) -> Response:
-    target = _instance(instances, group, instance)
+async def unsubscribe(
+    group: str, instance: str, request: Request, instances: Instances
+) -> Response:
+    target = _instance(instances, group, instance, request)
     await _run(instances, target, lambda c: c.unsubscribe())
     return _no_content()
 
@@ -381,7 +426,7 @@ async def assign(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     await _run(instances, target, lambda c: c.assign(partitions))
@@ -389,8 +434,10 @@ async def assign(
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", summary="Assigned partitions")
-async def get_assignments(group: str, instance: str, instances: Instances) -> Response:
-    target = _instance(instances, group, instance)
+async def get_assignments(
+    group: str, instance: str, request: Request, instances: Instances
+) -> Response:
+    target = _instance(instances, group, instance, request)
     assigned = await _run(instances, target, lambda c: sorted(c.assignment()))
     return _json(
         {"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in assigned]}
@@ -412,7 +459,7 @@ async def seek(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: Positions = await _parse(request, broker, Positions)
 
     def apply(consumer: Consumer) -> None:
@@ -431,7 +478,7 @@ async def _seek_to(
     broker: Broker,
     instances: ConsumerInstances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     if not partitions:
@@ -552,7 +599,7 @@ async def get_records(
     timeout: Annotated[int | None, Query(ge=0, le=300_000)] = None,
     max_bytes: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
     if not _accepts(request, content_type):
@@ -611,7 +658,7 @@ async def commit_offsets(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: CommitOffsets | None = await _parse(request, broker, CommitOffsets, empty_ok=True)
     if body is None or not body.offsets:
         await _run(instances, target, lambda c: c.commit())
@@ -632,7 +679,7 @@ async def get_offsets(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
-    target = _instance(instances, group, instance)
+    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     found = await _run(instances, target, lambda c: c.committed(partitions))

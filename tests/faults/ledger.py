@@ -162,6 +162,8 @@ def check(name: str, root: RootSpec, topic: str, ledger: Ledger, *, idempotent: 
     found = read_topic(root, topic)
     summary = summarise(name, ledger, found)
     print(summary.line(), flush=True)
+    if ledger.errors:
+        print(f"  errors of unacknowledged attempts: {ledger.errors.most_common(3)}", flush=True)
     assert summary.lost == 0, summary.line()
     assert summary.strangers == 0, summary.line()
     if idempotent:
