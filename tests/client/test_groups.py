@@ -35,7 +35,11 @@ GROUP_BROKER = {
     "group_tick_ms": 50,
 }
 #: Consumer settings to match: a member is noticed gone within ~2 s.
-FAST = {"session_timeout_ms": 2_000, "heartbeat_interval_ms": 200, "retry_backoff_ms": 50}
+FAST: dict[str, Any] = {
+    "session_timeout_ms": 2_000,
+    "heartbeat_interval_ms": 200,
+    "retry_backoff_ms": 50,
+}
 GUARD_S = 60
 
 
@@ -296,7 +300,7 @@ def test_bad_group_usage_is_refused(
             consumer.subscribe(["t"])
         consumer.unassign()
         with pytest.raises(ValueError, match="not the string"):
-            consumer.subscribe("t")  # type: ignore[arg-type]
+            consumer.subscribe("t")
         with pytest.raises(ValueError, match="either"):
             consumer.subscribe()
         consumer.subscribe(["t"])

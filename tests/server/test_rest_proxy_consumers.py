@@ -174,7 +174,7 @@ def test_v2_json_instance_pattern_assign_and_expiry(
             headers={"Content-Type": JSON},
         )
         assert produced.status_code == 200, produced.text
-        body = {
+        body: dict[str, Any] = {
             "name": "j",
             "format": "json",
             "auto.offset.reset": "earliest",
