@@ -179,12 +179,15 @@ def record_sizes(table: pa.Table) -> np.ndarray:
 
 
 def validate(table: pa.Table, topic: str, num_partitions: int, config: TopicConfig) -> None:
-    lo, hi = (v.as_py() for v in pc.min_max(table.column("partition")).values())
+    partitions = table.column("partition")
+    lo, hi = (v.as_py() for v in pc.min_max(partitions).values())
     if lo < 0 or hi >= num_partitions:
         bad = lo if lo < 0 else hi
+        index = _first_index(partitions, bad)
         raise UnknownTopicOrPartitionError(
-            f"partition {bad} does not exist in topic {topic!r} "
-            f"(it has {num_partitions} partitions)"
+            f"record {index}: partition {bad} does not exist in topic {topic!r} "
+            f"(it has {num_partitions} partitions)",
+            record_index=index,
         )
     sizes = record_sizes(table)
     limit = config.max_message_bytes
@@ -195,20 +198,36 @@ def validate(table: pa.Table, topic: str, num_partitions: int, config: TopicConf
             f"of topic {topic!r}",
             record_index=index,
         )
-    if config.compacted and table.column("key").null_count:
+    keys = table.column("key")
+    if config.compacted and keys.null_count:
+        index = int(pc.index(pc.is_null(keys), True).as_py())
         raise InvalidRecordError(
-            f"topic {topic!r} is compacted (cleanup.policy={config.get('cleanup.policy')}) "
-            "and cannot accept a record without a key"
+            f"record {index}: topic {topic!r} is compacted "
+            f"(cleanup.policy={config.get('cleanup.policy')}) "
+            "and cannot accept a record without a key",
+            record_index=index,
         )
     ts = table.column("timestamp")
     if ts.null_count < table.num_rows:
-        earliest, latest = (v.as_py() for v in pc.min_max(ts.cast(pa.int64())).values())
+        millis = ts.cast(pa.int64())
+        earliest, latest = (v.as_py() for v in pc.min_max(millis).values())
         if earliest is not None and earliest < 0:
-            raise InvalidTimestampError(f"record timestamp {earliest} is negative")
-        if latest is not None and latest > MAX_TIMESTAMP_MS:
+            index = _first_index(millis, earliest)
             raise InvalidTimestampError(
-                f"record timestamp {latest} is after 9999-12-31, the largest Delta timestamp"
+                f"record {index}: timestamp {earliest} is negative", record_index=index
             )
+        if latest is not None and latest > MAX_TIMESTAMP_MS:
+            index = _first_index(millis, latest)
+            raise InvalidTimestampError(
+                f"record {index}: timestamp {latest} is after 9999-12-31, "
+                "the largest Delta timestamp",
+                record_index=index,
+            )
+
+
+def _first_index(column: pa.ChunkedArray, value: int) -> int:
+    """Where the offending value first occurs, so the error names the record at fault."""
+    return int(pc.index(column, pa.scalar(value, column.type)).as_py())
 
 
 def stamp(table: pa.Table, config: TopicConfig, now_ms: int) -> tuple[pa.ChunkedArray, int]:

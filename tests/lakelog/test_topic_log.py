@@ -173,10 +173,12 @@ def test_bad_appends_change_nothing(
     catalog.create_topic("t", 1, configs)
     log = catalog.topic("t")
     files_before = sorted(i.path for i in root.open().walk_files("topics"))
-    with pytest.raises(error):
+    with pytest.raises(error) as info:
         log.append(records)
     assert sorted(i.path for i in root.open().walk_files("topics")) == files_before
     assert log.high_watermark(0) == 0
+    if records:  # the error names the record at fault: the last one in every case here
+        assert getattr(info.value, "details", {}).get("record_index") == len(records) - 1
 
 
 def test_arrow_with_wrong_columns_is_refused(catalog: Catalog) -> None:

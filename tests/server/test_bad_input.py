@@ -399,15 +399,22 @@ def test_too_large_and_keyless_records(bad: BadInput) -> None:
         "compacted",
         "key",
     )
-    bad.expect(
+    body = bad.expect(
         bad.produce(
             "compacted", json={"records": [{"key": "k", "value": "a"}, {"key": None, "value": "b"}]}
         ),
         400,
         87,
+        "record 1",
         "compacted",
         "key",
     )
+    assert body["details"] == {"record_index": 1}
+    # Each refusal names the record at fault, in the message and in details.record_index.
+    records: list[dict[str, object]] = [{"value": "ok", "partition": 0} for _ in range(3)]
+    records.insert(2, {"value": "far", "partition": 7})
+    body = bad.expect(bad.produce(json={"records": records}), 404, 3, "record 2", "partition 7")
+    assert body["details"] == {"record_index": 2}
 
 
 def test_bad_parameters_and_sequence_gap(bad: BadInput) -> None:
