@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from fastapi import Request
@@ -23,6 +25,37 @@ from server.broker import Broker
 from server.models import ErrorBody
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ClientDisconnected(Exception):
+    """The client went away while its request waited; there is nobody to answer."""
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass  # the (empty) request body; the next message comes when the client leaves
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result, or ClientDisconnected as soon as the client closes the connection.
+
+    A long poll otherwise keeps its waiter, its timer and a place in the
+    broker's wake-up lists for up to ``max_wait_ms`` after a consumer was
+    killed; thousands of such ghosts are what an abandoned fleet leaves.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise ClientDisconnected(f"{request.method} {request.url.path}: client disconnected")
+
 
 #: The error responses every route documents (all share the ErrorBody shape).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -51,6 +51,11 @@ class BrokerMetrics:
             buckets=(1, 10, 100, 1_000, 10_000, 100_000, 1_000_000),
             registry=r,
         )
+        self.abandoned_fetches = Counter(
+            "lakelog_abandoned_fetches",
+            "Long-poll fetches ended early because the client disconnected",
+            registry=r,
+        )
         self.acks0_failures = Counter(
             "lakelog_acks0_failures",
             "acks=0 produce requests that failed after the answer",

@@ -28,7 +28,15 @@ from server.codec import (
     parse_arrow_stream,
     produce_response_json,
 )
-from server.http import ERROR_RESPONSES, get_broker, media_type, read_body, validation_error
+from server.http import (
+    ERROR_RESPONSES,
+    ClientDisconnected,
+    get_broker,
+    media_type,
+    read_body,
+    unless_disconnected,
+    validation_error,
+)
 from server.models import (
     AcceptedResponse,
     FetchResponse,
@@ -219,9 +227,12 @@ async def fetch(
     key_format: DataFormat = "string",
     value_format: DataFormat = "string",
 ) -> Any:
-    fetched = await broker.fetch(
-        topic, partition, parse_offset(offset), max_records, max_bytes, max_wait_ms
-    )
+    work = broker.fetch(topic, partition, parse_offset(offset), max_records, max_bytes, max_wait_ms)
+    try:
+        fetched = await (unless_disconnected(request, work) if max_wait_ms else work)
+    except ClientDisconnected:
+        broker.metrics.abandoned_fetches.inc()
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
     throttle_ms = record_quota(request, QuotaKind.FETCH, fetched.records.nbytes)
     chosen = format or _from_accept(request.headers.get("accept", ""))
     headers = {

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pyarrow as pa
 import pyarrow.ipc
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.catalog import Catalog
@@ -115,6 +116,25 @@ def test_long_poll_returns_when_data_arrives(root: RootSpec, start_broker: Start
         got = fetch(http, "t", 0, offset=0, max_wait_ms=120_000)
         producer.join()
         assert [r["value"] for r in got["records"]] == ["late"]
+
+
+def test_long_poll_of_a_departed_client_ends(root: RootSpec, start_broker: StartBroker) -> None:
+    """A consumer killed mid-poll leaves no waiter behind until max_wait_ms runs out."""
+    broker = start_broker(root, fetch_max_wait_ms=120_000)
+    with client(broker) as http:
+        create_topic(http, "idle")
+        path = "/v1/topics/idle/partitions/0/records"
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up (closes) after 1 s
+            http.get(path, params={"offset": 0, "max_wait_ms": 120_000}, timeout=1.0)
+        deadline = time.monotonic() + 60
+        while metrics(http).get(("lakelog_abandoned_fetches_total", ()), 0) < 1:
+            if time.monotonic() > deadline:
+                pytest.fail("the abandoned long poll was still waiting after 60 s")
+            time.sleep(0.1)
+        # the broker still serves long polls normally
+        produce(http, "idle", {"records": [{"value": "now"}]})
+        got = fetch(http, "idle", 0, offset=0, max_wait_ms=5_000)
+        assert [r["value"] for r in got["records"]] == ["now"]
 
 
 def check_kafka_quickstart(http: httpx.Client) -> None:
