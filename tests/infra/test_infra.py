@@ -135,10 +135,11 @@ def settings_classes() -> tuple[type[BaseSettings], ...]:
 
 @functools.cache
 def consumed_env_names() -> frozenset[str]:
-    """LAKELOG_* names lakelog reads: settings fields plus the names written in the code."""
+    """LAKELOG_* names lakelog reads: settings fields plus the names in the code and notebooks."""
     names = {f"LAKELOG_{name.upper()}" for cls in settings_classes() for name in cls.model_fields}
-    for package in ("lakelog", "server", "compaction", "spark_connector"):
-        for source in (REPO / package).rglob("*.py"):
+    for package in ("lakelog", "server", "compaction", "spark_connector", "notebooks"):
+        sources = [*(REPO / package).rglob("*.py"), *(REPO / package).rglob("*.ipynb")]
+        for source in sources:
             names.update(re.findall(r"\bLAKELOG_[A-Z0-9_]*[A-Z0-9]\b", source.read_text("utf-8")))
     return frozenset(names)
 
