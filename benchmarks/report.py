@@ -96,6 +96,11 @@ def parse_args(argv: Sequence[str] | None, suites: Sequence[str]) -> argparse.Na
     parser.add_argument("--workdir", type=Path, default=None, help="parent of temporary roots")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the saved results in --out and add (or replace) only the suites run now",
+    )
+    parser.add_argument(
         "--redraw",
         action="store_true",
         help="measure nothing: redraw the figures and the markdown from the results in --out",
@@ -319,6 +324,30 @@ def load_run(size: str, entry: Mapping[str, Any], results_path: Path) -> SizeRun
     return run
 
 
+def saved_runs(out: Path) -> dict[str, SizeRun]:
+    """The runs kept in ``out/report.json`` by size (none when there is no report yet)."""
+    summary_path = out / "report.json"
+    if not summary_path.exists():
+        return {}
+    summary = json.loads(summary_path.read_text())
+    runs = {}
+    for size, entry in summary["sizes"].items():
+        path = Path(entry["results"])
+        runs[size] = load_run(size, entry, path if path.is_absolute() else out / path.name)
+    return runs
+
+
+def merged(saved: SizeRun | None, new: SizeRun) -> SizeRun:
+    """``saved`` with the suites of ``new`` replaced or added (``--add``)."""
+    if saved is None:
+        return new
+    ran = {r.suite for r in new.reports} | set(new.failures)
+    run = SizeRun(new.size, seconds=saved.seconds + new.seconds)
+    run.reports = [r for r in saved.reports if r.suite not in ran] + new.reports
+    run.failures = {k: v for k, v in saved.failures.items() if k not in ran} | new.failures
+    return run
+
+
 def redraw(out: Path, img_dir: Path, doc: Path) -> int:
     """Figures and markdown again from ``out/report.json`` and its results files."""
     summary_path = out / "report.json"
@@ -360,14 +389,19 @@ def main(
     facts = machine()
     command = "python -m benchmarks report --sizes " + ",".join(args.sizes)
     args.out.mkdir(parents=True, exist_ok=True)
+    saved = saved_runs(args.out) if args.add else {}
     runs: list[SizeRun] = []
     json_paths: dict[str, Path] = {}
     for size in args.sizes:
         print(f"== size {size}: suites {', '.join(args.suites)}", flush=True)
         run = run_size(size, args.suites, run_suite, args.workdir, not args.quiet)
+        run = merged(saved.pop(size, None), run)
         json_paths[size] = args.out / f"results-{size}.json"
         write_json(json_paths[size], run.reports, facts)
         draw(run, results_json(run.reports, facts), args.img_dir)
+        runs.append(run)
+    for size, run in saved.items():  # --add: sizes not run now stay as they were
+        json_paths[size] = args.out / f"results-{size}.json"
         runs.append(run)
     facts["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     finished = datetime.datetime.now(datetime.UTC)

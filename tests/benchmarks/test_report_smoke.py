@@ -14,7 +14,8 @@ import pytest
 
 from benchmarks import plots
 from benchmarks.__main__ import SUITES, main
-from benchmarks.report import parse_sizes
+from benchmarks.common import Report
+from benchmarks.report import SizeRun, merged, parse_sizes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -96,3 +97,13 @@ def test_figure_selection_by_shape() -> None:
     assert [c for _, c, _ in plots.latency_bars(rows)["s: b"]] == ["lakelog", "raw"]
     scaling = plots.scaling_points(rows)
     assert scaling["b: duration [s] vs records"]["lakelog"] == [(1000, 1.0), (4000, 4.0)]
+
+
+def test_add_replaces_only_the_suites_run_again() -> None:
+    saved = SizeRun("small", [Report("log"), Report("groups")], {"soak": "trace"}, seconds=5)
+    new = SizeRun("small", [Report("groups", notes=["new"])], {"compaction": "boom"}, seconds=2)
+    run = merged(saved, new)
+    assert [(r.suite, r.notes) for r in run.reports] == [("log", []), ("groups", ["new"])]
+    assert run.failures == {"soak": "trace", "compaction": "boom"}
+    assert run.seconds == 7
+    assert merged(None, new) is new
