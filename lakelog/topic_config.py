@@ -9,17 +9,14 @@ overrides are stored, so a topic follows a changed default as Kafka does.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lakelog.errors import InvalidConfigError, InvalidTopicError
+from lakelog.names import MAX_NAME_LENGTH, check_name
 
-MAX_TOPIC_NAME_LENGTH = 249
-# Fix: was ``^...+$`` with ``match``, and ``$`` also matches before a trailing
-# newline, so "topic\n" passed; ``fullmatch`` checks every character.
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME_LENGTH = MAX_NAME_LENGTH
 INTERNAL_TOPIC_PREFIX = "__"
 
 LONG_MAX = 2**63 - 1
@@ -32,20 +29,7 @@ INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC})
 
 def validate_topic_name(name: object) -> str:
     """Kafka's topic-name rules; also what keeps names safe as storage path segments."""
-    if not isinstance(name, str) or not name:
-        raise InvalidTopicError("topic name must be a non-empty string")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {len(name)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _TOPIC_NAME.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} is illegal: only ASCII letters, digits, '.', '_' and '-' "
-            "are allowed"
-        )
-    return name
+    return check_name(name, "topic name", InvalidTopicError)
 
 
 @dataclass(frozen=True)
