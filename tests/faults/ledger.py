@@ -53,7 +53,7 @@ class Ledger:
             meta = future.result()
             self.ack(value, meta.partition, meta.offset)
         else:
-            self.failed(value, f"{type(error).__name__}: {str(error)[:80]}")
+            self.failed(value, f"{type(error).__name__}: {str(error)[-160:]}")
 
     def ack(self, value: bytes, partition: int, offset: int) -> None:
         with self._lock:

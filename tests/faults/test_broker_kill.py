@@ -67,15 +67,23 @@ def test_kill_brokers_at_random_points(
             victim = next((b for b in brokers if b.url == current), brokers[0])
             victim.kill()
             brokers = [b for b in brokers if b is not victim]
-            brokers.append(start_broker(root, **settings))
+            replacement = start_broker(root, **settings)
+            brokers.append(replacement)
+            # A client can only fail over to brokers it knows: before the next kill the
+            # producer must have discovered the replacement (else every broker it knows
+            # may be dead, and nothing can tell it about the live ones).
+            wait_for(
+                lambda r=replacement: r.url in connection.refresh_brokers(),  # type: ignore[misc]
+                "the producer to discover the replacement broker",
+            )
         after_kills = ledger.delivered + 300
         wait_for(
             lambda: ledger.delivered >= after_kills,
             "records delivered after the kills",
             timeout_s=120,
             state=lambda: (
-                f"(sent {load.count}, delivered {ledger.delivered}, brokers "
-                f"{connection.brokers}, current {connection.current}, alive {[b.url for b in brokers]})"
+                f"(sent {load.count}, delivered {ledger.delivered}, known "
+                f"{connection.brokers}, alive {[b.url for b in brokers]})"
             ),
         )
     producer.flush(timeout=120)
