@@ -57,6 +57,8 @@ class ThrottleMiddleware:
         self.app = app
         self.security = security
         self.max_delay_ms = security.quotas.window.span_ms
+        #: (principal, client id) -> event-loop time until which its answers are held.
+        self._held_until: dict[tuple[str, str], float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.security.quotas.active:
@@ -79,12 +81,30 @@ class ThrottleMiddleware:
                 throttle_ms = int(state.get(THROTTLE_KEY, 0))
                 if throttle_ms > 0:
                     MutableHeaders(scope=message)[THROTTLE_HEADER] = str(throttle_ms)
-                    # A longer throttle keeps the budget muted (later requests wait);
-                    # this answer waits at most one full window, well inside client timeouts.
-                    await asyncio.sleep(min(throttle_ms, self.max_delay_ms) / 1000)
+                    identity = state.get(IDENTITY_KEY)
+                    owner = identity.principal if identity is not None else ""
+                    await self._hold((owner, client_id), throttle_ms)
             await send(message)
 
         await self.app(scope, counting_receive, throttled_send)
+
+    async def _hold(self, key: tuple[str, str], throttle_ms: int) -> None:
+        """Delay one answer; a client's throttled answers are held one after another.
+
+        Kafka mutes a throttled client's connection, so its requests are served
+        one at a time. HTTP clients send several requests at once: holding each
+        answer only for its own throttle would delay them side by side and let
+        the client through at several times its quota. Each answer waits at most
+        one full window beyond the previous one, well inside client timeouts.
+        """
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        start = max(now, self._held_until.get(key, now))
+        until = start + min(throttle_ms, self.max_delay_ms) / 1000
+        self._held_until[key] = until
+        for stale in [k for k, t in self._held_until.items() if t < now]:
+            del self._held_until[stale]
+        await asyncio.sleep(until - now)
 
     def _record_produce_fallback(
         self, state: dict[str, Any], client_id: str, received: int

@@ -15,22 +15,27 @@ import pytest
 from benchmarks import plots
 from benchmarks.__main__ import SUITES, main
 from benchmarks.common import Report
-from benchmarks.report import SizeRun, merged, parse_sizes
+from benchmarks.report import SizeRun, merged, parse_args, parse_sizes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: the suites the smoke run reports: append/commit figures, and compaction scaling
+REPORTED = ("log", "compaction")
 
 
 def test_report_at_tiny_writes_json_figures_and_markdown(tmp_path: Path) -> None:
     out, img, doc = tmp_path / "results", tmp_path / "img", tmp_path / "docs" / "performance.md"
+    # Two suites keep this quick: every suite has its own smoke test, and the default
+    # selection is the whole registry (test_every_registered_suite_is_the_default).
     argv = ["report", "--sizes", "tiny", "--out", str(out), "--img-dir", str(img)]
+    argv += ["--suites", ",".join(REPORTED)]
     status = main([*argv, "--doc", str(doc), "--workdir", str(tmp_path), "--quiet"])
     assert status == 0
 
     results = json.loads((out / "results-tiny.json").read_text())
-    assert {r["suite"] for r in results} == set(SUITES)  # discovered from the registry
+    assert {r["suite"] for r in results} == set(REPORTED)
     assert all("machine" in r and r["baselines"] is not None for r in results)
     summary = json.loads((out / "report.json").read_text())
-    assert set(summary["sizes"]["tiny"]["suites"]) == set(SUITES)
+    assert set(summary["sizes"]["tiny"]["suites"]) == set(REPORTED)
     assert summary["sizes"]["tiny"]["failed"] == {}
     assert summary["machine"]["ram_gib"] > 0
     assert summary["machine"]["pyspark"]
@@ -44,7 +49,7 @@ def test_report_at_tiny_writes_json_figures_and_markdown(tmp_path: Path) -> None
     text = doc.read_text()
     for png in figures:
         assert f"](../img/{png.name})" in text
-    for suite in SUITES:
+    for suite in REPORTED:
         assert f"### Suite `{suite}`" in text
     assert "cpu_model" in text and "pyspark" in text
     assert "../results/results-tiny.json" in text
@@ -57,6 +62,10 @@ def test_report_at_tiny_writes_json_figures_and_markdown(tmp_path: Path) -> None
     assert main(redraw) == 0
     assert doc.read_text() == text
     assert sorted(img.glob("perf-tiny-*.png")) == figures
+
+
+def test_every_registered_suite_is_the_default() -> None:
+    assert parse_args(["--sizes", "tiny"], list(SUITES)).suites == list(SUITES)
 
 
 def test_sizes_are_validated() -> None:
