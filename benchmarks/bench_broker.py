@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 from fastapi import FastAPI, Request, Response
 
 from benchmarks.common import (
+    CONTENDED,
     CpuTimes,
     Progress,
     Report,
@@ -1400,7 +1401,7 @@ def contention_note(report: Report, load_before: float, load_after: float) -> st
         f"other processes used up to {worst:.2f} of {os.cpu_count()} cores during timed windows"
     )
     if worst > 0.25:
-        text += " - CONTENDED: rerun on an idle machine before comparing with other runs"
+        text += CONTENDED
     return text
 
 

@@ -42,6 +42,7 @@ from benchmarks.common import (
     Result,
     Stopwatch,
     config_for,
+    load_note,
     median,
     random_binary,
     rate,
@@ -302,11 +303,7 @@ def _notes(report: Report, load: tuple[float, float]) -> list[str]:
         f"shuffle). '{NAIVE}' = row_number() over (partition, key) by offset desc = 1 -> "
         "write.parquet. Same SparkSession, medians over the rounds."
     )
-    before, after = load
-    text = f"machine: 1-min load average {before:.1f} at start, {after:.1f} at end"
-    if max(before, after) > (os.cpu_count() or 1) * 0.75:
-        text += " - CONTENDED: rerun on an idle machine before comparing with other runs"
-    notes.append(text)
+    notes.append(load_note(*load))
     return notes
 
 

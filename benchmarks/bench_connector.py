@@ -45,6 +45,7 @@ from benchmarks.common import (
     Result,
     Stopwatch,
     config_for,
+    load_note,
     median,
     percentile,
     random_binary,
@@ -418,11 +419,7 @@ def _notes(report: Report, load: tuple[float, float]) -> list[str]:
         f"'{RATE}' = Spark's rate source through the same foreachBatch: the engine's floor per "
         "trigger. MB/s counts value bytes (1 MB = 10^6 B)."
     )
-    before, after = load
-    text = f"machine: 1-min load average {before:.1f} at start, {after:.1f} at end"
-    if max(before, after) > (os.cpu_count() or 1) * 0.75:
-        text += " - CONTENDED: rerun on an idle machine before comparing with other runs"
-    notes.append(text)
+    notes.append(load_note(*load))
     return notes
 
 

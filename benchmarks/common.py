@@ -436,3 +436,15 @@ def config_for(configs: Mapping[str, C], size: str) -> C:
         return configs[size]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; choose from {', '.join(configs)}") from None
+
+
+#: What a note says when other work shared the machine during a run.
+CONTENDED = " - CONTENDED: rerun on an idle machine before comparing with other runs"
+
+
+def load_note(before: float, after: float) -> str:
+    """The machine-load line of a suite's notes, flagged when the load could skew figures."""
+    text = f"machine: 1-min load average {before:.1f} at start, {after:.1f} at end"
+    if max(before, after) > (os.cpu_count() or 1) * 0.75:
+        text += CONTENDED
+    return text
