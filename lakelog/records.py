@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 CREATE_TIME = 0
@@ -50,6 +51,29 @@ PRODUCE_SCHEMA = pa.schema(
         pa.field("sequence", pa.int32()),
     ]
 )
+
+
+def with_offsets(rows: pa.Table, base_offset: int) -> pa.Table:
+    """Produce rows (without ``partition``) as segment rows numbered from ``base_offset``.
+
+    Built straight onto ``SEGMENT_SCHEMA`` (zero copy): adding the column the
+    usual way gives a schema that differs only in nullability, and the cast
+    that then fixes it before every segment write copied every value.
+    """
+    n = rows.num_rows
+    columns = {
+        "offset": pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64)),
+        **{name: rows.column(name) for name in SEGMENT_SCHEMA.names if name != "offset"},
+    }
+    if any(columns[f.name].null_count for f in SEGMENT_SCHEMA if not f.nullable):
+        raise ValueError("segment rows need offset, timestamp and timestamp_type on every row")
+    return pa.Table.from_arrays(
+        [
+            columns[f.name] if columns[f.name].type == f.type else columns[f.name].cast(f.type)
+            for f in SEGMENT_SCHEMA
+        ],
+        schema=SEGMENT_SCHEMA,
+    )
 
 
 def _delta_field(name: str, type_: Any, nullable: bool) -> dict[str, Any]:

@@ -52,7 +52,13 @@ from lakelog.produce import (
     prepare_batch,
     producer_txn,
 )
-from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, Record, table_to_records
+from lakelog.records import (
+    SEGMENT_SCHEMA,
+    ConsumerRecord,
+    Record,
+    table_to_records,
+    with_offsets,
+)
 from lakelog.segments import DEFAULT_COMPRESSION, SegmentReader, add_action, write_segment
 from lakelog.storage import Storage, join
 from lakelog.topic_config import TopicConfig
@@ -227,6 +233,45 @@ class _SequenceConflict(Exception):
     def __init__(self, check: SequenceCheck) -> None:
         super().__init__("producer sequence conflict")
         self.check = check
+
+
+def _group_by_partition(
+    batches: Sequence[PreparedBatch],
+) -> tuple[dict[int, pa.Table], list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]]:
+    """Each partition's rows in request order, and where each request's records land.
+
+    For every request: its records' partitions and their positions within
+    their partition's rows (the offset is then that partition's base plus the
+    position). Requests sent to one partition, the usual case, are only
+    concatenated (no copy); mixed requests are split with one ``take``.
+    """
+    pieces: dict[int, list[pa.Table]] = {}
+    filled: dict[int, int] = {}
+    locate = []
+    for b in batches:
+        parts = b.table.column("partition").to_numpy()
+        rows = b.table.drop_columns(["partition"])
+        if (parts == parts[0]).all():
+            p = int(parts[0])
+            start = filled.get(p, 0)
+            pieces.setdefault(p, []).append(rows)
+            filled[p] = start + len(parts)
+            locate.append((parts, np.arange(start, start + len(parts), dtype=np.int64)))
+            continue
+        order = np.argsort(parts, kind="stable")
+        positions = np.empty(len(parts), dtype=np.int64)
+        for group in np.split(order, np.flatnonzero(np.diff(parts[order])) + 1):
+            p = int(parts[group[0]])
+            start = filled.get(p, 0)
+            pieces.setdefault(p, []).append(rows.take(pa.array(group)))
+            filled[p] = start + len(group)
+            positions[group] = np.arange(start, start + len(group))
+        locate.append((parts, positions))
+    by_partition = {
+        p: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        for p, tables in pieces.items()
+    }
+    return by_partition, locate
 
 
 def _partition_batches(
@@ -580,16 +625,7 @@ class TopicLog:
     def _commit_batches(
         self, batches: list[PreparedBatch], app_transaction: tuple[str, int] | None = None
     ) -> list[AppendResult]:
-        combined = pa.concat_tables([b.table for b in batches])
-        partition_of = combined.column("partition").to_numpy()
-        payload = combined.drop_columns(["partition"])
-        groups: list[npt.NDArray[np.intp]] | None = None
-        if (partition_of == partition_of[0]).all():
-            by_partition = {int(partition_of[0]): payload}  # common case: no sort, no copy
-        else:
-            order = np.argsort(partition_of, kind="stable")
-            groups = np.split(order, np.flatnonzero(np.diff(partition_of[order])) + 1)
-            by_partition = {int(partition_of[g[0]]): payload.take(pa.array(g)) for g in groups}
+        by_partition, locate = _group_by_partition(batches)
         prepared = _PreparedAppend()
 
         def build(state: TableState) -> list[Action]:
@@ -619,31 +655,21 @@ class TopicLog:
         except BaseException:
             prepared.discard(self.storage, self.table_path)
             raise
-        if groups is None:
-            base = prepared.bases[int(partition_of[0])]
-            offsets = np.arange(base, base + combined.num_rows, dtype=np.int64)
-        else:
-            offsets = np.empty(combined.num_rows, dtype=np.int64)
-            for g in groups:
-                p = int(partition_of[g[0]])
-                offsets[g] = prepared.bases[p] + np.arange(len(g))
-        timestamps = combined.column("timestamp").cast(pa.int64()).to_numpy()
+        base_of = np.zeros(max(prepared.bases) + 1, dtype=np.int64)
+        for p, base in prepared.bases.items():
+            base_of[p] = base
         results = []
-        start = 0
-        for b in batches:
-            stop = start + b.num_records
-            parts = partition_of[start:stop]
-            offs = offsets[start:stop]
+        for b, (parts, positions) in zip(batches, locate, strict=True):
+            offs = base_of[parts] + positions
             results.append(
                 AppendResult(
                     partitions=parts,
                     offsets=offs,
-                    timestamps_ms=timestamps[start:stop],
+                    timestamps_ms=b.table.column("timestamp").cast(pa.int64()).to_numpy(),
                     batches=_partition_batches(parts, offs),
                     version=version,
                 )
             )
-            start = stop
         self._notify_appended(by_partition, prepared)
         return results
 
@@ -710,11 +736,9 @@ class TopicLog:
             return
         for p, rows in by_partition.items():
             base = prepared.bases[p]
-            with_offsets = rows.add_column(
-                0, "offset", pa.array(np.arange(base, base + rows.num_rows, dtype=np.int64))
-            ).select(SEGMENT_SCHEMA.names)
+            numbered = with_offsets(rows, base)
             for listener in self._listeners:
-                listener(p, with_offsets)
+                listener(p, numbered)
 
     def _build_append(
         self, state: TableState, by_partition: dict[int, pa.Table], prepared: _PreparedAppend
@@ -733,13 +757,7 @@ class TopicLog:
                 if old is not None:  # never committed: nobody can be reading it
                     self.storage.delete(join(self.table_path, old.path))
             written = self._write_segments(
-                {
-                    p: by_partition[p].add_column(
-                        0, "offset", pa.array(np.arange(bases[p], bases[p] + n, dtype=np.int64))
-                    )
-                    for p in stale
-                    for n in [by_partition[p].num_rows]
-                }
+                {p: with_offsets(by_partition[p], bases[p]) for p in stale}
             )
             prepared.segments.update(written)
             prepared.bases.update({p: bases[p] for p in stale})
@@ -759,7 +777,7 @@ class TopicLog:
                 self.storage,
                 self.table_path,
                 p,
-                table.select(SEGMENT_SCHEMA.names),
+                table,
                 self.compression,
                 base_offset=first,
                 last_offset=first + table.num_rows - 1,

