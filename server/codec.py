@@ -231,38 +231,55 @@ def decode_produce_json(raw: bytes) -> DecodedProduce | None:
         records = _RECORD_DECODERS[(body.key_format, body.value_format)].decode(body.records)
     except (msgspec.DecodeError, RecursionError):
         return None
+    n = len(records)
     keys = _bytes_array([r.key for r in records])
     values = _bytes_array([r.value for r in records])
     if keys is None or values is None:
         return None
-    n = len(records)
-    table = pa.table(
-        {
-            "partition": pa.array([r.partition for r in records], pa.int32()),
-            "timestamp": pa.array([r.timestamp_ms for r in records], pa.int64()).cast(
-                TIMESTAMP_TYPE
-            ),
-            "key": keys,
-            "value": values,
-            "headers": _empty_headers(n),
-        }
+    partitions = [r.partition for r in records]
+    stamps = [r.timestamp_ms for r in records]
+    # Built on PRODUCE_SCHEMA exactly, so preparing the batch casts nothing.
+    table = pa.Table.from_arrays(
+        [
+            pa.nulls(n, pa.int32())
+            if partitions.count(None) == n
+            else pa.array(partitions, pa.int32()),
+            pa.nulls(n, TIMESTAMP_TYPE)
+            if stamps.count(None) == n
+            else pa.array(stamps, pa.int64()).cast(TIMESTAMP_TYPE),
+            keys,
+            values,
+            _empty_headers(n),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int32()),
+        ],
+        schema=PRODUCE_SCHEMA,
     )
     return DecodedProduce(table, body.producer_id, body.sequence)
 
 
 def _bytes_array(items: list[Any]) -> pa.Array | None:
     """Keys or values as binary: bytes as sent, strings as their UTF-8 (as ``str.encode``)."""
+    if items.count(None) == len(items):
+        return pa.nulls(len(items), pa.binary())
     try:
         return pa.array(items, pa.binary())
     except (pa.ArrowException, UnicodeError):
         return None  # a lone surrogate has no UTF-8: the models decide
 
 
-def _empty_headers(n: int) -> pa.Array:
+def _build_empty_headers(n: int) -> pa.Array:
     offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type)).cast(
-        HEADERS_TYPE
-    )
+    empty = pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type))
+    return empty.cast(HEADERS_TYPE)
+
+
+_NO_HEADERS = _build_empty_headers(65_536)
+
+
+def _empty_headers(n: int) -> pa.Array:
+    """``n`` empty header lists: a slice of one prebuilt array (building one per request cost)."""
+    return _NO_HEADERS.slice(0, n) if n <= len(_NO_HEADERS) else _build_empty_headers(n)
 
 
 def produce_response_json(topic: str, result: AppendResult, throttle_time_ms: int = 0) -> bytes:

@@ -76,7 +76,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_broker(request: Request) -> Broker:
+async def get_broker(request: Request) -> Broker:
+    """The app's broker. A coroutine on purpose: FastAPI runs plain ``def`` dependencies on its
+    thread pool, a thread hop per request that cost more than the lookup."""
     broker: Broker = request.app.state.broker
     return broker
 

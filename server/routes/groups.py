@@ -62,7 +62,7 @@ GROUP_RESPONSES: dict[int | str, dict[str, Any]] = {
 router = APIRouter(tags=["consumer groups"], responses=GROUP_RESPONSES)
 
 
-def get_groups(broker: Annotated[Broker, Depends(get_broker)]) -> GroupService:
+async def get_groups(broker: Annotated[Broker, Depends(get_broker)]) -> GroupService:
     return broker.groups
 
 

@@ -143,7 +143,7 @@ class CommitOffsets(_Body):
 # -- plumbing -----------------------------------------------------------------------
 
 
-def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
+async def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
     """The broker's instance manager, made on first use; closed when the process exits."""
     manager: ConsumerInstances | None = getattr(request.app.state, "rest_consumers", None)
     if manager is None:

@@ -16,6 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from lakelog.errors import LakelogError
+from lakelog.produce import conform
+from lakelog.records import PRODUCE_SCHEMA
 from lakelog.topic_log import AppendResult
 from server.codec import decode_produce_json, produce_response_json
 from server.models import ProduceRequest
@@ -28,7 +30,7 @@ def _b64(data: bytes) -> str:
 
 def _slow(raw: bytes) -> pa.Table | None:
     try:
-        return request_to_table(ProduceRequest.model_validate_json(raw))
+        return conform(request_to_table(ProduceRequest.model_validate_json(raw)))
     except (ValidationError, LakelogError):
         return None
 
@@ -106,7 +108,8 @@ def test_fast_path_never_disagrees_with_the_models(raw: bytes) -> None:
         return  # declined: the models decide (and explain any error)
     slow = _slow(raw)
     assert slow is not None, "the fast path accepted a body the models refuse"
-    assert fast.table.equals(slow)
+    assert fast.table.schema.equals(PRODUCE_SCHEMA)
+    assert conform(fast.table).equals(slow)
     body = ProduceRequest.model_validate_json(raw)
     assert (fast.producer_id, fast.sequence) == (body.producer_id, body.sequence)
 

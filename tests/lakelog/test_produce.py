@@ -1,0 +1,42 @@
+"""Pure logic of preparing a produce batch: the byte sizes max.message.bytes is checked on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lakelog.produce import binary_lengths, record_sizes
+from lakelog.records import HEADERS_TYPE
+
+VALUES = st.lists(st.one_of(st.none(), st.binary(max_size=12)), max_size=30)
+
+
+def _kernel_lengths(column: pa.ChunkedArray) -> list[int]:
+    lengths: list[int] = pc.fill_null(pc.binary_length(column), 0).to_pylist()
+    return lengths
+
+
+@given(st.lists(VALUES, min_size=1, max_size=4), st.integers(0, 5), st.integers(0, 5))
+def test_binary_lengths_agree_with_the_kernel_on_sliced_chunked_nullable_columns(
+    chunks: list[list[bytes | None]], head: int, tail: int
+) -> None:
+    column = pa.chunked_array([pa.array(c, pa.binary()) for c in chunks], pa.binary())
+    sliced = column.slice(min(head, len(column)), max(len(column) - head - tail, 0))
+    assert binary_lengths(sliced).tolist() == _kernel_lengths(sliced)
+    assert binary_lengths(sliced).dtype == np.int64
+
+
+def test_record_sizes_count_key_value_and_header_bytes() -> None:
+    headers = pa.array([[{"key": "ab", "value": b"xyz"}], [], None], HEADERS_TYPE)
+    table = pa.table(
+        {
+            "key": pa.array([b"k", None, b"kk"], pa.binary()),
+            "value": pa.array([b"vvvv", b"v", None], pa.binary()),
+            "headers": headers,
+        }
+    )
+    assert record_sizes(table).tolist() == [1 + 4 + 2 + 3, 1, 2]
+    assert record_sizes(table.slice(1)).tolist() == [1, 2]
