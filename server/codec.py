@@ -166,7 +166,7 @@ _MAX_SEQUENCE = 2**31 - 1
 
 Partition = Annotated[int, msgspec.Meta(ge=0, le=_MAX_PARTITION)]
 TimestampMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP_MS)]
-NoHeaders = Annotated[list[msgspec.Raw], msgspec.Meta(max_length=0)]
+NoHeaders = Annotated[tuple[msgspec.Raw, ...], msgspec.Meta(max_length=0)]
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True):
@@ -188,9 +188,10 @@ def _record_decoder(key: type, value: type) -> msgspec.json.Decoder[list[Any]]:
             ("value", value | None, None),
             ("partition", Partition | None, None),
             ("timestamp_ms", TimestampMs | None, None),
-            ("headers", NoHeaders, msgspec.field(default_factory=list)),
+            ("headers", NoHeaders, ()),
         ],
         forbid_unknown_fields=True,
+        gc=False,
     )
     return msgspec.json.Decoder(Annotated[list[record], msgspec.Meta(min_length=1)])  # type: ignore[valid-type]
 
