@@ -223,6 +223,23 @@ class _PreparedAppend:
         self.bases.clear()
 
 
+@dataclass
+class StagedAppend:
+    """Requests whose segments are written, at predicted offsets, but not yet committed.
+
+    Staging is the slow part of an append (encoding Parquet, fsync) and needs
+    no lock, so a broker stages its next group commit while the previous one
+    is committing. The commit checks the prediction and rewrites any segment
+    whose partition moved on meanwhile (another writer, a failed commit).
+    """
+
+    batches: list[PreparedBatch]
+    by_partition: dict[int, pa.Table]
+    locate: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]
+    prepared: _PreparedAppend
+    released: bool = False
+
+
 class _AlreadyCommitted(Exception):
     """Raised inside a commit attempt: this app transaction version is already in the log."""
 
@@ -325,6 +342,10 @@ class TopicLog:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpointed = -1
         self._listeners: list[Callable[[int, pa.Table], None]] = []
+        # Offsets promised to staged appends not yet committed, per partition, and how
+        # many such appends there are (the promise ends with the last of them).
+        self._reserved: dict[int, int] = {}
+        self._staged: dict[int, int] = {}
 
     # -- snapshot ------------------------------------------------------------
 
@@ -593,40 +614,104 @@ class TopicLog:
         ``app_transaction`` the whole commit happens at most once (see
         ``append_once``).
         """
+        return self.commit_staged(self.stage(batches), app_transaction)
+
+    def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
+        """Write the segments of a group commit at predicted offsets; nothing is visible yet.
+
+        The prediction continues after every append staged before and not yet
+        committed, so successive stages line up. Follow with ``commit_staged``
+        (in staging order, for the predictions to hold) or ``abandon``.
+        """
+        by_partition, locate = _group_by_partition(batches)
+        staged = StagedAppend(list(batches), by_partition, locate, _PreparedAppend())
+        bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})
+        try:
+            written = self._write_segments(
+                {p: with_offsets(rows, bases[p]) for p, rows in by_partition.items()}
+            )
+        except BaseException:
+            self._release(staged)
+            raise
+        staged.prepared.segments.update(written)
+        staged.prepared.bases.update(bases)
+        return staged
+
+    def abandon(self, staged: StagedAppend) -> None:
+        """Drop a staged append that will not be committed (its segments were never visible)."""
+        staged.prepared.discard(self.storage, self.table_path)
+        self._release(staged)
+
+    def _reserve(self, counts: dict[int, int]) -> dict[int, int]:
+        with self._state_lock:
+            bases = {}
+            for p, n in counts.items():
+                committed = self._state.txn_version(partition_txn(p))
+                bases[p] = max(committed, self._reserved.get(p, 0))
+                self._reserved[p] = bases[p] + n
+                self._staged[p] = self._staged.get(p, 0) + 1
+            return bases
+
+    def _release(self, staged: StagedAppend) -> None:
+        """End a staged append's promise; with none left, predictions follow the log again."""
+        with self._state_lock:
+            if staged.released:
+                return
+            staged.released = True
+            for p in staged.by_partition:
+                self._staged[p] -= 1
+                if not self._staged[p]:
+                    del self._staged[p]
+                    self._reserved.pop(p, None)
+
+    def commit_staged(
+        self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
+    ) -> list[AppendResult | LakelogError]:
+        """Commit a staged append (see ``append_prepared`` for the per-request outcomes)."""
+        batches = staged.batches
         results: list[AppendResult | LakelogError | None] = [None] * len(batches)
         pending = list(range(len(batches)))
         duplicates: list[int] = []
-        while pending:
-            active = [batches[i] for i in pending]
-            try:
-                committed = self._commit_batches(active, app_transaction)
-            except _AlreadyCommitted:
-                version = self.version
-                done = AppendResult([], [], [], [], version, duplicate=True)
-                return [done for _ in batches]
-            except _SequenceConflict as conflict:
-                duplicates += [pending[i] for i in conflict.check.duplicates]
-                for i, expected in conflict.check.out_of_order:
-                    batch = active[i]
-                    results[pending[i]] = OutOfOrderSequenceError(
-                        f"producer {batch.producer_id} sent sequence {batch.base_sequence} "
-                        f"to topic {self.name!r}; the next expected is {expected}"
-                    )
-                skip = set(conflict.check.duplicates) | {i for i, _ in conflict.check.out_of_order}
-                pending = [p for i, p in enumerate(pending) if i not in skip]
-                continue
-            for i, result in zip(pending, committed, strict=True):
-                results[i] = result
-            pending = []
+        current: StagedAppend | None = staged
+        try:
+            while pending:
+                active = [batches[i] for i in pending]
+                if current is None:  # after a sequence conflict: the rest, staged again
+                    current = self.stage(active)
+                try:
+                    committed = self._commit_batches(current, app_transaction)
+                except _AlreadyCommitted:
+                    version = self.version
+                    done = AppendResult([], [], [], [], version, duplicate=True)
+                    return [done for _ in batches]
+                except _SequenceConflict as conflict:
+                    duplicates += [pending[i] for i in conflict.check.duplicates]
+                    for i, expected in conflict.check.out_of_order:
+                        batch = active[i]
+                        results[pending[i]] = OutOfOrderSequenceError(
+                            f"producer {batch.producer_id} sent sequence {batch.base_sequence} "
+                            f"to topic {self.name!r}; the next expected is {expected}"
+                        )
+                    skip = set(conflict.check.duplicates) | {
+                        i for i, _ in conflict.check.out_of_order
+                    }
+                    pending = [p for i, p in enumerate(pending) if i not in skip]
+                    current = None
+                    continue
+                for i, result in zip(pending, committed, strict=True):
+                    results[i] = result
+                pending = []
+        finally:
+            self._release(staged)
         for i in duplicates:
             results[i] = self._original_result(batches[i])
         return [r if r is not None else UnknownServerError("no result") for r in results]
 
     def _commit_batches(
-        self, batches: list[PreparedBatch], app_transaction: tuple[str, int] | None = None
+        self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
     ) -> list[AppendResult]:
-        by_partition, locate = _group_by_partition(batches)
-        prepared = _PreparedAppend()
+        batches, by_partition, locate = staged.batches, staged.by_partition, staged.locate
+        prepared = staged.prepared
 
         def build(state: TableState) -> list[Action]:
             now = int(time.time() * 1000)
@@ -655,6 +740,8 @@ class TopicLog:
         except BaseException:
             prepared.discard(self.storage, self.table_path)
             raise
+        finally:
+            self._release(staged)
         base_of = np.zeros(max(prepared.bases) + 1, dtype=np.int64)
         for p, base in prepared.bases.items():
             base_of[p] = base

@@ -2,9 +2,13 @@
 
 Each topic has a queue and one flusher task. The flusher waits until the
 oldest request has lingered ``linger_ms`` or ``batch_bytes`` are waiting,
-then commits everything queued through ``TopicLog.append_prepared`` on a
-worker thread. While a commit runs, new requests queue up and form the next
-batch, so throughput grows with load instead of commits piling up.
+then takes everything queued as one group commit. A group commit is staged
+(``TopicLog.stage``: its segments are encoded and made durable) and then
+committed (``TopicLog.commit_staged``), each on a worker thread. Up to
+``max_in_flight_commits`` run at once: while one commits, the next stages,
+and the commits land in the order the groups were taken, so offsets follow
+arrival order. New requests queue up meanwhile and form the next group, so
+throughput grows with load instead of commits piling up.
 
 Memory is bounded per partition and per broker. A request that does not fit
 waits (Kafka's throttling) up to ``max_block_ms`` and then gets the retriable
@@ -25,7 +29,7 @@ import numpy as np
 
 from lakelog.errors import LakelogError, ThrottlingQuotaExceededError, UnknownServerError
 from lakelog.produce import PreparedBatch
-from lakelog.topic_log import AppendResult, TopicLog
+from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -41,12 +45,28 @@ class _Pending:
 
 
 @dataclass
+class _GroupCommit:
+    """One group commit under way: ``staged`` is set once its segments are written."""
+
+    task: asyncio.Task[None]
+    staged: asyncio.Event
+
+
+@dataclass
 class _TopicQueue:
     log: TopicLog
     items: list[_Pending] = field(default_factory=list)
     bytes: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    #: group commits taken and not finished, oldest first
+    in_flight: list[_GroupCommit] = field(default_factory=list)
+
+
+def _busy(queue: _TopicQueue) -> bool:
+    """Whether a queue still has a flusher or a group commit running."""
+    tasks = [queue.task, *[g.task for g in queue.in_flight]]
+    return any(t is not None and not t.done() for t in tasks)
 
 
 CommitObserver = Callable[[str, int, int, float], None]
@@ -87,8 +107,8 @@ class ProduceBatcher:
         pending = _Pending(batch, loop.create_future(), size, per_partition)
         queue = self._queues.get(topic_log.name)
         if queue is None or queue.log is not topic_log:
-            self._replaced = [q for q in self._replaced if q.task and not q.task.done()]
-            if queue is not None and queue.task is not None and not queue.task.done():
+            self._replaced = [q for q in self._replaced if _busy(q)]
+            if queue is not None and _busy(queue):
                 self._replaced.append(queue)
             queue = self._queues[topic_log.name] = _TopicQueue(topic_log)
         queue.items.append(pending)
@@ -148,21 +168,43 @@ class ProduceBatcher:
                 queue.wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(queue.wakeup.wait(), remaining)
+            queue.in_flight = [g for g in queue.in_flight if not g.task.done()]
+            if queue.in_flight and (
+                len(queue.in_flight) >= self.settings.max_in_flight_commits
+                or not queue.in_flight[-1].staged.is_set()
+            ):
+                # One group stages at a time, beside at most max_in_flight - 1 committing;
+                # meanwhile requests keep queuing and make the next group bigger.
+                staging = asyncio.ensure_future(queue.in_flight[-1].staged.wait())
+                await asyncio.wait(
+                    [queue.in_flight[0].task, staging], return_when=asyncio.FIRST_COMPLETED
+                )
+                staging.cancel()
+                continue
             items, queue.items, queue.bytes = queue.items, [], 0
-            await self._commit(topic, queue.log, items)
+            previous = queue.in_flight[-1].task if queue.in_flight else None
+            staged = asyncio.Event()
+            task = asyncio.create_task(self._commit(topic, queue.log, items, previous, staged))
+            queue.in_flight.append(_GroupCommit(task, staged))
 
-    async def _commit(self, topic: str, topic_log: TopicLog, items: list[_Pending]) -> None:
+    async def _commit(
+        self,
+        topic: str,
+        topic_log: TopicLog,
+        items: list[_Pending],
+        previous: asyncio.Task[None] | None,
+        staged: asyncio.Event,
+    ) -> None:
         started = time.perf_counter()
         try:
-            results: list[AppendResult | LakelogError] = await asyncio.to_thread(
-                topic_log.append_prepared, [i.batch for i in items]
-            )
+            results = await self._stage_and_commit(topic_log, items, previous, staged)
         except LakelogError as exc:
             results = [exc] * len(items)
         except Exception as exc:  # an unexpected failure must still answer every request
             log.exception("commit to topic %s failed", topic)
             results = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
         finally:
+            staged.set()
             await self._release(topic, items)
         elapsed = time.perf_counter() - started
         # Fix: every attempt was observed as a group commit, including batches that wrote
@@ -184,6 +226,24 @@ class ProduceBatcher:
             else:
                 item.future.set_result(result)
 
+    @staticmethod
+    async def _stage_and_commit(
+        topic_log: TopicLog,
+        items: list[_Pending],
+        previous: asyncio.Task[None] | None,
+        done_staging: asyncio.Event,
+    ) -> list[AppendResult | LakelogError]:
+        """Stage now, commit once the group taken before this one has finished."""
+        staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
+        done_staging.set()
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])  # its outcome is its own requests' business
+        except BaseException:  # cancelled while waiting: the segments were never visible
+            await asyncio.to_thread(topic_log.abandon, staged)
+            raise
+        return await asyncio.to_thread(topic_log.commit_staged, staged)
+
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""
         self._closing = True
@@ -195,3 +255,6 @@ class ProduceBatcher:
         tasks = [q.task for q in queues if q.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        commits = [g.task for q in queues for g in q.in_flight]
+        if commits:
+            await asyncio.gather(*commits, return_exceptions=True)

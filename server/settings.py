@@ -38,6 +38,13 @@ class BrokerSettings(BaseSettings):
     batch_bytes: int = Field(
         1 << 20, ge=1, description="A topic's batch is committed once this many bytes wait."
     )
+    max_in_flight_commits: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Group commits of one topic in flight at once: while one commits, the "
+        "next writes its segments (1 = one at a time).",
+    )
     partition_buffer_bytes: int = Field(
         32 << 20, ge=1, description="Most bytes waiting for one partition before throttling."
     )

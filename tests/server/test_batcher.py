@@ -32,7 +32,10 @@ GUARD = 30  # seconds; only reached when the batcher hangs
 
 
 class FakeLog:
-    """Just enough of a TopicLog: ``name`` and ``append_prepared``, with scripted outcomes."""
+    """Just enough of a TopicLog: ``name``, ``stage`` and ``commit_staged``, scripted.
+
+    ``calls`` lists the group commits in the order they were committed.
+    """
 
     def __init__(self, name: str = "t") -> None:
         self.name = name
@@ -43,8 +46,17 @@ class FakeLog:
         self.entered = threading.Event()  # set when a commit has started
         self.fail_with: BaseException | None = None
         self.per_request: Callable[[int, PreparedBatch], LakelogError | None] | None = None
+        self.staged: list[list[PreparedBatch]] = []
+        self.abandoned: list[list[PreparedBatch]] = []
 
-    def append_prepared(self, batches: Sequence[PreparedBatch]) -> list[AppendResult | Any]:
+    def stage(self, batches: Sequence[PreparedBatch]) -> list[PreparedBatch]:
+        self.staged.append(list(batches))
+        return list(batches)
+
+    def abandon(self, staged: list[PreparedBatch]) -> None:
+        self.abandoned.append(staged)
+
+    def commit_staged(self, batches: list[PreparedBatch]) -> list[AppendResult | Any]:
         self.calls.append(list(batches))
         self.entered.set()
         assert self.gate.wait(GUARD), "test never opened the gate"
@@ -181,7 +193,7 @@ def test_requests_queue_while_a_commit_runs_and_form_the_next_batch() -> None:
     fake.gate.clear()
 
     async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0))
+        batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=1))
         first = await batcher.submit(as_log(fake), batch(1))
         assert await asyncio.to_thread(fake.entered.wait, GUARD)  # commit 1 is running
         later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(4)]
@@ -190,6 +202,34 @@ def test_requests_queue_while_a_commit_runs_and_form_the_next_batch() -> None:
         fake.gate.set()
         await asyncio.gather(first, *later)
         assert [len(call) for call in fake.calls] == [1, 4]
+        await batcher.close()
+
+    run(main)
+
+
+def test_the_next_group_stages_while_one_commits_and_commits_after_it() -> None:
+    fake = FakeLog()
+    fake.gate.clear()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=2))
+        first = await batcher.submit(as_log(fake), batch(1))
+        assert await asyncio.to_thread(fake.entered.wait, GUARD)  # group 1 is committing
+        second = await batcher.submit(as_log(fake), batch(2))
+        for _ in range(200):  # group 2 gets staged without waiting for group 1
+            if len(fake.staged) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert [len(s) for s in fake.staged] == [1, 1]
+        assert len(fake.calls) == 1 and not second.done()  # ...but commits after it
+        later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(3)]
+        await settle()
+        assert len(fake.staged) == 2  # two in flight: the rest wait and form group 3
+        fake.gate.set()
+        assert (await first).offsets == [0]
+        assert (await second).offsets == [1, 2]
+        assert [r.offsets for r in await asyncio.gather(*later)] == [[3], [4], [5]]
+        assert [len(call) for call in fake.calls] == [1, 1, 3]
         await batcher.close()
 
     run(main)
