@@ -125,7 +125,7 @@ class ProducePlan:
 
     @property
     def label(self) -> str:
-        return f"{self.fmt}-{self.records}"
+        return f"{self.fmt}-{self.records}x{self.connections}"
 
     @property
     def variant(self) -> str:
@@ -143,6 +143,7 @@ class BrokerBenchConfig:
     #: throughput variants; the JSON one with ``latency_records`` sets the latency load
     produce_plan: tuple[ProducePlan, ...] = (
         ProducePlan("json", 1_000, 8),
+        ProducePlan("json", 1_000, 16),
         ProducePlan("arrow", 10_000, 4),
         ProducePlan("json", 100, 16),
     )
@@ -1362,12 +1363,23 @@ def _goal(value: float | None, goal: float, higher: bool) -> str:
 
 def goal_notes(report: Report, cfg: BrokerBenchConfig) -> list[str]:
     notes = []
-    for plan, goal in ((cfg.produce_plan[0], 300_000.0), (cfg.produce_plan[1], 1_000_000.0)):
-        r = report.find(PRODUCE, plan.variant, "throughput")
-        if r is not None:
+    for fmt, goal in (("json", 300_000.0), ("arrow", 1_000_000.0)):
+        # Throughput is the saturated rate: the best of the connection counts tried for the
+        # biggest requests of the format (the 1,000-record JSON, 10,000-record Arrow).
+        plans = [p for p in cfg.produce_plan if p.fmt == fmt]
+        biggest = max((p.records for p in plans), default=0)
+        found = [
+            (r, p)
+            for p in plans
+            if p.records == biggest
+            and (r := report.find(PRODUCE, p.variant, "throughput")) is not None
+        ]
+        if found:
+            r, plan = max(found, key=lambda rp: rp[0].value)
+            tried = ", ".join(str(p.connections) for _, p in found)
             notes.append(
-                f"goal produce {plan.variant}: {r.value:,.0f} records/s "
-                f"({_goal(r.value, goal, True)} goal >= {goal:,.0f})"
+                f"goal produce {plan.variant} (best of {tried} connections): "
+                f"{r.value:,.0f} records/s ({_goal(r.value, goal, True)} goal >= {goal:,.0f})"
             )
     for r in report.results:
         if r.benchmark == LATENCY and r.metric == "p99":
