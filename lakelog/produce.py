@@ -131,16 +131,18 @@ def conform(table: pa.Table) -> pa.Table:
         raise InvalidRecordError(f"unknown record columns: {', '.join(sorted(unknown))}")
     if table.schema.equals(PRODUCE_SCHEMA):
         return table  # built for this schema (the broker's JSON path): nothing to cast
-    columns = {
-        f.name: table.column(f.name)
-        if f.name in table.column_names
-        else pa.nulls(len(table), f.type)
-        for f in PRODUCE_SCHEMA
-    }
+    n = len(table)
+    columns = []
     try:
-        return pa.table(columns).cast(PRODUCE_SCHEMA)
+        for f in PRODUCE_SCHEMA:  # cast only what differs: a cast copies every value
+            if f.name not in table.column_names:
+                columns.append(pa.chunked_array([pa.nulls(n, f.type)]))
+                continue
+            column = table.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidRecordError(f"records do not match the record schema: {exc}") from exc
+    return pa.Table.from_arrays(columns, schema=PRODUCE_SCHEMA)
 
 
 def assign_partitions(table: pa.Table, num_partitions: int, keyless: Partitioner) -> pa.Table:

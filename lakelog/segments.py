@@ -116,8 +116,13 @@ def write_segment(
     compression: str = DEFAULT_COMPRESSION,
     base_offset: int | None = None,
     last_offset: int | None = None,
+    sync: bool = True,
 ) -> Segment:
-    """Write rows of one partition (with offsets) durably as a new, uncommitted segment."""
+    """Write rows of one partition (with offsets) as a new, uncommitted segment.
+
+    Durably, unless ``sync=False``: then the caller flushes it (``Storage.sync_new``)
+    before any commit may reference it.
+    """
     if base_offset is None or last_offset is None:
         low, high = pc.min_max(table.column("offset")).values()
     first = base_offset if base_offset is not None else low.as_py()
@@ -125,7 +130,9 @@ def write_segment(
     relative = segment_file_name(partition, first, last)
     try:
         size = storage.write_new(
-            join(table_path, relative), lambda sink: encode_segment(table, sink, compression)
+            join(table_path, relative),
+            lambda sink: encode_segment(table, sink, compression),
+            sync=sync,
         )
     except OSError as exc:
         raise KafkaStorageError(

@@ -19,7 +19,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -238,6 +239,28 @@ class StagedAppend:
     locate: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]
     prepared: _PreparedAppend
     released: bool = False
+    #: per segment path: its flush to stable storage, running while the commit is prepared
+    flushes: dict[str, Future[None]] = field(default_factory=dict)
+
+    def wait_flushed(self) -> None:
+        """Block until every staged segment still to be committed is durable.
+
+        Runs just before the commit file is published: the flush overlaps
+        building and writing the commit instead of preceding it.
+        """
+        current = {s.path for s in self.prepared.segments.values()}
+        for path, flush in self.flushes.items():
+            try:
+                flush.result()
+            except FileNotFoundError:
+                if path in current:
+                    raise
+                # Rewritten at other offsets and deleted before its flush: nothing to keep.
+
+    def settle(self) -> None:
+        """Wait for the flushes before the segments are thrown away; their outcome no longer
+        matters (a failed flush of a deleted, never published file loses nothing)."""
+        futures.wait(list(self.flushes.values()))
 
 
 class _AlreadyCommitted(Exception):
@@ -436,13 +459,16 @@ class TopicLog:
         build: Callable[[TableState], list[Action]],
         operation: str,
         parameters: dict[str, str] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> int:
         """Commit the actions ``build`` derives from the latest state; returns the new version.
 
         ``build`` is called again, with the newer state, every time another
         writer wins the version; it must decide from that state whether its
         earlier work is still valid. This is the one place any table change
-        (append, config change, compaction) is made durable.
+        (append, config change, compaction) is made durable. ``ready`` runs just
+        before the commit file can become visible (an append waits there for
+        its segments' flush).
         """
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + self.commit_timeout_s
@@ -464,7 +490,7 @@ class TopicLog:
                     }
                 )
                 try:
-                    committed = self._delta.try_commit(version, [*actions, info])
+                    committed = self._delta.try_commit(version, [*actions, info], ready)
                 except KafkaStorageError as exc:
                     committed = self._resolve_failed_put(commit_id, version, exc)
                 with self._state_lock:
@@ -628,17 +654,22 @@ class TopicLog:
         bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})
         try:
             written = self._write_segments(
-                {p: with_offsets(rows, bases[p]) for p, rows in by_partition.items()}
+                {p: with_offsets(rows, bases[p]) for p, rows in by_partition.items()}, sync=False
             )
         except BaseException:
             self._release(staged)
             raise
         staged.prepared.segments.update(written)
         staged.prepared.bases.update(bases)
+        pool = self._pool()
+        for segment in written.values():
+            path = join(self.table_path, segment.path)
+            staged.flushes[segment.path] = pool.submit(self.storage.sync_new, [path])
         return staged
 
     def abandon(self, staged: StagedAppend) -> None:
         """Drop a staged append that will not be committed (its segments were never visible)."""
+        staged.settle()
         staged.prepared.discard(self.storage, self.table_path)
         self._release(staged)
 
@@ -734,10 +765,11 @@ class TopicLog:
             return actions
 
         try:
-            version = self.commit(build, "WRITE", {"mode": "Append"})
+            version = self.commit(build, "WRITE", {"mode": "Append"}, ready=staged.wait_flushed)
         except AmbiguousCommitError:
             raise  # the segments may be referenced by a landed commit: keep them
         except BaseException:
+            staged.settle()
             prepared.discard(self.storage, self.table_path)
             raise
         finally:
@@ -856,7 +888,12 @@ class TopicLog:
             actions.append(add_action(segment))
         return actions
 
-    def _write_segments(self, tables: dict[int, pa.Table]) -> dict[int, Segment]:
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._io_pool is None:
+            self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
+        return self._io_pool
+
+    def _write_segments(self, tables: dict[int, pa.Table], sync: bool = True) -> dict[int, Segment]:
         def one(p: int) -> Segment:
             table = tables[p]
             first = int(table.column("offset")[0].as_py())  # offsets are base, base+1, ...
@@ -868,15 +905,15 @@ class TopicLog:
                 self.compression,
                 base_offset=first,
                 last_offset=first + table.num_rows - 1,
+                sync=sync,
             )
 
         if len(tables) == 1:
             (p,) = tables
             return {p: one(p)}
-        if self._io_pool is None:
-            self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
-        futures = {p: self._io_pool.submit(one, p) for p in tables}
-        return {p: f.result() for p, f in futures.items()}
+        pool = self._pool()
+        running = {p: pool.submit(one, p) for p in tables}
+        return {p: f.result() for p, f in running.items()}
 
     # -- read ----------------------------------------------------------------
 

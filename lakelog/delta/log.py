@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -149,11 +150,16 @@ class DeltaLog:
 
     # -- writing -------------------------------------------------------------
 
-    def try_commit(self, version: int, actions: list[Action]) -> bool:
-        """Write commit ``version``; False if another writer already wrote it."""
+    def try_commit(
+        self, version: int, actions: list[Action], ready: Callable[[], None] | None = None
+    ) -> bool:
+        """Write commit ``version``; False if another writer already wrote it.
+
+        ``ready`` runs before the commit can become visible (see ``put_if_absent``).
+        """
         try:
             return self.storage.put_if_absent(
-                join(self.log_path, commit_file(version)), encode_commit(actions)
+                join(self.log_path, commit_file(version)), encode_commit(actions), ready
             )
         except OSError as exc:
             raise KafkaStorageError(f"cannot write Delta commit {version}: {exc}") from exc

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -63,12 +63,15 @@ class Storage(abc.ABC):
     def put(self, path: str, data: bytes) -> None:
         """Write (or replace) an object atomically and durably: readers see all or nothing."""
 
-    def write_new(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+    def write_new(self, path: str, write: Callable[[BinaryIO], None], *, sync: bool = True) -> int:
         """Stream a new object (e.g. a Parquet segment) durably; returns its size.
 
         Unlike ``put`` there is no atomic-visibility promise: callers publish the
         object separately (a Delta commit), so a partial file is never read.
-        Backends that can stream override this to avoid buffering a copy.
+        Backends that can stream override this to avoid buffering a copy. With
+        ``sync=False`` a backend that has to flush (a local disk) may leave
+        that to a later ``sync_new``, so the flush can overlap other work; the
+        object must not be published before then.
         """
         buffer = io.BytesIO()
         write(buffer)
@@ -76,9 +79,24 @@ class Storage(abc.ABC):
         self.put(path, data)
         return len(data)
 
+    def sync_new(self, paths: Sequence[str]) -> None:
+        """Make objects written with ``write_new(sync=False)`` durable, names included.
+
+        Object stores have nothing to do: a completed upload is durable.
+        """
+        return None
+
     @abc.abstractmethod
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        """Create an object atomically; ``False`` (and no change) if it already exists."""
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
+        """Create an object atomically; ``False`` (and no change) if it already exists.
+
+        ``ready`` is called before the object can become visible (after its
+        bytes are staged durably where the backend stages them); if it raises,
+        nothing is published. A commit passes the wait for its segments'
+        ``sync_new`` here, so that flush overlaps writing the commit itself.
+        """
 
     @abc.abstractmethod
     def delete(self, path: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import fsspec
@@ -66,7 +66,11 @@ class FsspecStorage(Storage):
         with _store_errors():
             self.fs.pipe_file(self._abs(path), data)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
+        if ready is not None:
+            ready()
         try:
             with _store_errors():
                 self.fs.pipe_file(self._abs(path), data, mode="create")
@@ -175,7 +179,9 @@ class HdfsStorage(FsspecStorage):
     def __reduce__(self) -> tuple[Any, ...]:
         return (HdfsStorage, (self.url,))
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
         target = self._abs(path)
         # A random name: the old ``id(data)``/thread-ident name is only unique inside
         # one process, so writers on two hosts could share (and overwrite) one temp
@@ -183,6 +189,8 @@ class HdfsStorage(FsspecStorage):
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         self.fs.pipe_file(tmp, data)
         try:
+            if ready is not None:
+                ready()
             # HDFS rename refuses an existing destination: atomic create-if-absent.
             self.fs.mv(tmp, target)
         except OSError:
@@ -209,7 +217,11 @@ class MemoryStorage(FsspecStorage):
     def __reduce__(self) -> tuple[Any, ...]:
         return (MemoryStorage, (self.url,))
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
+        if ready is not None:
+            ready()
         with _MEMORY_LOCK:
             if self.fs.exists(self._abs(path)):
                 return False

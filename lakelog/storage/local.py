@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 import pyarrow
@@ -87,7 +87,7 @@ class LocalStorage(Storage):
             raise
         _fsync_dir(os.path.dirname(target))
 
-    def write_new(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+    def write_new(self, path: str, write: Callable[[BinaryIO], None], *, sync: bool = True) -> int:
         """Write in place under the final name: one copy, no rename; fsync file and directory.
 
         ``write`` gets a pyarrow native file (a writable binary file), so a
@@ -108,20 +108,41 @@ class LocalStorage(Storage):
                 with pyarrow.OSFile(target, "wb") as sink:
                     write(sink)
                     size = int(sink.tell())
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(target)
             raise
-        _fsync_dir(parent)
+        if sync:
+            _fsync_dir(parent)
         return size
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def sync_new(self, paths: Sequence[str]) -> None:
+        """fsync each file, then each directory holding one (its name is durable too)."""
+        parents = []
+        for path in paths:
+            target = self._abs(path)
+            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if os.path.dirname(target) not in parents:
+                parents.append(os.path.dirname(target))
+        for parent in parents:
+            _fsync_dir(parent)
+
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
         target = self._abs(path)
         tmp = self._write_temp(target, data)
         try:
+            if ready is not None:
+                ready()
             os.link(tmp, target)
         except FileExistsError:
             return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ class FlakyCommits(LocalStorage):
     def __reduce__(self) -> tuple[Any, ...]:
         return (FlakyCommits, (self.directory,))
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(
+        self, path: str, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
         mode, self.fail_next_commit = self.fail_next_commit, None
         if mode == "before-write" and "_delta_log" in path:
             raise OSError("connection reset before the write")
-        written = super().put_if_absent(path, data)
+        written = super().put_if_absent(path, data, ready)
         if mode == "after-write" and "_delta_log" in path:
             raise OSError("connection reset after the write")
         return written

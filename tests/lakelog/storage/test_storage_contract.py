@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import boto3
 import pyarrow as pa
@@ -174,6 +174,39 @@ def test_put_if_absent_creates_once(backend: Backend) -> None:
     assert storage.put_if_absent("plain", b"not empty") is False
     assert storage.read_bytes("plain") == b""
     assert [i.path for i in storage.list_dir("_delta_log")] == ["_delta_log/00000.json"]
+
+
+def test_put_if_absent_publishes_only_after_ready(backend: Backend) -> None:
+    """``ready`` runs before the object is visible; if it raises, nothing is published."""
+    storage = backend.storage
+    seen: list[bool] = []
+
+    def record_visibility() -> None:
+        seen.append(storage.exists("_delta_log/a.json"))
+
+    assert storage.put_if_absent("_delta_log/a.json", b"a", record_visibility) is True
+    assert seen == [False] and storage.read_bytes("_delta_log/a.json") == b"a"
+
+    def not_ready() -> None:
+        raise OSError("segment flush failed")
+
+    with pytest.raises(OSError, match="flush failed"):
+        storage.put_if_absent("_delta_log/b.json", b"b", not_ready)
+    assert not storage.exists("_delta_log/b.json")
+    assert [i.path for i in storage.list_dir("_delta_log")] == ["_delta_log/a.json"]
+
+
+def test_write_new_unsynced_then_sync_new(backend: Backend) -> None:
+    """Deferred flush: the bytes are there at once and durable after ``sync_new``."""
+    storage = backend.storage
+
+    def write(sink: BinaryIO) -> None:
+        sink.write(b"abc")
+
+    size = storage.write_new("seg/p=0/a.parquet", write, sync=False)
+    assert size == 3
+    storage.sync_new(["seg/p=0/a.parquet"])
+    assert storage.read_bytes("seg/p=0/a.parquet") == b"abc"
 
 
 def test_put_if_absent_race_between_threads(backend: Backend) -> None:
