@@ -129,11 +129,14 @@ def conform(table: pa.Table) -> pa.Table:
     unknown = set(table.column_names) - set(PRODUCE_SCHEMA.names)
     if unknown:
         raise InvalidRecordError(f"unknown record columns: {', '.join(sorted(unknown))}")
-    if table.schema.equals(PRODUCE_SCHEMA):
-        return table  # built for this schema (the broker's JSON path): nothing to cast
     n = len(table)
     columns = []
     try:
+        # Arrow from outside (an IPC body, a caller's table) may be malformed: check it
+        # in full here (~40 us per 10,000 rows), since nothing below would.
+        table.validate(full=True)
+        if table.schema.equals(PRODUCE_SCHEMA):
+            return table  # built for this schema (the broker's JSON path): nothing to cast
         for f in PRODUCE_SCHEMA:  # cast only what differs: a cast copies every value
             if f.name not in table.column_names:
                 columns.append(pa.chunked_array([pa.nulls(n, f.type)]))
