@@ -73,6 +73,7 @@ from benchmarks.common import (
     random_binary,
     rate,
     scratch_dir,
+    settle_disk,
 )
 from lakelog.records import SEGMENT_SCHEMA
 
@@ -977,6 +978,7 @@ class Bench:
     def run(self, fn: Callable[[ProduceLoad], LoadResult], load: ProduceLoad) -> LoadResult:
         warm_up(load)
         load = replace(load, start_at=max(load.start_at, time.monotonic() + 0.1))
+        settle_disk()
         result = self.pool.submit(fn, load).result()
         check(result, load.path)
         return result
@@ -1229,6 +1231,7 @@ def bench_e2e(b: Bench) -> list[Result]:
             end_ns=int((begin + cfg.e2e_s) * 1e9),
             deadline=begin + cfg.e2e_s + max(10.0, 2 * cfg.e2e_s),
         )
+        settle_disk()
         consumer: Future[LoadResult] = b.pool.submit(consume_head, consume)
         producer = b.pool.submit(run_produce, load).result()
         check(producer, "e2e producer")
@@ -1304,6 +1307,7 @@ def bench_fetch(b: Bench, root: Path) -> list[Result]:
             read = RangeRead(
                 b.broker.target, topic, 0, 0, cfg.fetch_records, fmt, cfg.fetch_max_records
             )
+            settle_disk()
             got = b.pool.submit(read_range, read).result()
             check(got, f"fetch {fmt} from {source}")
             after = broker_metrics(b.broker)

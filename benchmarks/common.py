@@ -360,12 +360,24 @@ def fsync_path(path: Path | str) -> None:
         os.close(fd)
 
 
+def settle_disk() -> None:
+    """Flush every dirty page before a timed window.
+
+    Without it, the gigabytes an earlier phase wrote are still being written
+    back while the next one runs, and every fsync it makes waits behind them
+    (measured: produce p99 from ~25 ms to 60-300 ms). Each contender gets the
+    same clean start.
+    """
+    os.sync()
+
+
 @contextlib.contextmanager
 def scratch_dir(parent: Path, name: str) -> Iterator[Path]:
-    """A fresh directory ``parent/name``, removed (with everything in it) on exit."""
+    """A fresh directory ``parent/name`` on a settled disk, removed on exit."""
     path = parent / name
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
+    settle_disk()
     try:
         yield path
     finally:

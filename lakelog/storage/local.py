@@ -19,6 +19,8 @@ import pyarrow.fs
 
 from lakelog.storage.base import FileInfo, Storage, check_relative_path
 
+_WRITE_BUFFER_BYTES = 4 << 20
+
 
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -105,7 +107,11 @@ class LocalStorage(Storage):
             fd = os.open(target, flags, 0o644)
         try:
             try:
-                with pyarrow.OSFile(target, "wb") as sink:
+                # Buffered: a Parquet writer makes dozens of small writes per file, each a
+                # syscall that gives up the GIL and waits to get it back on a busy broker.
+                with pyarrow.BufferedOutputStream(
+                    pyarrow.OSFile(target, "wb"), _WRITE_BUFFER_BYTES
+                ) as sink:
                     write(sink)
                     size = int(sink.tell())
                 if sync:
