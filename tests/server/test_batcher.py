@@ -188,14 +188,22 @@ def test_batch_bytes_commits_before_linger_ends() -> None:
     run(main)
 
 
+async def committing(
+    fake: FakeLog, max_in_flight_commits: int
+) -> tuple[ProduceBatcher, asyncio.Future[AppendResult]]:
+    """A batcher whose first group commit (one request) is running, held at the fake's gate."""
+    fake.gate.clear()
+    batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=max_in_flight_commits))
+    first = await batcher.submit(as_log(fake), batch(1))
+    assert await asyncio.to_thread(fake.entered.wait, GUARD)
+    return batcher, first
+
+
 def test_requests_queue_while_a_commit_runs_and_form_the_next_batch() -> None:
     fake = FakeLog()
-    fake.gate.clear()
 
     async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=1))
-        first = await batcher.submit(as_log(fake), batch(1))
-        assert await asyncio.to_thread(fake.entered.wait, GUARD)  # commit 1 is running
+        batcher, first = await committing(fake, max_in_flight_commits=1)
         later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(4)]
         await settle()
         assert len(fake.calls) == 1
@@ -209,12 +217,9 @@ def test_requests_queue_while_a_commit_runs_and_form_the_next_batch() -> None:
 
 def test_the_next_group_stages_while_one_commits_and_commits_after_it() -> None:
     fake = FakeLog()
-    fake.gate.clear()
 
     async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=2))
-        first = await batcher.submit(as_log(fake), batch(1))
-        assert await asyncio.to_thread(fake.entered.wait, GUARD)  # group 1 is committing
+        batcher, first = await committing(fake, max_in_flight_commits=2)
         second = await batcher.submit(as_log(fake), batch(2))
         for _ in range(200):  # group 2 gets staged without waiting for group 1
             if len(fake.staged) == 2:
