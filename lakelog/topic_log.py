@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +66,7 @@ from lakelog.storage import Storage, join
 from lakelog.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PARTITION_TXN_PREFIX = "lakelog.partition."
 CONFIG_PARTITIONS = "lakelog.partitions"
@@ -547,9 +549,14 @@ class TopicLog:
     def _maybe_checkpoint(self, version: int) -> None:
         if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
             return
-        if self._checkpointer is None:
-            self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
-        self._checkpointer.submit(self._checkpoint, version)
+        with self._state_lock:
+            if self._checkpointer is None:
+                self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
+            checkpointer = self._checkpointer
+        try:
+            checkpointer.submit(self._checkpoint, version)
+        except RuntimeError:  # closed meanwhile: the commit stands, a later interval checkpoints
+            log.info("checkpoint of %s at %d skipped: the log was closed", self.name, version)
 
     def _checkpoint(self, version: int) -> None:
         """Runs on the one checkpoint thread, off the append path, so commits stay fast."""
@@ -568,10 +575,14 @@ class TopicLog:
             self._checkpointer.submit(lambda: None).result()
 
     def close(self) -> None:
-        for pool in (self._checkpointer, self._io_pool):
+        """Stop the background pools. The log stays usable: a caller still holding it (a
+        catalog replaced it meanwhile) gets new pools, or runs the work itself."""
+        with self._state_lock:
+            pools = (self._checkpointer, self._io_pool)
+            self._checkpointer = self._io_pool = None
+        for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=True)
-        self._checkpointer = self._io_pool = None
 
     # -- append --------------------------------------------------------------
 
@@ -661,10 +672,9 @@ class TopicLog:
             raise
         staged.prepared.segments.update(written)
         staged.prepared.bases.update(bases)
-        pool = self._pool()
         for segment in written.values():
             path = join(self.table_path, segment.path)
-            staged.flushes[segment.path] = pool.submit(self.storage.sync_new, [path])
+            staged.flushes[segment.path] = self._submit(self.storage.sync_new, [path])
         return staged
 
     def abandon(self, staged: StagedAppend) -> None:
@@ -889,9 +899,22 @@ class TopicLog:
         return actions
 
     def _pool(self) -> ThreadPoolExecutor:
-        if self._io_pool is None:
-            self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
-        return self._io_pool
+        with self._state_lock:
+            if self._io_pool is None:
+                self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
+            return self._io_pool
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run ``fn`` on the I/O pool, or here if ``close`` shut that pool down meanwhile."""
+        try:
+            return self._pool().submit(fn, *args)
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            done: Future[T] = Future()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:
+                done.set_exception(exc)
+            return done
 
     def _write_segments(self, tables: dict[int, pa.Table], sync: bool = True) -> dict[int, Segment]:
         def one(p: int) -> Segment:
@@ -911,8 +934,7 @@ class TopicLog:
         if len(tables) == 1:
             (p,) = tables
             return {p: one(p)}
-        pool = self._pool()
-        running = {p: pool.submit(one, p) for p in tables}
+        running = {p: self._submit(one, p) for p in tables}
         return {p: f.result() for p, f in running.items()}
 
     # -- read ----------------------------------------------------------------

@@ -77,3 +77,15 @@ def test_a_stage_is_rewritten_after_another_writers_commit(
     other.append([Record(b"x", partition=0)])
     assert _offsets(log.commit_staged(staged)) == [1, 2, 3]
     assert _values(log) == [b"x", b"a0", b"a1", b"a2"]
+
+
+def test_a_log_closed_while_in_use_keeps_appending(catalog: Catalog) -> None:
+    """A catalog closes a log it replaced while a broker may still be appending through it."""
+    catalog.create_topic("t", 2)
+    log = catalog.topic("t")
+    staged = _stage(log, "a")
+    log.close()
+    assert _offsets(log.commit_staged(staged)) == [0, 1, 2]
+    log.close()
+    both = [Record(b"x", partition=0), Record(b"y", partition=1)]
+    assert [int(o) for o in log.append(both).offsets] == [3, 0]
