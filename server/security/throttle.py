@@ -35,6 +35,13 @@ THROTTLE_HEADER = "X-Lakelog-Throttle-Time-Ms"
 RECORDED_KEY = "lakelog_quota_recorded"
 
 
+def hold_until(previous_until: float | None, now: float, throttle_ms: int) -> float:
+    """When a throttled answer may go: after the client's previous held answer, plus its own
+    throttle (seconds on the event loop's clock). Pure, so the queueing is testable."""
+    start = now if previous_until is None else max(now, previous_until)
+    return start + throttle_ms / 1000
+
+
 def record_quota(request: Request, kind: QuotaKind, value: float) -> int:
     """Count ``value`` bytes of ``kind`` for the caller; the throttle time (ms) to report."""
     security = security_of(request)
@@ -97,10 +104,8 @@ class ThrottleMiddleware:
         the client through at several times its quota. Each answer waits at most
         one full window beyond the previous one, well inside client timeouts.
         """
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        start = max(now, self._held_until.get(key, now))
-        until = start + min(throttle_ms, self.max_delay_ms) / 1000
+        now = asyncio.get_running_loop().time()
+        until = hold_until(self._held_until.get(key), now, min(throttle_ms, self.max_delay_ms))
         self._held_until[key] = until
         for stale in [k for k, t in self._held_until.items() if t < now]:
             del self._held_until[stale]
