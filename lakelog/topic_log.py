@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.delta.actions import Action, CommitInfo, Metadata, Txn
-from lakelog.delta.checkpoint import write_checkpoint
+from lakelog.delta.checkpoint import CheckpointSnapshot, snapshot_of, write_checkpoint
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
 from lakelog.errors import (
@@ -547,27 +547,29 @@ class TopicLog:
         )
 
     def _maybe_checkpoint(self, version: int) -> None:
+        """Called under the state lock right after ``version`` was applied."""
         if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
             return
-        with self._state_lock:
-            if self._checkpointer is None:
-                self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
-            checkpointer = self._checkpointer
+        snapshot = snapshot_of(self._state)  # copies references only: cheap under the lock
+        if self._checkpointer is None:
+            self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix=f"ckpt-{self.name}")
         try:
-            checkpointer.submit(self._checkpoint, version)
+            self._checkpointer.submit(self._checkpoint, snapshot)
         except RuntimeError:  # closed meanwhile: the commit stands, a later interval checkpoints
             log.info("checkpoint of %s at %d skipped: the log was closed", self.name, version)
 
-    def _checkpoint(self, version: int) -> None:
+    def _checkpoint(self, snapshot: CheckpointSnapshot) -> None:
         """Runs on the one checkpoint thread, off the append path, so commits stay fast."""
-        if version <= self._checkpointed:
+        if snapshot.version <= self._checkpointed:
             return
         try:
-            write_checkpoint(self.storage, self.table_path, version)
-            self._checkpointed = version
-        except KafkaStorageError:
+            write_checkpoint(self.storage, self._delta.log_path, snapshot)
+            self._checkpointed = snapshot.version
+        except Exception:  # noqa: BLE001 - a background thread: log it, the commit stands
             # Checkpoints only bound open/commit cost; the next interval tries again.
-            log.warning("checkpoint of %s at %d failed", self.name, version, exc_info=True)
+            log.warning(
+                "checkpoint of %s at %d failed", self.name, snapshot.version, exc_info=True
+            )
 
     def wait_for_checkpoints(self) -> None:
         """Block until a background checkpoint (if any) has finished; for tests and shutdown."""

@@ -1,28 +1,339 @@
-"""Delta checkpoints, written by delta-rs.
+"""Delta checkpoints, written from the state a writer already holds in memory.
 
-Checkpoint files are derived data (a Parquet snapshot of the log at one
-version); delta-rs writes them in the exact layout every Delta reader expects,
-so lakelog delegates instead of reimplementing the format.
+A checkpoint is derived data: the table at one version as one Parquet file,
+so a reader starts there instead of replaying every JSON commit. delta-rs can
+write one, but it first rebuilds the whole snapshot from storage, and in a
+broker that rebuild held the GIL long enough, once a second under load, to
+set the produce tail latency. The writer's ``TableState`` already is that
+snapshot, so building the file from it costs a few column conversions.
+
+The file has the columns delta-rs itself writes (action columns ``add``,
+``remove``, ``metaData``, ``protocol``, ``txn``, ``domainMetadata``,
+``sidecar``; one non-null action per row), with every field nullable as Spark
+writes them (Parquet cannot mark a field required inside the null action
+columns of the other rows). The tests read it back with delta-rs.
 """
 
 from __future__ import annotations
 
-from deltalake import DeltaTable
+import io
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelog.delta.actions import AddFile, Metadata, Protocol, RemoveFile
+from lakelog.delta.state import TableState
 from lakelog.errors import KafkaStorageError
-from lakelog.storage import Storage
+from lakelog.storage import Storage, join
+
+log = logging.getLogger(__name__)
+
+LAST_CHECKPOINT = "_last_checkpoint"
+#: Delta's default ``delta.deletedFileRetentionDuration``.
+DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
+TOMBSTONE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
+
+_UNIT_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 7 * 86_400_000,
+}
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+
+_STR = pa.string()
+_MAP = pa.map_(pa.string(), pa.string())
+_STRINGS = pa.list_(pa.field("element", pa.string()))
+_DV = pa.struct(
+    [
+        pa.field("storageType", _STR),
+        pa.field("pathOrInlineDv", _STR),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32()),
+        pa.field("cardinality", pa.int64()),
+    ]
+)
+_ADD = [
+    pa.field("path", _STR),
+    pa.field("partitionValues", _MAP),
+    pa.field("size", pa.int64()),
+    pa.field("modificationTime", pa.int64()),
+    pa.field("dataChange", pa.bool_()),
+    pa.field("stats", _STR),
+    pa.field("tags", _MAP),
+    pa.field("deletionVector", _DV),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
+    pa.field("clusteringProvider", _STR),
+]
+_REMOVE = [
+    pa.field("path", _STR),
+    pa.field("deletionTimestamp", pa.int64()),
+    pa.field("dataChange", pa.bool_()),
+    pa.field("extendedFileMetadata", pa.bool_()),
+    pa.field("partitionValues", _MAP),
+    pa.field("size", pa.int64()),
+    pa.field("stats", _STR),
+    pa.field("tags", _MAP),
+    pa.field("deletionVector", _DV),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
+]
+_METADATA = [
+    pa.field("id", _STR),
+    pa.field("name", _STR),
+    pa.field("description", _STR),
+    pa.field(
+        "format",
+        pa.struct(
+            [
+                pa.field("provider", _STR),
+                pa.field("options", _MAP),
+            ]
+        ),
+    ),
+    pa.field("schemaString", _STR),
+    pa.field("partitionColumns", _STRINGS),
+    pa.field("createdTime", pa.int64()),
+    pa.field("configuration", _MAP),
+]
+_PROTOCOL = [
+    pa.field("minReaderVersion", pa.int32()),
+    pa.field("minWriterVersion", pa.int32()),
+    pa.field("readerFeatures", _STRINGS),
+    pa.field("writerFeatures", _STRINGS),
+]
+_TXN = [
+    pa.field("appId", _STR),
+    pa.field("version", pa.int64()),
+    pa.field("lastUpdated", pa.int64()),
+]
+_DOMAIN = [
+    pa.field("domain", _STR),
+    pa.field("configuration", _STR),
+    pa.field("removed", pa.bool_()),
+]
+_SIDECAR = [
+    pa.field("path", _STR),
+    pa.field("sizeInBytes", pa.int64()),
+    pa.field("modificationTime", pa.int64()),
+    pa.field("tags", _MAP),
+]
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        pa.field("add", pa.struct(_ADD)),
+        pa.field("remove", pa.struct(_REMOVE)),
+        pa.field("metaData", pa.struct(_METADATA)),
+        pa.field("protocol", pa.struct(_PROTOCOL)),
+        pa.field("txn", pa.struct(_TXN)),
+        pa.field("domainMetadata", pa.struct(_DOMAIN)),
+        pa.field("sidecar", pa.struct(_SIDECAR)),
+    ]
+)
 
 
-def write_checkpoint(storage: Storage, table_path: str, version: int) -> None:
-    """Checkpoint the table at ``version`` (idempotent: rewriting gives the same file)."""
-    try:
-        table = DeltaTable(
-            storage.delta_uri(table_path),
-            version=version,
-            storage_options=storage.delta_storage_options() or None,
+@dataclass(frozen=True)
+class CheckpointSnapshot:
+    """What a checkpoint of one version holds; immutable, so it can be written off-thread."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: tuple[AddFile, ...]
+    txns: tuple[tuple[str, int], ...]
+    tombstones: tuple[RemoveFile, ...]
+
+
+def tombstone_retention_ms(metadata: Metadata) -> int:
+    """The table's ``delta.deletedFileRetentionDuration`` ("interval 1 week") in ms."""
+    text = metadata.configuration.get(TOMBSTONE_RETENTION_KEY)
+    if text is None:
+        return DEFAULT_TOMBSTONE_RETENTION_MS
+    match = _INTERVAL.match(text)
+    unit = match and _UNIT_MS.get(match.group(2).lower())
+    if not match or unit is None:
+        log.warning(
+            "%s=%r is not an interval lakelog understands; keeping tombstones for 1 week",
+            TOMBSTONE_RETENTION_KEY,
+            text,
         )
-        table.create_checkpoint()
-    except Exception as exc:  # delta-rs raises several unrelated types for I/O trouble
+        return DEFAULT_TOMBSTONE_RETENTION_MS
+    return int(match.group(1)) * unit
+
+
+def snapshot_of(state: TableState, now_ms: int | None = None) -> CheckpointSnapshot:
+    """Freeze ``state`` for a checkpoint, forgetting tombstones past their retention.
+
+    The caller holds whatever lock guards ``state``; this only copies references.
+    """
+    if state.protocol is None or state.metadata is None:
+        raise ValueError(f"state at version {state.version} has no protocol or metadata")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    state.drop_tombstones_before(now - tombstone_retention_ms(state.metadata))
+    return CheckpointSnapshot(
+        version=state.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        files=tuple(state.files.values()),
+        txns=tuple(state.txns.items()),
+        tombstones=tuple(state.tombstones.values()),
+    )
+
+
+def checkpoint_table(snapshot: CheckpointSnapshot) -> pa.Table:
+    """The checkpoint's rows: protocol, metadata, app transactions, files, tombstones."""
+    blocks = [
+        ("protocol", _protocol_rows(snapshot.protocol)),
+        ("metaData", _metadata_rows(snapshot.metadata)),
+        ("txn", _txn_rows(snapshot.txns)),
+        ("add", _add_rows(snapshot.files)),
+        ("remove", _remove_rows(snapshot.tombstones)),
+    ]
+    total = sum(len(rows) for _, rows in blocks)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    start = 0
+    for name, rows in blocks:
+        kind = CHECKPOINT_SCHEMA.field(name).type
+        chunks = [pa.nulls(start, kind), rows, pa.nulls(total - start - len(rows), kind)]
+        columns[name] = pa.chunked_array([c for c in chunks if len(c)], kind)
+        start += len(rows)
+    for name in ("domainMetadata", "sidecar"):
+        columns[name] = pa.nulls(total, CHECKPOINT_SCHEMA.field(name).type)
+    return pa.table([columns[f.name] for f in CHECKPOINT_SCHEMA], schema=CHECKPOINT_SCHEMA)
+
+
+def write_checkpoint(storage: Storage, log_path: str, snapshot: CheckpointSnapshot) -> None:
+    """Write ``<version>.checkpoint.parquet``, then point ``_last_checkpoint`` at it.
+
+    Both are plain atomic overwrites: two writers checkpointing one version
+    write equivalent files, and a reader finding an older ``_last_checkpoint``
+    only replays a few more commits.
+    """
+    table = checkpoint_table(snapshot)
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    data = sink.getvalue()
+    name = f"{snapshot.version:020d}.checkpoint.parquet"
+    pointer = {
+        "version": snapshot.version,
+        "size": table.num_rows,
+        "sizeInBytes": len(data),
+        "numOfAddFiles": len(snapshot.files),
+    }
+    try:
+        storage.put(join(log_path, name), data)
+        storage.put(join(log_path, LAST_CHECKPOINT), json.dumps(pointer).encode())
+    except OSError as exc:
         raise KafkaStorageError(
-            f"checkpoint of {table_path} at version {version} failed: {exc}"
+            f"checkpoint of {log_path} at version {snapshot.version} failed: {exc}"
         ) from exc
+
+
+# -- one block of rows per action kind ----------------------------------------
+
+
+def _struct(fields: list[pa.Field], arrays: list[pa.Array]) -> pa.StructArray:
+    return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+def _maps(dicts: Iterable[Mapping[str, str | None] | None]) -> pa.MapArray:
+    """A map column from dicts (None becomes an empty map) without per-row conversion."""
+    offsets = [0]
+    keys: list[str] = []
+    values: list[str | None] = []
+    for d in dicts:
+        if d:
+            keys.extend(d)
+            values.extend(d.values())
+        offsets.append(len(keys))
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(keys, _STR), pa.array(values, _STR)
+    )
+
+
+def _nulls(fields: list[pa.Field], names: Sequence[str], n: int) -> list[pa.Array]:
+    by_name = {f.name: f for f in fields}
+    return [pa.nulls(n, by_name[name].type) for name in names]
+
+
+def _add_rows(files: Sequence[AddFile]) -> pa.StructArray:
+    n = len(files)
+    arrays = [
+        pa.array([f.path for f in files], _STR),
+        _maps(f.partition_values for f in files),
+        pa.array([f.size for f in files], pa.int64()),
+        pa.array([f.modification_time for f in files], pa.int64()),
+        pa.array([f.data_change for f in files], pa.bool_()),
+        pa.array([f.stats for f in files], _STR),
+        _maps(f.tags for f in files),
+        *_nulls(
+            _ADD,
+            ("deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider"),
+            n,
+        ),
+    ]
+    return _struct(_ADD, arrays)
+
+
+def _remove_rows(tombstones: Sequence[RemoveFile]) -> pa.StructArray:
+    n = len(tombstones)
+    arrays = [
+        pa.array([r.path for r in tombstones], _STR),
+        pa.array([r.deletion_timestamp for r in tombstones], pa.int64()),
+        pa.array([r.data_change for r in tombstones], pa.bool_()),
+        pa.array([r.partition_values is not None for r in tombstones], pa.bool_()),
+        _maps(r.partition_values for r in tombstones),
+        pa.array([r.size for r in tombstones], pa.int64()),
+        pa.nulls(n, _STR),
+        _maps(r.tags for r in tombstones),
+        *_nulls(_REMOVE, ("deletionVector", "baseRowId", "defaultRowCommitVersion"), n),
+    ]
+    return _struct(_REMOVE, arrays)
+
+
+def _metadata_rows(metadata: Metadata) -> pa.StructArray:
+    fmt = _struct(
+        [f for f in _METADATA if f.name == "format"][0].type.fields,
+        [pa.array(["parquet"], _STR), _maps([{}])],
+    )
+    arrays = [
+        pa.array([metadata.table_id], _STR),
+        pa.array([metadata.name], _STR),
+        pa.array([metadata.description], _STR),
+        fmt,
+        pa.array([metadata.schema_string], _STR),
+        pa.array([list(metadata.partition_columns)], _STRINGS),
+        pa.array([metadata.created_time], pa.int64()),
+        _maps([metadata.configuration]),
+    ]
+    return _struct(_METADATA, arrays)
+
+
+def _protocol_rows(protocol: Protocol) -> pa.StructArray:
+    def features(values: tuple[str, ...] | None) -> pa.Array:
+        return pa.array([None if values is None else list(values)], _STRINGS)
+
+    arrays = [
+        pa.array([protocol.min_reader_version], pa.int32()),
+        pa.array([protocol.min_writer_version], pa.int32()),
+        features(protocol.reader_features),
+        features(protocol.writer_features),
+    ]
+    return _struct(_PROTOCOL, arrays)
+
+
+def _txn_rows(txns: Sequence[tuple[str, int]]) -> pa.StructArray:
+    arrays = [
+        pa.array([app for app, _ in txns], _STR),
+        pa.array([version for _, version in txns], pa.int64()),
+        pa.nulls(len(txns), pa.int64()),
+    ]
+    return _struct(_TXN, arrays)

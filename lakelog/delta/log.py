@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from lakelog.delta.actions import (
     Action,
     AddFile,
+    RemoveFile,
     action_from_json,
     decode_commit,
     encode_commit,
@@ -137,6 +138,7 @@ class DeltaLog:
             data = self.storage.read_bytes(join(self.log_path, name))
             table = pq.read_table(pa.BufferReader(data))
             actions.extend(_checkpoint_adds(table))
+            actions.extend(_checkpoint_removes(table))
             # The few non-add rows (protocol, metadata, txns) go the generic way.
             present = [c for c in ("protocol", "metaData", "txn") if c in table.column_names]
             small = table.select(present)
@@ -202,6 +204,27 @@ def _checkpoint_adds(table: pa.Table) -> list[AddFile]:
             tags=dict(tags[i] or ()),
         )
         for i in range(len(adds))
+    ]
+
+
+def _checkpoint_removes(table: pa.Table) -> list[RemoveFile]:
+    """The tombstones a checkpoint carries (few: only removes younger than their retention)."""
+    if "remove" not in table.column_names:
+        return []
+    removes = table.column("remove")
+    rows = removes.filter(pc.is_valid(removes)).to_pylist()
+    return [
+        RemoveFile(
+            path=row["path"],
+            deletion_timestamp=int(row.get("deletionTimestamp") or 0),
+            data_change=bool(row.get("dataChange", True)),
+            partition_values=(
+                dict(row["partitionValues"]) if row.get("extendedFileMetadata") else None
+            ),
+            size=row.get("size"),
+            tags=dict(row.get("tags") or ()),
+        )
+        for row in rows
     ]
 
 

@@ -53,9 +53,10 @@ def check_protocol(protocol: Protocol) -> None:
 class TableState:
     """Files, app transactions, metadata and protocol of a table at ``version``.
 
-    ``removed`` remembers which paths recent commits removed so that a writer
-    whose commit raced with another can tell whether the files it read are
-    still live (see ``TopicLog``'s conflict check).
+    ``tombstones`` holds the remove actions a checkpoint must carry: a
+    tombstone-driven vacuum (delta-rs's default mode) only deletes the files a
+    remove names, so a checkpoint that forgot them would strand those files.
+    Expired ones are dropped when a checkpoint is taken (``drop_tombstones_before``).
     """
 
     version: int = -1
@@ -63,6 +64,7 @@ class TableState:
     metadata: Metadata | None = None
     files: dict[str, AddFile] = field(default_factory=dict)
     txns: dict[str, int] = field(default_factory=dict)
+    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
 
     def apply(self, version: int, actions: Iterable[Action]) -> list[Action]:
         """Fold the actions of commit ``version`` into the state; returns them for listeners."""
@@ -72,8 +74,11 @@ class TableState:
         for action in applied:
             if isinstance(action, AddFile):
                 self.files[action.path] = action
+                if self.tombstones:
+                    self.tombstones.pop(action.path, None)
             elif isinstance(action, RemoveFile):
                 self.files.pop(action.path, None)
+                self.tombstones[action.path] = action
             elif isinstance(action, Txn):
                 self.txns[action.app_id] = action.version
             elif isinstance(action, Metadata):
@@ -85,6 +90,12 @@ class TableState:
                 pass
         self.version = version
         return applied
+
+    def drop_tombstones_before(self, deletion_ms: int) -> None:
+        """Forget removes older than the table's deleted-file retention (Delta's expiry)."""
+        expired = [p for p, r in self.tombstones.items() if r.deletion_timestamp < deletion_ms]
+        for path in expired:
+            del self.tombstones[path]
 
     def txn_version(self, app_id: str, default: int = 0) -> int:
         return self.txns.get(app_id, default)
