@@ -30,7 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.delta.actions import Action, CommitInfo, Metadata, Txn
-from lakelog.delta.checkpoint import CheckpointSnapshot, snapshot_of, write_checkpoint
+from lakelog.delta.checkpoint import (
+    AddRowCache,
+    CheckpointSnapshot,
+    snapshot_of,
+    write_checkpoint,
+)
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
 from lakelog.errors import (
@@ -366,6 +371,10 @@ class TopicLog:
         self._io_pool: ThreadPoolExecutor | None = None
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpointed = -1
+        # Rows reused from checkpoint to checkpoint; the lock covers the moment a closed
+        # log's old checkpoint thread still runs while a new one starts.
+        self._add_rows = AddRowCache()
+        self._checkpoint_lock = threading.Lock()
         self._listeners: list[Callable[[int, pa.Table], None]] = []
         # Offsets promised to staged appends not yet committed, per partition, and how
         # many such appends there are (the promise ends with the last of them).
@@ -560,16 +569,15 @@ class TopicLog:
 
     def _checkpoint(self, snapshot: CheckpointSnapshot) -> None:
         """Runs on the one checkpoint thread, off the append path, so commits stay fast."""
-        if snapshot.version <= self._checkpointed:
-            return
         try:
-            write_checkpoint(self.storage, self._delta.log_path, snapshot)
-            self._checkpointed = snapshot.version
-        except Exception:  # noqa: BLE001 - a background thread: log it, the commit stands
+            with self._checkpoint_lock:
+                if snapshot.version <= self._checkpointed:
+                    return
+                write_checkpoint(self.storage, self._delta.log_path, snapshot, self._add_rows)
+                self._checkpointed = snapshot.version
+        except Exception:  # a background thread: log it, the commit stands
             # Checkpoints only bound open/commit cost; the next interval tries again.
-            log.warning(
-                "checkpoint of %s at %d failed", self.name, snapshot.version, exc_info=True
-            )
+            log.warning("checkpoint of %s at %d failed", self.name, snapshot.version, exc_info=True)
 
     def wait_for_checkpoints(self) -> None:
         """Block until a background checkpoint (if any) has finished; for tests and shutdown."""

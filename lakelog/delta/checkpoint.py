@@ -188,13 +188,52 @@ def snapshot_of(state: TableState, now_ms: int | None = None) -> CheckpointSnaps
     )
 
 
-def checkpoint_table(snapshot: CheckpointSnapshot) -> pa.Table:
-    """The checkpoint's rows: protocol, metadata, app transactions, files, tombstones."""
+class AddRowCache:
+    """The Arrow add rows of the files in the last checkpoint, kept for the next one.
+
+    A busy topic's checkpoint lists thousands of files, of which only the last
+    interval's are new. Converting every file each time held the GIL for about
+    13 ms per 8,000 files, in slices that delayed the broker's event loop by
+    tens of milliseconds once a second; reusing the rows leaves a dictionary
+    lookup per file. Not thread-safe: one per table, used by its checkpoint thread.
+    """
+
+    def __init__(self) -> None:
+        self._rows: pa.StructArray = _add_rows(())
+        self._row_of: dict[str, tuple[int, AddFile]] = {}
+
+    def rows(self, files: Sequence[AddFile]) -> pa.StructArray:
+        """Add rows for ``files``: cached rows of unchanged files, then the new ones."""
+        kept: list[int] = []
+        kept_files: list[AddFile] = []
+        new: list[AddFile] = []
+        row_of = self._row_of
+        for f in files:
+            hit = row_of.get(f.path)
+            if hit is not None and hit[1] is f:  # the very same action: same row
+                kept.append(hit[0])
+                kept_files.append(f)
+            else:
+                new.append(f)
+        old = self._rows.take(pa.array(kept, pa.int64()))
+        rows = pa.concat_arrays([old, _add_rows(new)]) if new else old
+        self._rows = rows
+        self._row_of = {f.path: (i, f) for i, f in enumerate(kept_files + new)}
+        return rows
+
+
+def checkpoint_table(
+    snapshot: CheckpointSnapshot, add_rows: pa.StructArray | None = None
+) -> pa.Table:
+    """The checkpoint's rows: protocol, metadata, app transactions, files, tombstones.
+
+    ``add_rows`` are the files' rows when the caller already has them (``AddRowCache``).
+    """
     blocks = [
         ("protocol", _protocol_rows(snapshot.protocol)),
         ("metaData", _metadata_rows(snapshot.metadata)),
         ("txn", _txn_rows(snapshot.txns)),
-        ("add", _add_rows(snapshot.files)),
+        ("add", _add_rows(snapshot.files) if add_rows is None else add_rows),
         ("remove", _remove_rows(snapshot.tombstones)),
     ]
     total = sum(len(rows) for _, rows in blocks)
@@ -210,14 +249,19 @@ def checkpoint_table(snapshot: CheckpointSnapshot) -> pa.Table:
     return pa.table([columns[f.name] for f in CHECKPOINT_SCHEMA], schema=CHECKPOINT_SCHEMA)
 
 
-def write_checkpoint(storage: Storage, log_path: str, snapshot: CheckpointSnapshot) -> None:
+def write_checkpoint(
+    storage: Storage,
+    log_path: str,
+    snapshot: CheckpointSnapshot,
+    cache: AddRowCache | None = None,
+) -> None:
     """Write ``<version>.checkpoint.parquet``, then point ``_last_checkpoint`` at it.
 
     Both are plain atomic overwrites: two writers checkpointing one version
     write equivalent files, and a reader finding an older ``_last_checkpoint``
     only replays a few more commits.
     """
-    table = checkpoint_table(snapshot)
+    table = checkpoint_table(snapshot, cache.rows(snapshot.files) if cache else None)
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="snappy")
     data = sink.getvalue()
@@ -301,7 +345,7 @@ def _remove_rows(tombstones: Sequence[RemoveFile]) -> pa.StructArray:
 
 def _metadata_rows(metadata: Metadata) -> pa.StructArray:
     fmt = _struct(
-        [f for f in _METADATA if f.name == "format"][0].type.fields,
+        next(f for f in _METADATA if f.name == "format").type.fields,
         [pa.array(["parquet"], _STR), _maps([{}])],
     )
     arrays = [

@@ -14,6 +14,7 @@ from lakelog.delta.checkpoint import (
     CHECKPOINT_SCHEMA,
     DEFAULT_TOMBSTONE_RETENTION_MS,
     TOMBSTONE_RETENTION_KEY,
+    AddRowCache,
     checkpoint_table,
     snapshot_of,
     tombstone_retention_ms,
@@ -180,3 +181,25 @@ def test_each_checkpoint_row_holds_exactly_one_action() -> None:
     assert dict(rows[3]["add"]["partitionValues"]) == {"partition": "0"}
     assert rows[6]["remove"]["deletionTimestamp"] == 5
 
+
+def _add(i: int, size: int = 10) -> AddFile:
+    return AddFile(f"partition=0/{i}.parquet", {"partition": "0"}, size, 1_000 + i, True, "{}")
+
+
+def test_cached_add_rows_match_a_fresh_conversion() -> None:
+    cache = AddRowCache()
+    first = [_add(i) for i in range(5)]
+    assert cache.rows(first).to_pylist() == checkpoint_rows(first)
+    # Two files retired, two added, one replaced by a new action for the same path.
+    second = [first[0], _add(2, size=99), first[4], _add(5), _add(6)]
+    assert sorted(cache.rows(second).to_pylist(), key=str) == sorted(
+        checkpoint_rows(second), key=str
+    )
+    assert cache.rows([]).to_pylist() == []
+
+
+def checkpoint_rows(files: list[AddFile]) -> list[object]:
+    state = _state(0, [], {})
+    state.files = {f.path: f for f in files}
+    rows = checkpoint_table(snapshot_of(state)).column("add").to_pylist()
+    return [row for row in rows if row is not None]
