@@ -186,22 +186,41 @@ def _checkpoint_adds(table: pa.Table) -> list[AddFile]:
         values: list[Any] = pc.struct_field(adds, name).to_pylist()
         return values
 
+    def maps(name: str) -> list[dict[str, Any]]:
+        """A map column as dicts, from its flat keys and items (to_pylist builds tuples)."""
+        if name not in fields:
+            return [{} for _ in range(len(adds))]
+        result: list[dict[str, Any]] = []
+        for chunk in pc.struct_field(adds, name).chunks:
+            ends = chunk.offsets.to_numpy().tolist()
+            keys, items = chunk.keys.to_pylist(), chunk.items.to_pylist()
+            base = ends[0]
+            dicts = [
+                dict(zip(keys[a - base : b - base], items[a - base : b - base], strict=True))
+                for a, b in zip(ends, ends[1:], strict=False)
+            ]
+            if chunk.null_count:  # a null map is no entries, whatever its offsets say
+                valid = chunk.is_valid().to_pylist()
+                dicts = [d if ok else {} for d, ok in zip(dicts, valid, strict=True)]
+            result.extend(dicts)
+        return result
+
     paths, sizes, mtimes = column("path"), column("size"), column("modificationTime")
     changes, stats, tags, parts = (
         column("dataChange"),
         column("stats"),
-        column("tags"),
-        column("partitionValues"),
+        maps("tags"),
+        maps("partitionValues"),
     )
     return [
         AddFile(
             path=paths[i],
-            partition_values=dict(parts[i] or ()),
+            partition_values=parts[i],
             size=int(sizes[i] or 0),
             modification_time=int(mtimes[i] or 0),
             data_change=bool(changes[i]) if changes[i] is not None else True,
             stats=stats[i],
-            tags=dict(tags[i] or ()),
+            tags=tags[i],
         )
         for i in range(len(adds))
     ]

@@ -203,3 +203,24 @@ def checkpoint_rows(files: list[AddFile]) -> list[object]:
     state.files = {f.path: f for f in files}
     rows = checkpoint_table(snapshot_of(state)).column("add").to_pylist()
     return [row for row in rows if row is not None]
+
+
+def test_lakelog_opens_from_a_checkpoint_delta_rs_wrote(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    catalog = make_catalog(checkpoint_interval=0)
+    catalog.create_topic("t", 2)
+    log = catalog.topic("t")
+    for i in range(4):
+        log.append([Record(f"{i}".encode(), key=b"k", partition=i % 2)])
+    retired = _retire_first_segment(log, 0)
+    _delta_table(catalog.storage, log).create_checkpoint()
+    _drop_commits_up_to(catalog.storage, log, log.version)
+
+    state = DeltaLog(catalog.storage, log.table_path).load()
+    assert set(state.files) == log.live_paths()
+    assert set(state.tombstones) == {retired}
+    fresh = make_catalog().topic("t")
+    assert [fresh.segments(p) for p in range(2)] == [log.segments(p) for p in range(2)]
+    assert [fresh.high_watermark(p) for p in range(2)] == [2, 2]
+    assert [r.value for r in fresh.read(1, 0).to_records("t")] == [b"1", b"3"]
