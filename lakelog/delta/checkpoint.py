@@ -49,84 +49,83 @@ _UNIT_MS = {
 }
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
 
+
+def _fields(**types: pa.DataType) -> list[pa.Field]:
+    """Struct fields in keyword order (all nullable, as explained above)."""
+    return [pa.field(name, kind) for name, kind in types.items()]
+
+
 _STR = pa.string()
 _MAP = pa.map_(pa.string(), pa.string())
 _STRINGS = pa.list_(pa.field("element", pa.string()))
 _DV = pa.struct(
-    [
-        pa.field("storageType", _STR),
-        pa.field("pathOrInlineDv", _STR),
-        pa.field("offset", pa.int32()),
-        pa.field("sizeInBytes", pa.int32()),
-        pa.field("cardinality", pa.int64()),
-    ]
+    _fields(
+        storageType=_STR,
+        pathOrInlineDv=_STR,
+        offset=pa.int32(),
+        sizeInBytes=pa.int32(),
+        cardinality=pa.int64(),
+    )
 )
-_ADD = [
-    pa.field("path", _STR),
-    pa.field("partitionValues", _MAP),
-    pa.field("size", pa.int64()),
-    pa.field("modificationTime", pa.int64()),
-    pa.field("dataChange", pa.bool_()),
-    pa.field("stats", _STR),
-    pa.field("tags", _MAP),
-    pa.field("deletionVector", _DV),
-    pa.field("baseRowId", pa.int64()),
-    pa.field("defaultRowCommitVersion", pa.int64()),
-    pa.field("clusteringProvider", _STR),
-]
-_REMOVE = [
-    pa.field("path", _STR),
-    pa.field("deletionTimestamp", pa.int64()),
-    pa.field("dataChange", pa.bool_()),
-    pa.field("extendedFileMetadata", pa.bool_()),
-    pa.field("partitionValues", _MAP),
-    pa.field("size", pa.int64()),
-    pa.field("stats", _STR),
-    pa.field("tags", _MAP),
-    pa.field("deletionVector", _DV),
-    pa.field("baseRowId", pa.int64()),
-    pa.field("defaultRowCommitVersion", pa.int64()),
-]
-_METADATA = [
-    pa.field("id", _STR),
-    pa.field("name", _STR),
-    pa.field("description", _STR),
-    pa.field(
-        "format",
-        pa.struct(
-            [
-                pa.field("provider", _STR),
-                pa.field("options", _MAP),
-            ]
-        ),
-    ),
-    pa.field("schemaString", _STR),
-    pa.field("partitionColumns", _STRINGS),
-    pa.field("createdTime", pa.int64()),
-    pa.field("configuration", _MAP),
-]
-_PROTOCOL = [
-    pa.field("minReaderVersion", pa.int32()),
-    pa.field("minWriterVersion", pa.int32()),
-    pa.field("readerFeatures", _STRINGS),
-    pa.field("writerFeatures", _STRINGS),
-]
-_TXN = [
-    pa.field("appId", _STR),
-    pa.field("version", pa.int64()),
-    pa.field("lastUpdated", pa.int64()),
-]
-_DOMAIN = [
-    pa.field("domain", _STR),
-    pa.field("configuration", _STR),
-    pa.field("removed", pa.bool_()),
-]
-_SIDECAR = [
-    pa.field("path", _STR),
-    pa.field("sizeInBytes", pa.int64()),
-    pa.field("modificationTime", pa.int64()),
-    pa.field("tags", _MAP),
-]
+_ADD = _fields(
+    path=_STR,
+    partitionValues=_MAP,
+    size=pa.int64(),
+    modificationTime=pa.int64(),
+    dataChange=pa.bool_(),
+    stats=_STR,
+    tags=_MAP,
+    deletionVector=_DV,
+    baseRowId=pa.int64(),
+    defaultRowCommitVersion=pa.int64(),
+    clusteringProvider=_STR,
+)
+_REMOVE = _fields(
+    path=_STR,
+    deletionTimestamp=pa.int64(),
+    dataChange=pa.bool_(),
+    extendedFileMetadata=pa.bool_(),
+    partitionValues=_MAP,
+    size=pa.int64(),
+    stats=_STR,
+    tags=_MAP,
+    deletionVector=_DV,
+    baseRowId=pa.int64(),
+    defaultRowCommitVersion=pa.int64(),
+)
+_FORMAT = pa.struct(_fields(provider=_STR, options=_MAP))
+_METADATA = _fields(
+    id=_STR,
+    name=_STR,
+    description=_STR,
+    format=_FORMAT,
+    schemaString=_STR,
+    partitionColumns=_STRINGS,
+    createdTime=pa.int64(),
+    configuration=_MAP,
+)
+_PROTOCOL = _fields(
+    minReaderVersion=pa.int32(),
+    minWriterVersion=pa.int32(),
+    readerFeatures=_STRINGS,
+    writerFeatures=_STRINGS,
+)
+_TXN = _fields(
+    appId=_STR,
+    version=pa.int64(),
+    lastUpdated=pa.int64(),
+)
+_DOMAIN = _fields(
+    domain=_STR,
+    configuration=_STR,
+    removed=pa.bool_(),
+)
+_SIDECAR = _fields(
+    path=_STR,
+    sizeInBytes=pa.int64(),
+    modificationTime=pa.int64(),
+    tags=_MAP,
+)
 CHECKPOINT_SCHEMA = pa.schema(
     [
         pa.field("add", pa.struct(_ADD)),
@@ -344,10 +343,7 @@ def _remove_rows(tombstones: Sequence[RemoveFile]) -> pa.StructArray:
 
 
 def _metadata_rows(metadata: Metadata) -> pa.StructArray:
-    fmt = _struct(
-        next(f for f in _METADATA if f.name == "format").type.fields,
-        [pa.array(["parquet"], _STR), _maps([{}])],
-    )
+    fmt = _struct(list(_FORMAT), [pa.array(["parquet"], _STR), _maps([{}])])
     arrays = [
         pa.array([metadata.table_id], _STR),
         pa.array([metadata.name], _STR),
