@@ -20,6 +20,7 @@ from lakelog.errors import (
     LakelogError,
     RecordListTooLargeError,
 )
+from lakelog.numerals import is_unsigned_int
 from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.models import ErrorBody
@@ -174,7 +175,7 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResp
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refusing (413) anything above ``limit`` without buffering it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and is_unsigned_int(declared) and int(declared) > limit:
         raise RecordListTooLargeError(
             f"request body of {declared} bytes exceeds the broker limit of {limit} bytes"
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lakelog.errors import InvalidConfigError
+from lakelog.numerals import is_unsigned_int
 from lakelog.storage import S3Settings, open_storage
 from lakelog.storage.base import Storage
 
@@ -165,7 +166,7 @@ def _is_int(value: object) -> bool:
 
 
 def _partition_key(name: str, topic: str, key: str) -> int:
-    if not key.isdigit():
+    if not is_unsigned_int(key):
         raise option_error(name, f"partition {key!r} of topic {topic!r} is not a partition number")
     return int(key)
 

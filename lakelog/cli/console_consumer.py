@@ -24,6 +24,7 @@ from typing import Any
 from lakelog.cli.common import add_bootstrap, bootstrap_urls, parse_key_values
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.numerals import is_unsigned_int
 from lakelog.records import TIMESTAMP_TYPE_NAMES, ConsumerRecord
 
 
@@ -76,7 +77,7 @@ def consumer_options(items: list[str] | None) -> dict[str, Any]:
             )
         key = name.replace(".", "_")
         if kind is int:
-            if not text.strip().isdigit():
+            if not is_unsigned_int(text.strip()):
                 raise InvalidConfigError(f"--consumer-property {name} must be a number: {text!r}")
             out[key] = int(text)
         elif kind is bool:
@@ -208,7 +209,7 @@ def _seek(consumer: Consumer, tp: TopicPartition, offset: str) -> None:
         consumer.seek_to_beginning(tp)
     elif text == "latest":
         consumer.seek_to_end(tp)
-    elif text.isdigit():
+    elif is_unsigned_int(text):
         consumer.seek(tp, int(text))
     else:
         raise InvalidRequestError(f"--offset must be a number, earliest or latest; got {offset!r}")

@@ -7,6 +7,7 @@ import argparse
 from lakelog.cli.common import add_bootstrap, bootstrap_urls
 from lakelog.client import AdminClient, TopicPartition
 from lakelog.errors import InvalidRequestError
+from lakelog.numerals import is_unsigned_int
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +27,7 @@ def parse_time(value: str) -> str | int:
         return "latest"
     if text in ("-2", "earliest"):
         return "earliest"
-    if text.isdigit():
+    if is_unsigned_int(text):
         return int(text)
     raise InvalidRequestError(
         f"--time must be -1, -2, latest, earliest or a timestamp; got {value!r}"

@@ -9,6 +9,7 @@ the mutual exclusion the Delta protocol requires of a writer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -197,7 +198,7 @@ def _checkpoint_adds(table: pa.Table) -> list[AddFile]:
             base = ends[0]
             dicts = [
                 dict(zip(keys[a - base : b - base], items[a - base : b - base], strict=True))
-                for a, b in zip(ends, ends[1:], strict=False)
+                for a, b in itertools.pairwise(ends)
             ]
             if chunk.null_count:  # a null map is no entries, whatever its offsets say
                 valid = chunk.is_valid().to_pylist()

@@ -31,6 +31,7 @@ from lakelog.doctor.checks import (
 )
 from lakelog.doctor.findings import Finding, Severity
 from lakelog.errors import LakelogError
+from lakelog.numerals import is_unsigned_int
 from lakelog.offset_index import Segment, segment_from_add
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import Storage, join
@@ -175,7 +176,8 @@ def _check_table(
     watermarks = {
         int(app[len(PARTITION_TXN_PREFIX) :]): version
         for app, version in state.txns.items()
-        if app.startswith(PARTITION_TXN_PREFIX) and app[len(PARTITION_TXN_PREFIX) :].isdigit()
+        if app.startswith(PARTITION_TXN_PREFIX)
+        and is_unsigned_int(app[len(PARTITION_TXN_PREFIX) :])
     }
     findings.extend(check_watermark_txns(name, partitions, watermarks))
     for partition in range(partitions):

@@ -12,6 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from lakelog.errors import InvalidRequestError, LakelogError
+from lakelog.numerals import is_unsigned_int
 from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, TIMESTAMP_TYPE_NAMES
 from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import FetchResult
@@ -155,19 +156,13 @@ async def produce(
     )
 
 
-def _is_number(text: str) -> bool:
-    # Fix: str.isdigit() is true for non-ASCII digits such as "²", which int() rejects,
-    # so ?offset=² (or ?timestamp=²) answered 500 instead of 400.
-    return text.isascii() and text.isdigit()
-
-
 def parse_offset(value: str, name: str = "offset") -> OffsetSpec:
     text = value.strip().lower()
     if text in ("earliest", "beginning", "-2"):
         return "earliest"
     if text in ("latest", "end", "-1"):
         return "latest"
-    if _is_number(text):
+    if is_unsigned_int(text):
         return int(text)
     raise InvalidRequestError(f"{name} must be a number, earliest or latest; got {value!r}")
 
@@ -284,7 +279,7 @@ async def list_offset(
         str, Query(description="earliest, latest, or a timestamp in ms since the epoch")
     ] = "latest",
 ) -> OffsetResponse:
-    spec = parse_offset(timestamp, "timestamp") if not _is_number(timestamp.strip()) else None
+    spec = parse_offset(timestamp, "timestamp") if not is_unsigned_int(timestamp.strip()) else None
     if spec is None:
         offset, ts = await broker.offset_for_time(topic, partition, int(timestamp))
         return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)

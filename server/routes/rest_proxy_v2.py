@@ -52,6 +52,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from lakelog.errors import LakelogError
+from lakelog.numerals import is_unsigned_int
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import decode_data
@@ -246,7 +247,7 @@ async def fresh_topic(broker: Broker, topic: str) -> TopicLog:
 
 def parse_partition(topic_log: TopicLog, text: str) -> int:
     """The path's partition if the topic has it (404/40402 otherwise, as for any bad id)."""
-    if not text.isdigit() or int(text) >= topic_log.num_partitions:
+    if not is_unsigned_int(text) or int(text) >= topic_log.num_partitions:
         raise partition_not_found(topic_log.name, text)
     return int(text)
 

@@ -43,6 +43,7 @@ from lakelog.client import Consumer, OffsetAndMetadata, TopicPartition
 from lakelog.client.connection import Connection
 from lakelog.errors import InvalidGroupIdError, LakelogError
 from lakelog.groups.ids import validate_group_id
+from lakelog.numerals import is_signed_int
 from lakelog.records import ConsumerRecord
 from server.broker import Broker
 from server.http import read_body
@@ -256,7 +257,7 @@ def _int_option(name: str, value: str | int | None, default: int | None, low: in
     if value is None:
         return default
     text = str(value).strip()
-    if not text.lstrip("-").isdigit() or int(text) < low:
+    if not is_signed_int(text) or int(text) < low:
         raise V2Failure(422, 422, f"{name} must be an integer >= {low}, got {value!r}")
     return int(text)
 

@@ -302,6 +302,9 @@ def check_v2_errors(http: httpx.Client) -> None:
     assert_v2_error(http.get("/topics/t/partitions/2"), 404, 40402)
     assert_v2_error(http.get("/topics/t/partitions/-1"), 404, 40402)
     assert_v2_error(http.get("/topics/t/partitions/x/offsets"), 404, 40402)
+    # "³" passes str.isdigit() but not int(): it is an unknown partition, not a 500
+    assert_v2_error(http.get("/topics/t/partitions/³"), 404, 40402)
+    assert_v2_error(http.get("/topics/t/partitions/³/offsets"), 404, 40402)
     assert_v2_error(http.get("/topics/t/partitions/9/offsets"), 404, 40402)
     assert_v2_error(post_v2(http, "/topics/t/partitions/2", good), 404, 40402)
     beyond = {"records": [{"value": b64(b"x")}, {"value": b64(b"y"), "partition": 2}]}
