@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from lakelog.catalog import TopicDescription
+from lakelog.security.acl import ResourceType
 from server.broker import Broker
 from server.http import ERROR_RESPONSES, get_broker
 from server.models import (
@@ -22,6 +23,7 @@ from server.models import (
     TopicDescriptionOut,
     TopicList,
 )
+from server.security.enforce import describable
 
 router = APIRouter(tags=["admin"], responses=ERROR_RESPONSES)
 BrokerDep = Annotated[Broker, Depends(get_broker)]
@@ -51,8 +53,9 @@ def describe_out(d: TopicDescription) -> TopicDescriptionOut:
 
 
 @router.get("/v1/topics", response_model=TopicList)
-def list_topics(broker: BrokerDep) -> TopicList:
-    return TopicList(topics=broker.catalog.list_topics())
+def list_topics(request: Request, broker: BrokerDep) -> TopicList:
+    """Topic names the caller may DESCRIBE (all of them when authentication is off)."""
+    return TopicList(topics=describable(request, ResourceType.TOPIC, broker.catalog.list_topics()))
 
 
 @router.post("/v1/topics", response_model=TopicDescriptionOut, status_code=201)

@@ -20,6 +20,7 @@ from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.ids import validate_group_id
 from lakelog.groups.reset import parse_spec
 from lakelog.groups.state import JoinRequest
+from lakelog.security.acl import ResourceType
 from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.groups.coordinator import wall_ms
@@ -50,6 +51,7 @@ from server.groups.service import FORWARD_JOIN_GRACE_S, GroupService
 from server.http import ERROR_RESPONSES, get_broker
 from server.models import ErrorBody
 from server.security import authorize
+from server.security.enforce import describable
 
 GROUP_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,
@@ -81,7 +83,10 @@ def _client_host(request: Request) -> str:
 
 @router.get("/v1/groups", response_model=GroupList)
 async def list_groups(request: Request, groups: GroupsDep) -> GroupList:
-    return GroupList(groups=await groups.list_groups(request))
+    """Groups the caller may DESCRIBE (every group with CLUSTER DESCRIBE), as Kafka's ListGroups."""
+    found = await groups.list_groups(request)
+    visible = set(describable(request, ResourceType.GROUP, [g.group_id for g in found]))
+    return GroupList(groups=[g for g in found if g.group_id in visible])
 
 
 @router.get("/v1/groups/{group}/coordinator", response_model=CoordinatorOut)

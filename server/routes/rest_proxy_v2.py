@@ -53,6 +53,7 @@ from pydantic import BaseModel, ValidationError
 
 from lakelog.errors import LakelogError
 from lakelog.numerals import is_unsigned_int
+from lakelog.security.acl import ResourceType
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import decode_data
@@ -70,6 +71,7 @@ from server.rest_proxy_models import (
     describe_validation_error,
     inline_schema,
 )
+from server.security.enforce import describable
 
 log = logging.getLogger(__name__)
 
@@ -253,9 +255,9 @@ def parse_partition(topic_log: TopicLog, text: str) -> int:
 
 
 @router.get("/topics", responses=_documented(list[str]), summary="List topic names")
-async def list_topics(broker: BrokerDep) -> Response:
+async def list_topics(request: Request, broker: BrokerDep) -> Response:
     names = await asyncio.to_thread(broker.catalog.list_topics)
-    return v2_response(names)
+    return v2_response(describable(request, ResourceType.TOPIC, names))
 
 
 @router.get("/topics/{topic}", responses=_documented(V2Topic), summary="Describe a topic")

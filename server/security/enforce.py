@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Iterable
 
 from fastapi import Request
 
@@ -131,6 +132,33 @@ def authorize(
         resource_type=rtype.value,
         resource_name=name,
     )
+
+
+def describable(request: Request, resource_type: ResourceType, names: Iterable[str]) -> list[str]:
+    """The names among ``names`` the caller may DESCRIBE, in their order.
+
+    Listing routes answer with these, as Kafka's Metadata (topics) and
+    ListGroups do: a principal learns nothing of resources it has no ACL on.
+    A principal with CLUSTER DESCRIBE sees every group, as in Kafka. Hidden
+    names are not logged as denials (nothing was refused). Everything when
+    authentication is off.
+    """
+    security = security_of(request)
+    if security is None or not security.enabled:
+        return list(names)
+    principal, host = identity_of(request).principal, client_host(request)
+    if (
+        resource_type is ResourceType.GROUP
+        and security.check(
+            principal, host, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+        ).allowed
+    ):
+        return list(names)
+    return [
+        name
+        for name in names
+        if security.check(principal, host, Operation.DESCRIBE, resource_type, name).allowed
+    ]
 
 
 def _resource_name(request: Request, rule: RouteRule) -> str:

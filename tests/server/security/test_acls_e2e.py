@@ -116,6 +116,31 @@ def test_write_read_and_group_acls(start_broker: StartBroker, tmp_path: Path) ->
             if expected == 403:
                 assert answer.json()["error_code"] == 29
 
+    # listings show only what the caller may DESCRIBE, as Kafka's Metadata and ListGroups do
+    def topics(principal: str, path: str = "/v1/topics") -> set[str]:
+        answer = call(broker, "GET", path, key(principal))
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        return set(body["topics"] if isinstance(body, dict) else body) - {"__consumer_offsets"}
+
+    def groups(principal: str) -> set[str]:
+        answer = call(broker, "GET", "/v1/groups", key(principal))
+        assert answer.status_code == 200, answer.text
+        return {g["group_id"] for g in answer.json()["groups"]}
+
+    assert topics("User:admin") == {"orders-eu", "payments"}
+    assert topics("User:alice") == topics("User:alice", "/topics") == {"orders-eu"}
+    assert topics("User:bob") == topics("User:bob", "/topics") == {"orders-eu"}
+    assert topics("User:carol") == topics("User:carol", "/topics") == set()
+    assert groups("User:admin") == groups("User:bob") == groups("User:carol") == {"analytics"}
+    assert groups("User:alice") == set()
+    add_acls(broker, acl("User:alice", "DESCRIBE", "kafka-cluster", resource_type="CLUSTER"))
+    deadline = time.monotonic() + 30
+    while groups("User:alice") != {"analytics"}:  # CLUSTER DESCRIBE shows every group
+        assert time.monotonic() < deadline, "the new ACL never reached the broker"
+        time.sleep(0.2)
+    assert topics("User:alice") == {"orders-eu"}  # but no extra topic
+
     log = broker.log()
     assert (
         "authorization denied: principal=User:bob host=127.0.0.1 operation=WRITE "
