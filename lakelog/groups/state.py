@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakelog.errors import (
+    FencedInstanceIdError,
     GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
@@ -37,6 +38,9 @@ from lakelog.groups.assignors import (
     choose_protocol,
 )
 from lakelog.groups.ids import new_member_id
+
+#: How many replaced static member ids a group remembers, to answer them FENCED_INSTANCE_ID.
+MAX_FENCED_IDS = 1_000
 
 
 class GroupState(enum.StrEnum):
@@ -142,6 +146,9 @@ class Group:
         self.members: dict[str, Member] = {}
         #: Member ids handed out by MEMBER_ID_REQUIRED, valid until this time.
         self.pending: dict[str, int] = {}
+        #: Member ids replaced by a newer member with the same group.instance.id (KIP-345):
+        #: their requests get FENCED_INSTANCE_ID rather than UNKNOWN_MEMBER_ID.
+        self.fenced: dict[str, str] = {}
         self.rebalance_deadline_ms = 0
         self.delay_until_ms = 0
         #: Set by a cooperative assignment that withheld partitions for a hand-over.
@@ -153,6 +160,15 @@ class Group:
         try:
             return self.members[member_id]
         except KeyError:
+            instance = self.fenced.get(member_id)
+            if instance is not None:
+                raise FencedInstanceIdError(
+                    f"member {member_id!r} of group {self.group_id!r} was replaced by a newer "
+                    f"member with group.instance.id {instance!r}; this instance must stop",
+                    group_id=self.group_id,
+                    member_id=member_id,
+                    group_instance_id=instance,
+                ) from None
             raise UnknownMemberIdError(
                 f"member {member_id!r} is not a member of group {self.group_id!r} "
                 f"(generation {self.generation_id}); rejoin",
@@ -177,11 +193,16 @@ class Group:
 
     # -- membership ------------------------------------------------------------
 
-    def join(self, member_id: str, request: JoinRequest, now_ms: int) -> None:
-        """Register a (re)join; the answer comes when the rebalance completes.
+    def join(self, member_id: str, request: JoinRequest, now_ms: int) -> str:
+        """Register a (re)join and return the member's id; the answer comes when the
+        rebalance completes.
 
         An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394):
         a member that dies before the second join leaves only a pending id.
+        A static member (``group_instance_id``) gets its id at once instead and
+        takes the place, and the partitions, of the member that had its
+        instance id; that one is fenced (KIP-345), so two processes started
+        with one instance id cannot both consume.
         """
         self._check_session_timeout(request.session_timeout_ms)
         others = [m.protocols for m in self.members.values() if m.member_id != member_id]
@@ -195,12 +216,25 @@ class Group:
                 f"assignment strategies {list(request.protocols)} share none with the "
                 f"members of group {self.group_id!r}"
             )
+        static = self._static_member(request.group_instance_id)
+        if member_id and static is not None and static.member_id != member_id:
+            self.member(member_id)  # fenced already, or an unknown id
+            raise FencedInstanceIdError(
+                f"group.instance.id {request.group_instance_id!r} of group {self.group_id!r} "
+                f"belongs to member {static.member_id!r}, not {member_id!r}",
+                group_id=self.group_id,
+                member_id=member_id,
+                group_instance_id=request.group_instance_id,
+            )
+        if not member_id and request.group_instance_id is not None:
+            member_id = new_member_id(request.client_id)
+            if static is not None:
+                self._replace(static, member_id)
+            else:
+                self._check_room()
+            self.pending[member_id] = now_ms + request.session_timeout_ms
         if not member_id:
-            if self.limits.max_size is not None and len(self.members) >= self.limits.max_size:
-                raise GroupMaxSizeReachedError(
-                    f"group {self.group_id!r} has reached its maximum of "
-                    f"{self.limits.max_size} members"
-                )
+            self._check_room()
             fresh = new_member_id(request.client_id)
             self.pending[fresh] = now_ms + request.session_timeout_ms
             raise MemberIdRequiredError(
@@ -227,6 +261,29 @@ class Group:
         if self.state is not GroupState.PREPARING_REBALANCE:
             self.start_rebalance(now_ms)
         self.members[member_id].joined = True
+        return member_id
+
+    def _static_member(self, instance_id: str | None) -> Member | None:
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.group_instance_id == instance_id), None)
+
+    def _replace(self, old: Member, member_id: str) -> None:
+        """``member_id`` takes ``old``'s place and partitions; ``old``'s id is fenced."""
+        assert old.group_instance_id is not None
+        del self.members[old.member_id]
+        self.fenced[old.member_id] = old.group_instance_id
+        while len(self.fenced) > MAX_FENCED_IDS:  # oldest first: only the recent ones still call
+            del self.fenced[next(iter(self.fenced))]
+        if self.leader_id == old.member_id:
+            self.leader_id = member_id
+        self.members[member_id] = replace(old, member_id=member_id)
+
+    def _check_room(self) -> None:
+        if self.limits.max_size is not None and len(self.members) >= self.limits.max_size:
+            raise GroupMaxSizeReachedError(
+                f"group {self.group_id!r} has reached its maximum of {self.limits.max_size} members"
+            )
 
     def _check_session_timeout(self, timeout_ms: int) -> None:
         low, high = self.limits.min_session_timeout_ms, self.limits.max_session_timeout_ms
@@ -388,6 +445,7 @@ class Group:
             "protocol": self.protocol,
             "leader_id": self.leader_id,
             "members": [m.to_record() for m in self.members.values()],
+            "fenced": dict(self.fenced),
         }
 
     @classmethod
@@ -405,6 +463,7 @@ class Group:
         for obj in record.get("members", []):
             member = Member.from_record(obj, now_ms)
             group.members[member.member_id] = member
+        group.fenced = {str(m): str(i) for m, i in record.get("fenced", {}).items()}
         if group.members:
             group.state = GroupState.STABLE
             group.start_rebalance(now_ms)

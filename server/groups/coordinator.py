@@ -246,7 +246,7 @@ class GroupCoordinator:
     async def join(self, group_id: str, member_id: str, request: JoinRequest) -> JoinResult:
         async with self._locked(group_id) as entry:
             group = entry.group
-            group.join(member_id, request, self.now())
+            member_id = group.join(member_id, request, self.now())
             before = group.generation_id
             entry.cond.notify_all()
             await self._advance(entry)
@@ -254,6 +254,8 @@ class GroupCoordinator:
             while True:
                 self._check_alive(entry)
                 if member_id not in group.members:
+                    if member_id in group.fenced:
+                        group.member(member_id)  # FENCED_INSTANCE_ID: replaced meanwhile
                     raise UnknownMemberIdError(
                         f"member {member_id!r} was removed from group {group_id!r} "
                         "during the rebalance; rejoin",

@@ -23,7 +23,7 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
-from lakelog.errors import InvalidGroupIdError, LakelogError
+from lakelog.errors import FencedInstanceIdError, InvalidGroupIdError, LakelogError
 from tests.client.conftest import create_topic
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
@@ -173,6 +173,36 @@ def test_members_split_partitions_and_take_over_on_leave(group_broker: BrokerPro
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_a_second_instance_with_one_group_instance_id_fences_the_first(
+    group_broker: BrokerProcess,
+) -> None:
+    """Static membership (KIP-345): two processes started with one group.instance.id must not
+    both consume; the newer takes the partitions over and the older stops with
+    FENCED_INSTANCE_ID."""
+    url = group_broker.url
+    create_topic(url, "stock", 2)
+    first = Member(url, "static", ["stock"], group_instance_id="node-1")
+    second: Member | None = None
+    try:
+        every = partitions("stock", 2)
+        wait_for(lambda: first.snapshot()[1] == every, "first to own all", members=(first,))
+        second = Member(url, "static", ["stock"], group_instance_id="node-1")
+        newer = second
+        wait_for(lambda: newer.snapshot()[1] == every, "second to own all", members=(newer,))
+        wait_for(lambda: first.error is not None, "first to be fenced", members=(newer,))
+        assert isinstance(first.error, FencedInstanceIdError), repr(first.error)
+        assert first.error.details["group_instance_id"] == "node-1"
+        produce(url, "stock", [f"s{i}" for i in range(6)], 2)
+        wait_for(lambda: len(newer.snapshot()[0]) >= 6, "6 records", members=(newer,))
+        assert not first.snapshot()[0], "the fenced instance consumed"
+    finally:
+        first.error = None  # the fence was the expected outcome; close what is left
+        first.close()
+        if second is not None:
+            second.close()
 
 
 @pytest.mark.parametrize("make_root", ["local"], indirect=True)

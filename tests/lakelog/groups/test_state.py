@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lakelog.errors import (
+    FencedInstanceIdError,
+    GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidSessionTimeoutError,
@@ -13,7 +17,7 @@ from lakelog.errors import (
     UnknownMemberIdError,
 )
 from lakelog.groups.assignors import TopicPartition
-from lakelog.groups.state import Group, GroupLimits, GroupState, JoinRequest
+from lakelog.groups.state import MAX_FENCED_IDS, Group, GroupLimits, GroupState, JoinRequest
 
 LIMITS = GroupLimits(min_session_timeout_ms=100, initial_rebalance_delay_ms=0)
 PARTITIONS = {"t": 4}
@@ -182,3 +186,64 @@ def test_cooperative_hand_over_takes_a_follow_up_rebalance() -> None:
     complete(group, 3)
     assert [len(group.members[m].assignment) for m in (a, b)] == [2, 2]
     assert state_of(group) is GroupState.STABLE
+
+
+def static(instance: str) -> JoinRequest:
+    return replace(request(), group_instance_id=instance)
+
+
+def test_a_static_member_gets_its_id_at_once_and_a_second_instance_fences_the_first() -> None:
+    group = Group("g", LIMITS)
+    first = group.join("", static("node-1"), 0)  # no MEMBER_ID_REQUIRED round trip
+    other = new_member(group, 0)
+    complete(group, 0)
+    owned = list(group.members[first].assignment)
+    assert owned and group.generation_id == 1
+
+    # the same instance id started again (a restart, or a second process by mistake)
+    second = group.join("", static("node-1"), 50)
+    assert second != first and first not in group.members
+    assert group.members[second].assignment == owned  # it takes the partitions over
+    assert state_of(group) is GroupState.PREPARING_REBALANCE
+    group.join(other, request(), 60)
+    complete(group, 60)
+    assert sorted(group.members) == sorted([second, other])
+
+    # every request of the replaced member is refused as fenced, not as unknown
+    calls = (
+        lambda: group.heartbeat(first, group.generation_id, 70),
+        lambda: group.sync(first, group.generation_id),
+        lambda: group.check_commit(first, group.generation_id),
+        lambda: group.leave(first, 70),
+        lambda: group.join(first, static("node-1"), 70),
+        lambda: group.join(first, request(), 70),
+    )
+    for call in calls:
+        with pytest.raises(FencedInstanceIdError) as fenced:
+            call()
+        assert fenced.value.details["group_instance_id"] == "node-1"
+        assert not fenced.value.retriable
+    assert sorted(group.members) == sorted([second, other]) and group.generation_id == 2
+
+    # a coordinator taking the group over from its durable generation still fences it
+    restored = Group.restore(group.record(), LIMITS, 75)
+    with pytest.raises(FencedInstanceIdError):
+        restored.join(first, static("node-1"), 75)
+
+    # the current holder rejoins normally; a stranger claiming the instance id is fenced
+    group.join(second, static("node-1"), 80)
+    with pytest.raises(FencedInstanceIdError):
+        group.join(other, static("node-1"), 80)
+    with pytest.raises(UnknownMemberIdError):
+        group.join("nobody", static("node-2"), 80)
+
+
+def test_static_members_count_against_the_group_size_and_fenced_ids_are_bounded() -> None:
+    group = Group("g", GroupLimits(min_session_timeout_ms=100, max_size=1))
+    member = group.join("", static("a"), 0)
+    with pytest.raises(GroupMaxSizeReachedError):
+        group.join("", static("b"), 0)
+    for now in range(1, MAX_FENCED_IDS + 10):  # replacing the one member never needs room
+        member = group.join("", static("a"), now)
+    assert list(group.members) == [member]
+    assert len(group.fenced) == MAX_FENCED_IDS
