@@ -117,6 +117,11 @@ class BrokerSettings(BaseSettings):
     ssl_certfile: str | None = Field(None, description="PEM certificate: serve HTTPS.")
     ssl_keyfile: str | None = Field(None, description="PEM private key of ssl_certfile.")
     ssl_ca_certs: str | None = Field(None, description="CA bundle: require client certificates.")
+    peer_ssl_cafile: str | None = Field(
+        None,
+        description="CA bundle to verify other brokers' certificates (also trusted: "
+        "ssl_ca_certs, this broker's own certificate, the system CAs).",
+    )
     quota_producer_byte_rate: float | None = Field(
         None, gt=0, description="Default produce bytes/s per user (unlimited if unset)."
     )

@@ -7,6 +7,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from lakelog.client.connection import CAFILE_ENV, CLIENT_CERTFILE_ENV, CLIENT_KEYFILE_ENV
 from lakelog.errors import InvalidConfigError
 from lakelog.settings_files import read_config_file
 
@@ -38,7 +39,9 @@ def add_bootstrap(parser: argparse.ArgumentParser, required: bool = False) -> No
 SECURITY_ENV = {
     "api_key": "LAKELOG_API_KEY",
     "token": "LAKELOG_TOKEN",
-    "ssl_cafile": "LAKELOG_SSL_CAFILE",
+    "ssl_cafile": CAFILE_ENV,
+    "ssl_certfile": CLIENT_CERTFILE_ENV,
+    "ssl_keyfile": CLIENT_KEYFILE_ENV,
     "client_id": "LAKELOG_CLIENT_ID",
 }
 #: ``--command-config`` property names (Kafka-style) and the option they set.
@@ -47,6 +50,10 @@ COMMAND_CONFIG_KEYS = {
     "token": "token",
     "ssl.cafile": "ssl_cafile",
     "ssl.truststore.location": "ssl_cafile",
+    "ssl.certfile": "ssl_certfile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.keyfile": "ssl_keyfile",
+    "ssl.key.location": "ssl_keyfile",
     "client.id": "client_id",
 }
 
@@ -55,11 +62,16 @@ def add_client_security(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("security (docs/security.md)")
     group.add_argument(
         "--command-config",
-        help="properties file: api.key=..., token=..., ssl.cafile=..., client.id=...",
+        help="properties file: api.key=..., token=..., ssl.cafile=..., ssl.certfile=..., "
+        "ssl.keyfile=..., client.id=...",
     )
     group.add_argument("--api-key", help="API key (default: $LAKELOG_API_KEY)")
     group.add_argument("--token", help="bearer JWT (default: $LAKELOG_TOKEN)")
     group.add_argument("--ssl-cafile", help="CA bundle to verify https brokers")
+    group.add_argument(
+        "--ssl-certfile", help="client certificate (PEM), for brokers requiring mutual TLS"
+    )
+    group.add_argument("--ssl-keyfile", help="private key of --ssl-certfile (PEM)")
 
 
 def security_options(args: argparse.Namespace) -> dict[str, str]:
@@ -75,7 +87,7 @@ def security_options(args: argparse.Namespace) -> dict[str, str]:
                     f"{', '.join(sorted(COMMAND_CONFIG_KEYS))}"
                 )
             options[name] = str(value)
-    for name in ("api_key", "token", "ssl_cafile"):
+    for name in ("api_key", "token", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
         value = getattr(args, name, None)
         if value:
             options[name] = value

@@ -30,6 +30,7 @@ import httpx
 from lakelog import __version__
 from lakelog.client.errors import NetworkError
 from lakelog.errors import (
+    InvalidConfigError,
     InvalidRequestError,
     LakelogError,
     RequestTimedOutError,
@@ -113,10 +114,37 @@ def security_headers(
     return headers
 
 
-def tls_verification(cafile: str | None) -> ssl.SSLContext | bool:
-    """Verify https brokers against ``cafile`` (or ``$LAKELOG_SSL_CAFILE``), else system CAs."""
-    cafile = cafile or os.environ.get("LAKELOG_SSL_CAFILE")
-    return ssl.create_default_context(cafile=cafile) if cafile else True
+#: Environment defaults of the TLS options (the console tools set them from their flags).
+CAFILE_ENV = "LAKELOG_SSL_CAFILE"
+CLIENT_CERTFILE_ENV = "LAKELOG_SSL_CLIENT_CERTFILE"
+CLIENT_KEYFILE_ENV = "LAKELOG_SSL_CLIENT_KEYFILE"
+
+
+def tls_verification(
+    cafile: str | None, certfile: str | None = None, keyfile: str | None = None
+) -> ssl.SSLContext | bool:
+    """How to talk TLS to brokers: verify them against ``cafile`` (else the system CAs) and,
+    with ``certfile``, present it as this client's certificate, which brokers that set
+    ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
+
+    A file that cannot be loaded is refused here, naming it, rather than at the first
+    request as an opaque handshake failure.
+    """
+    cafile = cafile or os.environ.get(CAFILE_ENV)
+    certfile = certfile or os.environ.get(CLIENT_CERTFILE_ENV)
+    keyfile = keyfile or os.environ.get(CLIENT_KEYFILE_ENV)
+    if not cafile and not certfile:
+        return True
+    if keyfile and not certfile:
+        raise InvalidConfigError(f"ssl_keyfile {keyfile!r} was given without ssl_certfile")
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+        if certfile:
+            context.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        files = ", ".join(repr(f) for f in (cafile, certfile, keyfile) if f)
+        raise InvalidConfigError(f"cannot load the TLS files {files}: {exc}") from exc
+    return context
 
 
 class Connection:
@@ -126,7 +154,9 @@ class Connection:
     responses); ``discover=False`` keeps the client on the bootstrap list.
     ``api_key``/``token`` authenticate (``X-API-Key`` / bearer JWT), ``client_id``
     names the client for quotas, ``ssl_cafile`` verifies an https broker's
-    certificate against that CA bundle (docs/security.md).
+    certificate against that CA bundle, ``ssl_certfile``/``ssl_keyfile`` are the
+    client certificate for brokers requiring mutual TLS (docs/security.md);
+    ``ssl_context``, when given, replaces all three.
     """
 
     def __init__(
@@ -143,6 +173,9 @@ class Connection:
         token: str | None = None,
         client_id: str | None = None,
         ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._brokers = list(self._bootstrap)
@@ -163,7 +196,7 @@ class Connection:
                 "User-Agent": f"lakelog-client/{__version__}",
                 **security_headers(api_key, token, client_id),
             },
-            verify=tls_verification(ssl_cafile),
+            verify=ssl_context or tls_verification(ssl_cafile, ssl_certfile, ssl_keyfile),
             timeout=httpx.Timeout(self._request_timeout_s, connect=self._connect_timeout_s),
             follow_redirects=False,
         )

@@ -8,6 +8,8 @@ heartbeat) can never loop.
 
 from __future__ import annotations
 
+import ssl
+
 import httpx
 from fastapi import Request
 from fastapi.responses import Response
@@ -21,14 +23,21 @@ _PASSED_HEADERS = ("content-type", "accept", "authorization", "x-api-key", "x-la
 
 
 class Forwarder:
-    def __init__(self, broker_id: str, timeout_s: float) -> None:
+    """Relays requests to other brokers; ``verify`` is ``server.peer_tls``'s TLS context."""
+
+    def __init__(
+        self, broker_id: str, timeout_s: float, verify: ssl.SSLContext | bool = True
+    ) -> None:
         self.broker_id = broker_id
         self.timeout_s = timeout_s
+        self.verify = verify
         self._client: httpx.AsyncClient | None = None
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=5.0))
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s, connect=5.0), verify=self.verify
+            )
         return self._client
 
     async def close(self) -> None:

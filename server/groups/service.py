@@ -31,6 +31,7 @@ from server.groups.fencing import GenerationStore
 from server.groups.forward import FORWARDED_HEADER, Forwarder
 from server.groups.models import GroupSummary
 from server.groups.rendezvous import choose_coordinator
+from server.peer_tls import peer_tls_context
 from server.registry import BrokerInfo, BrokerRegistry
 from server.settings import BrokerSettings
 
@@ -74,7 +75,9 @@ class GroupService:
             limits=limits_of(settings),
             broker_id=settings.broker_id,
         )
-        self.forwarder = Forwarder(settings.broker_id, FORWARD_TIMEOUT_S)
+        self.forwarder = Forwarder(
+            settings.broker_id, FORWARD_TIMEOUT_S, verify=peer_tls_context(settings)
+        )
         self._live: dict[str, BrokerInfo] = {}
         self._live_at = 0.0
         self._task: asyncio.Task[None] | None = None

@@ -32,6 +32,7 @@ import base64
 import json
 import logging
 import re
+import ssl
 import time
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,7 @@ from lakelog.numerals import is_signed_int
 from lakelog.records import ConsumerRecord
 from server.broker import Broker
 from server.http import read_body
+from server.peer_tls import peer_tls_context
 from server.rest_proxy_consumers import (
     Caller,
     ConsumerInstance,
@@ -150,11 +152,15 @@ async def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
     if manager is None:
         url = broker.settings.url
 
-        cafile = broker.settings.ssl_ca_certs or broker.settings.ssl_certfile
+        # The instance's consumer calls this broker: it trusts and presents what peers do.
+        tls = peer_tls_context(broker.settings)
 
         def factory(group: str, config: InstanceConfig, caller: Caller) -> Consumer:
             connection = Connection(
-                url, api_key=caller.api_key, token=caller.token, ssl_cafile=cafile
+                url,
+                api_key=caller.api_key,
+                token=caller.token,
+                ssl_context=tls if isinstance(tls, ssl.SSLContext) else None,
             )
             return Consumer(
                 url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ from lakelog.cli import main as lakelog_main
 from lakelog.client import Consumer, Producer, TopicPartition
 from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
-from lakelog.errors import LakelogError
+from lakelog.errors import InvalidConfigError, LakelogError
 from tests.fixtures.roots import RootSpec
 from tests.server.security.helpers import StartBroker
 
@@ -103,3 +104,74 @@ def test_produce_and_fetch_over_https(
     )
     out, err = capsys.readouterr()
     assert code == 0 and "secure" in out, err
+
+
+def test_mutual_tls_clients_and_brokers_forwarding_to_each_other(
+    start_broker: StartBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ssl_ca_certs every caller needs a certificate, brokers calling brokers included:
+    a group request sent to the broker that is not the group's coordinator is forwarded."""
+    cert, key = self_signed(tmp_path)
+    tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key), "ssl_ca_certs": str(cert)}
+    root = RootSpec(str(tmp_path / "root"))
+    brokers = [start_broker(root, **tls), start_broker(root, **tls)]
+    urls = [b.url for b in brokers]
+
+    def connection(url: str, with_certificate: bool = True) -> Connection:
+        mine = str(cert) if with_certificate else None
+        return Connection(
+            url,
+            discover=False,
+            request_timeout_ms=10_000,
+            ssl_cafile=str(cert),
+            ssl_certfile=mine,
+            ssl_keyfile=str(key) if with_certificate else None,
+        )
+
+    # no client certificate: the handshake is refused; with one, requests go through
+    with connection(urls[0], with_certificate=False) as anonymous, pytest.raises(LakelogError):
+        anonymous.request("GET", "/v1/topics", failover=False)
+    with AdminClient(urls[0], connection=connection(urls[0])) as admin:
+        admin.create_topic("mtls", partitions=1)
+    with Producer(urls[0], connection=connection(urls[0])) as producer:
+        producer.send("mtls", b"x").result(60)
+
+    # an offset commit through whichever broker is not the coordinator: it must forward
+    deadline = time.monotonic() + 60
+    while True:
+        with connection(urls[0]) as probe:
+            coordinator = probe.request("GET", "/v1/groups/g/coordinator").json()["url"]
+        if coordinator in urls and len({b for b in urls if b != coordinator}) == 1:
+            break
+        assert time.monotonic() < deadline, f"coordinator {coordinator} is not one of {urls}"
+        time.sleep(0.2)
+    other = next(u for u in urls if u != coordinator)
+    commit = {"offsets": [{"topic": "mtls", "partition": 0, "offset": 1}]}
+    with connection(other) as conn:
+        while True:
+            try:
+                conn.request("POST", "/v1/groups/g/offsets", json=commit, failover=False)
+                break
+            except LakelogError as exc:  # registry views may differ for one heartbeat
+                assert exc.retriable and time.monotonic() < deadline, exc
+                time.sleep(0.2)
+        answer = conn.request("GET", "/v1/groups/g/offsets", failover=False).json()
+    assert [(o["topic"], o["offset"]) for o in answer["offsets"]] == [("mtls", 1)]
+
+    # the console tools present a client certificate with --ssl-certfile/--ssl-keyfile
+    flags = ["--ssl-cafile", str(cert), "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+    code = lakelog_main(["topics", "--bootstrap-server", urls[1], *flags, "--list"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "mtls" in out, err
+    config = tmp_path / "client.properties"  # librdkafka's property names work too
+    config.write_text(
+        f"ssl.cafile={cert}\nssl.certificate.location={cert}\nssl.key.location={key}\n"
+    )
+    code = lakelog_main(
+        ["topics", "--bootstrap-server", urls[0], "--command-config", str(config), "--list"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0 and "mtls" in out, err
+    # a missing key file is named, before any request
+    with pytest.raises(InvalidConfigError, match=r"nope\.key"):
+        Connection(urls[0], ssl_certfile=str(cert), ssl_keyfile=str(tmp_path / "nope.key"))

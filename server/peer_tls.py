@@ -1,0 +1,47 @@
+"""How a broker calls brokers over TLS: forwarded group requests, and the loopback
+connections of its REST Proxy consumer instances.
+
+A broker serving https must verify its peers and, when brokers require client
+certificates (``ssl_ca_certs``: mutual TLS), present one itself, or every
+forwarded request fails its handshake. It trusts ``peer_ssl_cafile``,
+``ssl_ca_certs`` and its own certificate (a cluster sharing one self-signed
+certificate needs nothing more), on top of the system CAs, and presents its own
+certificate and key as the client certificate.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+from lakelog.errors import InvalidConfigError
+from server.settings import BrokerSettings
+
+
+def peer_trust_files(settings: BrokerSettings) -> list[str]:
+    """The CA files a broker verifies other brokers against, besides the system CAs."""
+    files = (settings.peer_ssl_cafile, settings.ssl_ca_certs, settings.ssl_certfile)
+    return list(dict.fromkeys(f for f in files if f))
+
+
+def presents_client_certificate(settings: BrokerSettings) -> bool:
+    """Brokers that require client certificates get this broker's own."""
+    return bool(settings.ssl_ca_certs and settings.ssl_certfile)
+
+
+def peer_tls_context(settings: BrokerSettings) -> ssl.SSLContext | bool:
+    """The ``verify`` argument of the broker's HTTP clients (True: system CAs only)."""
+    trusted = peer_trust_files(settings)
+    if not trusted:
+        return True
+    try:
+        context = ssl.create_default_context()
+        for cafile in trusted:
+            context.load_verify_locations(cafile=cafile)
+        if presents_client_certificate(settings):
+            assert settings.ssl_certfile is not None
+            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidConfigError(
+            f"cannot load the TLS files for calling other brokers ({', '.join(trusted)}): {exc}"
+        ) from exc
+    return context
