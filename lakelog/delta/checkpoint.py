@@ -67,17 +67,21 @@ _DV = pa.struct(
         cardinality=pa.int64(),
     )
 )
+#: The fields add and remove actions end with, in delta-rs's column order.
+_FILE_TAIL: dict[str, pa.DataType] = {
+    "stats": _STR,
+    "tags": _MAP,
+    "deletionVector": _DV,
+    "baseRowId": pa.int64(),
+    "defaultRowCommitVersion": pa.int64(),
+}
 _ADD = _fields(
     path=_STR,
     partitionValues=_MAP,
     size=pa.int64(),
     modificationTime=pa.int64(),
     dataChange=pa.bool_(),
-    stats=_STR,
-    tags=_MAP,
-    deletionVector=_DV,
-    baseRowId=pa.int64(),
-    defaultRowCommitVersion=pa.int64(),
+    **_FILE_TAIL,
     clusteringProvider=_STR,
 )
 _REMOVE = _fields(
@@ -87,11 +91,7 @@ _REMOVE = _fields(
     extendedFileMetadata=pa.bool_(),
     partitionValues=_MAP,
     size=pa.int64(),
-    stats=_STR,
-    tags=_MAP,
-    deletionVector=_DV,
-    baseRowId=pa.int64(),
-    defaultRowCommitVersion=pa.int64(),
+    **_FILE_TAIL,
 )
 _FORMAT = pa.struct(_fields(provider=_STR, options=_MAP))
 _METADATA = _fields(
