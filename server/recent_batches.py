@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -26,10 +26,28 @@ class _Batch:
     size: int
 
 
+@dataclass
+class _Partition:
+    """One partition's cached batches by base offset; ``bases`` mirrors ``batches`` so a
+    lookup bisects it directly instead of rebuilding a list of every cached base per call."""
+
+    bases: list[int] = field(default_factory=list)
+    batches: list[_Batch] = field(default_factory=list)
+
+    def insert(self, batch: _Batch) -> None:
+        i = bisect.bisect_left(self.bases, batch.base)
+        self.bases.insert(i, batch.base)
+        self.batches.insert(i, batch)
+
+    def remove(self, batch: _Batch) -> None:
+        i = bisect.bisect_left(self.bases, batch.base)  # bases are unique: one batch per base
+        del self.bases[i], self.batches[i]
+
+
 class RecentBatches:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._batches: dict[tuple[str, int], list[_Batch]] = {}
+        self._batches: dict[tuple[str, int], _Partition] = {}
         self._order: OrderedDict[tuple[str, int, int], _Batch] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -45,16 +63,15 @@ class RecentBatches:
         if batch.size > self.max_bytes:
             return
         with self._lock:
-            batches = self._batches.setdefault((topic, partition), [])
+            cached = self._batches.setdefault((topic, partition), _Partition())
             # Fix: a second batch at the same base (the topic was deleted and created again)
             # replaced the first in _order only; the first stayed readable in _batches forever
             # and its bytes were never released. The newer batch is the truth: drop the older.
             old = self._order.pop((topic, partition, batch.base), None)
             if old is not None:
-                batches.remove(old)
+                cached.remove(old)
                 self._bytes -= old.size
-            i = bisect.bisect_left([b.base for b in batches], batch.base)
-            batches.insert(i, batch)
+            cached.insert(batch)
             self._order[(topic, partition, batch.base)] = batch
             self._bytes += batch.size
             while self._bytes > self.max_bytes and self._order:
@@ -62,14 +79,15 @@ class RecentBatches:
                 self._bytes -= old.size
                 remaining = self._batches[(t, p)]
                 remaining.remove(old)
-                if not remaining:
+                if not remaining.batches:
                     del self._batches[(t, p)]
 
     def read(self, topic: str, partition: int, offset: int, max_records: int) -> pa.Table | None:
         """Rows from ``offset`` if a cached batch holds it; None means ask storage."""
         with self._lock:
-            batches = self._batches.get((topic, partition), [])
-            i = bisect.bisect_right([b.base for b in batches], offset) - 1
+            cached = self._batches.get((topic, partition))
+            batches = cached.batches if cached is not None else []
+            i = bisect.bisect_right(cached.bases, offset) - 1 if cached is not None else -1
             # Fix: max_records <= 0 returned an empty table, which callers index ([-1]).
             if i < 0 or offset >= batches[i].end or max_records <= 0:
                 self.misses += 1
@@ -93,6 +111,6 @@ class RecentBatches:
     def forget(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._batches if k[0] == topic]:
-                for batch in self._batches.pop(key):
+                for batch in self._batches.pop(key).batches:
                     self._order.pop((key[0], key[1], batch.base), None)
                     self._bytes -= batch.size
