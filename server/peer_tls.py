@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ssl
 
-from lakelog.errors import InvalidConfigError
+from lakelog.client.connection import ssl_context
 from server.settings import BrokerSettings
 
 
@@ -33,15 +33,11 @@ def peer_tls_context(settings: BrokerSettings) -> ssl.SSLContext | bool:
     trusted = peer_trust_files(settings)
     if not trusted:
         return True
-    try:
-        context = ssl.create_default_context()
-        for cafile in trusted:
-            context.load_verify_locations(cafile=cafile)
-        if presents_client_certificate(settings):
-            assert settings.ssl_certfile is not None
-            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidConfigError(
-            f"cannot load the TLS files for calling other brokers ({', '.join(trusted)}): {exc}"
-        ) from exc
-    return context
+    mutual = presents_client_certificate(settings)
+    return ssl_context(
+        trusted,
+        settings.ssl_certfile if mutual else None,
+        settings.ssl_keyfile if mutual else None,
+        trust_system=True,
+        purpose=" for calling other brokers",
+    )

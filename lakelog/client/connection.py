@@ -120,31 +120,50 @@ CLIENT_CERTFILE_ENV = "LAKELOG_SSL_CLIENT_CERTFILE"
 CLIENT_KEYFILE_ENV = "LAKELOG_SSL_CLIENT_KEYFILE"
 
 
-def tls_verification(
-    cafile: str | None, certfile: str | None = None, keyfile: str | None = None
-) -> ssl.SSLContext | bool:
-    """How to talk TLS to brokers: verify them against ``cafile`` (else the system CAs) and,
-    with ``certfile``, present it as this client's certificate, which brokers that set
-    ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
+def ssl_context(
+    cafiles: Sequence[str],
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    *,
+    trust_system: bool = False,
+    purpose: str = "",
+) -> ssl.SSLContext:
+    """A TLS client context verifying against ``cafiles`` (instead of the system CAs, unless
+    ``trust_system``) and presenting ``certfile``/``keyfile`` when given.
 
     A file that cannot be loaded is refused here, naming it, rather than at the first
     request as an opaque handshake failure.
     """
-    cafile = cafile or os.environ.get(CAFILE_ENV)
-    certfile = certfile or os.environ.get(CLIENT_CERTFILE_ENV)
-    keyfile = keyfile or os.environ.get(CLIENT_KEYFILE_ENV)
-    if not cafile and not certfile:
-        return True
     if keyfile and not certfile:
         raise InvalidConfigError(f"ssl_keyfile {keyfile!r} was given without ssl_certfile")
     try:
-        context = ssl.create_default_context(cafile=cafile)
+        if trust_system or not cafiles:
+            context, extra = ssl.create_default_context(), list(cafiles)
+        else:
+            context, extra = ssl.create_default_context(cafile=cafiles[0]), list(cafiles[1:])
+        for cafile in extra:
+            context.load_verify_locations(cafile=cafile)
         if certfile:
             context.load_cert_chain(certfile, keyfile)
     except (OSError, ssl.SSLError) as exc:
-        files = ", ".join(repr(f) for f in (cafile, certfile, keyfile) if f)
-        raise InvalidConfigError(f"cannot load the TLS files {files}: {exc}") from exc
+        files = ", ".join(repr(f) for f in (*cafiles, certfile, keyfile) if f)
+        raise InvalidConfigError(f"cannot load the TLS files {files}{purpose}: {exc}") from exc
     return context
+
+
+def tls_verification(
+    cafile: str | None, certfile: str | None = None, keyfile: str | None = None
+) -> ssl.SSLContext | bool:
+    """How a client talks TLS to brokers: verify them against ``cafile`` (else the system
+    CAs) and, with ``certfile``, present it as the client certificate, which brokers that
+    set ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
+    """
+    cafile = cafile or os.environ.get(CAFILE_ENV)
+    certfile = certfile or os.environ.get(CLIENT_CERTFILE_ENV)
+    keyfile = keyfile or os.environ.get(CLIENT_KEYFILE_ENV)
+    if not cafile and not certfile and not keyfile:
+        return True
+    return ssl_context([cafile] if cafile else [], certfile, keyfile)
 
 
 class Connection:

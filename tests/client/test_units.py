@@ -13,12 +13,19 @@ import pytest
 from lakelog.client import Producer
 from lakelog.client.accumulator import MAX_SEQUENCE, RecordAccumulator
 from lakelog.client.batch import PendingRecord
-from lakelog.client.connection import Connection, error_from_response, parse_bootstrap
+from lakelog.client.connection import (
+    Connection,
+    error_from_response,
+    parse_bootstrap,
+    ssl_context,
+    tls_verification,
+)
 from lakelog.client.errors import NetworkError
 from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import RecordMetadata
 from lakelog.client.wire import ARROW_STREAM, decode_fetch, encode_produce
 from lakelog.errors import (
+    InvalidConfigError,
     KafkaStorageError,
     LakelogError,
     OffsetOutOfRangeError,
@@ -299,3 +306,17 @@ def test_producer_refuses_bad_settings_and_records() -> None:
             producer.send("t", b"x", timestamp_ms=-1)
         with pytest.raises(ValueError, match="partition"):
             producer.send("t", b"x", partition=-1)
+
+
+def test_tls_files_that_cannot_be_loaded_are_named_before_any_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("LAKELOG_SSL_CAFILE", "LAKELOG_SSL_CLIENT_CERTFILE", "LAKELOG_SSL_CLIENT_KEYFILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert tls_verification(None) is True  # nothing configured: the system CAs
+    with pytest.raises(InvalidConfigError, match="without ssl_certfile"):
+        tls_verification(None, keyfile="client.key")
+    with pytest.raises(InvalidConfigError, match=r"missing-ca\.pem"):
+        tls_verification("/nonexistent/missing-ca.pem")
+    with pytest.raises(InvalidConfigError, match="for calling other brokers"):
+        ssl_context(["/nonexistent/a.pem"], trust_system=True, purpose=" for calling other brokers")

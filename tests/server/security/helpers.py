@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import jwt
+import pytest
 
 from lakelog.security.credentials import key_digest
 from lakelog.storage import Storage
@@ -122,3 +123,13 @@ def data_snapshot(storage: Storage) -> dict[str, str]:
 def assert_refused(answer: httpx.Response, status: int, code: int) -> None:
     assert answer.status_code == status, answer.text
     assert answer.json()["error_code"] == code, answer.text
+
+
+def eventually(check: Callable[[], bool], guard_s: float = 20) -> None:
+    """Poll until ``check()`` holds (brokers pick up ACL changes on their next
+    refresh); the guard stops a hang, it does not judge speed."""
+    deadline = time.monotonic() + guard_s
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition still false after {guard_s} s: {check}")
+        time.sleep(0.1)

@@ -4,7 +4,6 @@ deny beats allow; super users; the ``lakelog acls`` tool; ACL changes reaching o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from tests.server.security.helpers import (
     call,
     create_topic,
     data_snapshot,
+    eventually,
     key,
     produce_body,
     start_secured,
@@ -135,10 +135,7 @@ def test_write_read_and_group_acls(start_broker: StartBroker, tmp_path: Path) ->
     assert groups("User:admin") == groups("User:bob") == groups("User:carol") == {"analytics"}
     assert groups("User:alice") == set()
     add_acls(broker, acl("User:alice", "DESCRIBE", "kafka-cluster", resource_type="CLUSTER"))
-    deadline = time.monotonic() + 30
-    while groups("User:alice") != {"analytics"}:  # CLUSTER DESCRIBE shows every group
-        assert time.monotonic() < deadline, "the new ACL never reached the broker"
-        time.sleep(0.2)
+    eventually(lambda: groups("User:alice") == {"analytics"})  # CLUSTER DESCRIBE: every group
     assert topics("User:alice") == {"orders-eu"}  # but no extra topic
 
     log = broker.log()
@@ -200,15 +197,6 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = lakelog_main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def eventually(check: Callable[[], bool], guard_s: float = 20) -> None:
-    """Poll until ``check()`` holds (brokers pick up ACL changes on their next refresh)."""
-    deadline = time.monotonic() + guard_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition still false after {guard_s} s: {check}")
-        time.sleep(0.1)
 
 
 def test_acls_tool_and_other_brokers_follow(

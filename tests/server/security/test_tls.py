@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
 from lakelog.errors import InvalidConfigError, LakelogError
 from tests.fixtures.roots import RootSpec
-from tests.server.security.helpers import StartBroker
+from tests.server.security.helpers import StartBroker, eventually
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
@@ -137,24 +136,28 @@ def test_mutual_tls_clients_and_brokers_forwarding_to_each_other(
         producer.send("mtls", b"x").result(60)
 
     # an offset commit through whichever broker is not the coordinator: it must forward
-    deadline = time.monotonic() + 60
-    while True:
+    coordinators: list[str] = []
+
+    def coordinator_is_a_broker() -> bool:
         with connection(urls[0]) as probe:
-            coordinator = probe.request("GET", "/v1/groups/g/coordinator").json()["url"]
-        if coordinator in urls and len({b for b in urls if b != coordinator}) == 1:
-            break
-        assert time.monotonic() < deadline, f"coordinator {coordinator} is not one of {urls}"
-        time.sleep(0.2)
-    other = next(u for u in urls if u != coordinator)
+            coordinators.append(probe.request("GET", "/v1/groups/g/coordinator").json()["url"])
+        return coordinators[-1] in urls
+
+    eventually(coordinator_is_a_broker, guard_s=60)
+    other = next(u for u in urls if u != coordinators[-1])
     commit = {"offsets": [{"topic": "mtls", "partition": 0, "offset": 1}]}
     with connection(other) as conn:
-        while True:
+
+        def committed() -> bool:
             try:
                 conn.request("POST", "/v1/groups/g/offsets", json=commit, failover=False)
-                break
             except LakelogError as exc:  # registry views may differ for one heartbeat
-                assert exc.retriable and time.monotonic() < deadline, exc
-                time.sleep(0.2)
+                if not exc.retriable:
+                    raise
+                return False
+            return True
+
+        eventually(committed, guard_s=60)
         answer = conn.request("GET", "/v1/groups/g/offsets", failover=False).json()
     assert [(o["topic"], o["offset"]) for o in answer["offsets"]] == [("mtls", 1)]
 
