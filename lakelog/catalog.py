@@ -35,6 +35,7 @@ from lakelog.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_na
 from lakelog.topic_log import (
     CONFIG_PARTITIONS,
     ENGINE,
+    CheckpointRequester,
     PartitionState,
     TopicLog,
     table_configuration,
@@ -108,9 +109,11 @@ class Catalog:
         s3: S3Settings | None = None,
         checkpoint_interval: int = 100,
         pointer_max_age_s: float = 5.0,
+        checkpointer: CheckpointRequester | None = None,
     ) -> None:
         self.storage = open_storage(root, s3) if isinstance(root, str) else root
         self.checkpoint_interval = checkpoint_interval
+        self.checkpointer = checkpointer
         self.pointer_max_age_s = pointer_max_age_s
         self._lock = threading.Lock()
         self._logs: dict[str, tuple[TopicLog, float]] = {}
@@ -232,6 +235,7 @@ class Catalog:
             name,
             pointer.table_path,
             checkpoint_interval=self.checkpoint_interval,
+            checkpointer=self.checkpointer,
         )
         with self._lock:
             old = self._logs.get(name)

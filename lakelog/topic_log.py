@@ -72,6 +72,9 @@ from lakelog.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Asks for a checkpoint of (table path, version) to be written elsewhere
+#: (``checkpoint_process.CheckpointProcess.request``); must return at once.
+CheckpointRequester = Callable[[str, int], None]
 
 PARTITION_TXN_PREFIX = "lakelog.partition."
 CONFIG_PARTITIONS = "lakelog.partitions"
@@ -354,6 +357,7 @@ class TopicLog:
         keyless_partitioner: Partitioner | None = None,
         compression: str = DEFAULT_COMPRESSION,
         commit_timeout_s: float = 30.0,
+        checkpointer: CheckpointRequester | None = None,
     ) -> None:
         self.storage = storage
         self.name = name
@@ -370,6 +374,7 @@ class TopicLog:
         self._keyless = keyless_partitioner or make_keyless_partitioner("sticky")
         self._io_pool: ThreadPoolExecutor | None = None
         self._checkpointer: ThreadPoolExecutor | None = None
+        self._request_checkpoint = checkpointer
         self._checkpointed = -1
         # Rows reused from checkpoint to checkpoint; the lock covers the moment a closed
         # log's old checkpoint thread still runs while a new one starts.
@@ -558,6 +563,9 @@ class TopicLog:
     def _maybe_checkpoint(self, version: int) -> None:
         """Called under the state lock right after ``version`` was applied."""
         if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
+            return
+        if self._request_checkpoint is not None:  # another process writes it
+            self._request_checkpoint(self.table_path, version)
             return
         snapshot = snapshot_of(self._state)  # copies references only: cheap under the lock
         if self._checkpointer is None:

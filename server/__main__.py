@@ -4,4 +4,5 @@ import sys
 
 from server.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned helper process imports this module
+    sys.exit(main())

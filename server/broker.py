@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.catalog import Catalog
+from lakelog.delta.checkpoint_process import CheckpointProcess
 from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError
 from lakelog.records import SEGMENT_SCHEMA, Record
 from lakelog.storage import open_storage
@@ -56,7 +57,14 @@ class Broker:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.storage = open_storage(settings.root)
-        self.catalog = Catalog(self.storage, checkpoint_interval=settings.checkpoint_interval)
+        self.checkpoints: CheckpointProcess | None = None
+        if settings.checkpoint_process and not self.storage.process_local:
+            self.checkpoints = CheckpointProcess(self.storage)
+        self.catalog = Catalog(
+            self.storage,
+            checkpoint_interval=settings.checkpoint_interval,
+            checkpointer=self.checkpoints.request if self.checkpoints else None,
+        )
         self.metrics = BrokerMetrics()
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
@@ -85,6 +93,8 @@ class Broker:
             await task
         await self.registry.stop()
         await asyncio.to_thread(self.catalog.close)
+        if self.checkpoints is not None:
+            await asyncio.to_thread(self.checkpoints.close)
 
     # -- topics ----------------------------------------------------------------
 

@@ -75,6 +75,11 @@ class BrokerSettings(BaseSettings):
     checkpoint_interval: int = Field(
         100, ge=0, description="Delta checkpoint every N commits (0: never)."
     )
+    checkpoint_process: bool = Field(
+        True,
+        description="Write Delta checkpoints in a helper process, off the broker's GIL "
+        "(false: on a thread of the broker; a memory:// root always uses a thread).",
+    )
     log_level: str = Field("info", description="uvicorn/lakelog log level.")
     # -- consumer groups (docs/consumer-groups.md; Kafka's names and defaults) --
     group_min_session_timeout_ms: int = Field(

@@ -16,7 +16,6 @@ columns of the other rows). The tests read it back with delta-rs.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
@@ -261,9 +260,9 @@ def write_checkpoint(
     only replays a few more commits.
     """
     table = checkpoint_table(snapshot, cache.rows(snapshot.files) if cache else None)
-    sink = io.BytesIO()
+    sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
-    data = sink.getvalue()
+    data = sink.getvalue().to_pybytes()
     name = f"{snapshot.version:020d}.checkpoint.parquet"
     pointer = {
         "version": snapshot.version,

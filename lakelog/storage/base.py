@@ -54,6 +54,8 @@ class Storage(abc.ABC):
 
     #: The URL this root was opened from, e.g. ``file:///data/lakelog`` or ``s3://b/prefix``.
     url: str
+    #: True if another process opening the same URL would not see this root's files.
+    process_local: bool = False
 
     @abc.abstractmethod
     def read_bytes(self, path: str) -> bytes:

@@ -210,6 +210,8 @@ _MEMORY_LOCK = threading.Lock()
 class MemoryStorage(FsspecStorage):
     """``memory://name``: a process-local root, for unit tests of pure logic only."""
 
+    process_local = True
+
     def __init__(self, url: str) -> None:
         fs = MemoryFileSystem()
         super().__init__(url, fs, "/" + url[len("memory://") :].strip("/"))

@@ -6,6 +6,8 @@ import base64
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -312,3 +314,26 @@ def test_process_helpers() -> None:
     busy = machine_busy_seconds()
     assert busy is not None and busy >= 0
     assert 0 < free_port() < 65536
+
+
+BURN = "import sys, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+
+
+def test_process_cpu_counts_its_children_live_and_reaped() -> None:
+    """A broker's helper process works for the broker: its CPU is the broker's."""
+    before = cpu_times(os.getpid())
+    subprocess.run([sys.executable, "-c", BURN], check=True)  # reaped: cutime/cstime
+    reaped = cpu_times(os.getpid())
+    live = subprocess.Popen(
+        [sys.executable, "-c", BURN + "print('done', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert live.stdout is not None and live.stdout.readline() == b"done\n"
+        running = cpu_times(os.getpid())
+    finally:
+        live.communicate(b"")
+    assert before is not None and reaped is not None and running is not None
+    assert reaped.total - before.total >= 0.25  # 0.3 s burnt, counted in clock ticks
+    assert running.total - reaped.total >= 0.25

@@ -1,0 +1,124 @@
+"""Checkpoints written by the helper process: real processes, on a local root and on S3."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable, Iterator
+
+import pytest
+from deltalake import DeltaTable
+
+from lakelog import Catalog, Record
+from lakelog.delta.checkpoint_process import CheckpointProcess
+from lakelog.delta.log import DeltaLog, commit_file
+from lakelog.storage import Storage, join
+from lakelog.topic_log import TopicLog
+
+INTERVAL = 4
+
+
+@pytest.fixture
+def helper(make_catalog: Callable[..., Catalog]) -> Iterator[CheckpointProcess]:
+    storage = make_catalog().storage
+    process = CheckpointProcess(storage)
+    yield process
+    process.close()
+
+
+def _topic(make_catalog: Callable[..., Catalog], helper: CheckpointProcess) -> TopicLog:
+    catalog = make_catalog(checkpoint_interval=INTERVAL, checkpointer=helper.request)
+    catalog.create_topic("t", 2)
+    return catalog.topic("t")
+
+
+def _append(log: TopicLog, commits: int) -> None:
+    for i in range(commits):
+        log.append([Record(f"v{i}-{j}".encode(), key=f"k{j}".encode()) for j in range(5)])
+
+
+def _last_checkpoint(storage: Storage, log: TopicLog) -> int:
+    data = storage.read_bytes(join(log.table_path, "_delta_log", "_last_checkpoint"))
+    return int(json.loads(data)["version"])
+
+
+def test_the_helper_writes_checkpoints_that_delta_rs_and_lakelog_start_from(
+    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+) -> None:
+    log = _topic(make_catalog, helper)
+    _append(log, 2 * INTERVAL + 1)  # versions 1..9 after the create at 0
+    assert helper.wait_idle()
+    storage = log.storage
+    assert helper.pid is not None and helper.pid != os.getpid()
+    # The helper may have opened the table after more commits landed: never older.
+    assert _last_checkpoint(storage, log) >= 2 * INTERVAL
+    # Once it follows the table, it checkpoints exactly the version asked for.
+    _append(log, 3 * INTERVAL - log.version)
+    assert helper.wait_idle()
+    assert _last_checkpoint(storage, log) == log.version == 3 * INTERVAL
+    assert helper.written[log.table_path] == 3 * INTERVAL
+    assert helper.failures == 0
+    # Only the checkpoint is left to start from: both readers must use it.
+    for v in range(3 * INTERVAL + 1):
+        storage.delete(join(log.table_path, "_delta_log", commit_file(v)))
+    table = DeltaTable(
+        storage.delta_uri(log.table_path),
+        storage_options=storage.delta_storage_options() or None,
+    )
+    assert table.version() == log.version
+    assert len(table.file_uris()) == len(log.live_paths())
+    assert table.to_pyarrow_table().num_rows == 5 * 3 * INTERVAL
+    reopened = DeltaLog(storage, log.table_path).load()
+    assert reopened.version == log.version
+    assert set(reopened.files) == log.live_paths()
+    assert reopened.txns == log._state.txns
+
+
+def test_a_killed_helper_is_started_again_for_the_next_checkpoint(
+    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+) -> None:
+    log = _topic(make_catalog, helper)
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    first = helper.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    assert helper.restarts == 1
+    assert helper.pid not in (None, first)
+    assert _last_checkpoint(log.storage, log) == 2 * INTERVAL
+
+
+def test_a_checkpoint_that_cannot_be_written_is_reported_and_the_helper_keeps_serving(
+    make_catalog: Callable[..., Catalog],
+    helper: CheckpointProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = _topic(make_catalog, helper)
+    with caplog.at_level(logging.WARNING, logger="lakelog.delta.checkpoint_process"):
+        helper.request("topics/no-such-table", 3)
+        assert helper.wait_idle()
+    assert helper.failures == 1
+    assert "checkpoint of topics/no-such-table at 3 failed" in caplog.text
+    assert "no Delta table" in caplog.text
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    assert _last_checkpoint(log.storage, log) == INTERVAL
+
+
+def test_close_stops_the_helper(
+    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+) -> None:
+    log = _topic(make_catalog, helper)
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    pid = helper.pid
+    assert pid is not None
+    helper.close()
+    assert helper.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    helper.request(log.table_path, 99)  # after close: skipped, logged, never raises
