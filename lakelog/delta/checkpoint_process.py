@@ -234,6 +234,9 @@ class CheckpointProcess:
             return conn
         if process is not None:
             self.restarts += 1
+            log.warning(
+                "checkpoint helper %s has exited; starting a new one", self._exit_description()
+            )
             self._stop_helper()
         # A fresh interpreter running this module, not multiprocessing's spawn: that one
         # re-imports the parent's __main__, which starts a whole broker when unguarded.

@@ -39,6 +39,17 @@ def _append(log: TopicLog, commits: int) -> None:
         log.append([Record(f"v{i}-{j}".encode(), key=f"k{j}".encode()) for j in range(5)])
 
 
+def _checkpointed_once(
+    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+) -> tuple[TopicLog, int]:
+    """A topic checkpointed once by the helper, and the helper's pid."""
+    log = _topic(make_catalog, helper)
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    assert helper.pid is not None
+    return log, helper.pid
+
+
 def _last_checkpoint(storage: Storage, log: TopicLog) -> int:
     data = storage.read_bytes(join(log.table_path, "_delta_log", "_last_checkpoint"))
     return int(json.loads(data)["version"])
@@ -77,18 +88,18 @@ def test_the_helper_writes_checkpoints_that_delta_rs_and_lakelog_start_from(
 
 
 def test_a_killed_helper_is_started_again_for_the_next_checkpoint(
-    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+    make_catalog: Callable[..., Catalog],
+    helper: CheckpointProcess,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    log = _topic(make_catalog, helper)
-    _append(log, INTERVAL)
-    assert helper.wait_idle()
-    first = helper.pid
-    assert first is not None
+    log, first = _checkpointed_once(make_catalog, helper)
     os.kill(first, signal.SIGKILL)
-    _append(log, INTERVAL)
-    assert helper.wait_idle()
+    with caplog.at_level(logging.WARNING, logger="lakelog.delta.checkpoint_process"):
+        _append(log, INTERVAL)
+        assert helper.wait_idle()
     assert helper.restarts == 1
     assert helper.pid not in (None, first)
+    assert f"checkpoint helper pid {first} (exit code -9) has exited" in caplog.text
     assert _last_checkpoint(log.storage, log) == 2 * INTERVAL
 
 
@@ -112,11 +123,7 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_and_the_helper_keeps_se
 def test_close_stops_the_helper(
     make_catalog: Callable[..., Catalog], helper: CheckpointProcess
 ) -> None:
-    log = _topic(make_catalog, helper)
-    _append(log, INTERVAL)
-    assert helper.wait_idle()
-    pid = helper.pid
-    assert pid is not None
+    log, pid = _checkpointed_once(make_catalog, helper)
     helper.close()
     assert helper.pid is None
     with pytest.raises(ProcessLookupError):
