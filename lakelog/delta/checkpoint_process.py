@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -39,6 +40,8 @@ from lakelog.storage import Storage
 
 log = logging.getLogger(__name__)
 
+#: The helper's scheduling niceness (0 normal, 19 lowest): checkpoints are background work.
+NICENESS = 10
 #: How long ``close`` waits for the helper to finish its current checkpoint.
 STOP_TIMEOUT_S = 10.0
 
@@ -249,6 +252,10 @@ class CheckpointProcess:
             )
             conn = Connection(ours.detach())
         self._process, self._conn = helper, conn
+        try:  # at once, so even its start-up (imports) yields a core the broker wants
+            os.setpriority(os.PRIO_PROCESS, helper.pid, NICENESS)
+        except OSError as exc:
+            log.warning("checkpoint helper pid %s keeps normal priority: %s", helper.pid, exc)
         conn.send(self.storage)
         return conn
 
