@@ -4,4 +4,5 @@ import sys
 
 from lakelog.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when another process imports this module as its main
+    sys.exit(main())
