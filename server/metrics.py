@@ -85,6 +85,21 @@ class BrokerMetrics:
             ["quota", "user"],
             registry=r,
         )
+        self.checkpoints_written = Gauge(
+            "lakelog_checkpoints_written",
+            "Delta checkpoints the broker's helper process wrote",
+            registry=r,
+        )
+        self.checkpoint_failures = Gauge(
+            "lakelog_checkpoint_failures",
+            "Checkpoints the helper could not write (it retries at the next interval)",
+            registry=r,
+        )
+        self.checkpoint_helper_restarts = Gauge(
+            "lakelog_checkpoint_helper_restarts",
+            "Times the checkpoint helper process was found dead and started again",
+            registry=r,
+        )
         self.quota_throttle_seconds = Counter(
             "lakelog_quota_throttle_seconds", "Throttle time imposed", ["quota", "user"], registry=r
         )

@@ -141,7 +141,9 @@ class CheckpointProcess:
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
+        #: observability: newest version written per table, and running counts
         self.written: dict[str, int] = {}
+        self.completed = 0
         self.restarts = 0
         self.failures = 0
 
@@ -203,6 +205,7 @@ class CheckpointProcess:
             for outcome in outcomes:
                 if outcome.written is not None:
                     self.written[outcome.table_path] = outcome.written
+                    self.completed += 1
                 else:
                     self.failures += 1
                     log.warning(

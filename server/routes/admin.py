@@ -121,4 +121,8 @@ def metrics(broker: BrokerDep) -> Response:
     m.buffered_bytes.set(broker.batcher.buffered_bytes)
     m.cache_hits.set(broker.cache.hits)
     m.cache_misses.set(broker.cache.misses)
+    if broker.checkpoints is not None:
+        m.checkpoints_written.set(broker.checkpoints.completed)
+        m.checkpoint_failures.set(broker.checkpoints.failures)
+        m.checkpoint_helper_restarts.set(broker.checkpoints.restarts)
     return Response(m.render(), media_type="text/plain; version=0.0.4")

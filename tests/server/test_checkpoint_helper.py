@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.catalog import Catalog
 from lakelog.storage import join
@@ -21,6 +22,15 @@ HELPER_MODULE = "lakelog.delta.checkpoint_process"
 def _helpers(broker: BrokerProcess) -> list[psutil.Process]:
     children = psutil.Process(broker.process.pid).children()
     return [c for c in children if HELPER_MODULE in " ".join(c.cmdline())]
+
+
+def _metrics(broker: BrokerProcess) -> dict[str, float]:
+    text = httpx.get(f"{broker.url}/metrics").text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def _last_checkpoint(root: RootSpec, topic: str) -> int | None:
@@ -50,6 +60,10 @@ def test_checkpoints_are_written_by_the_helper_which_ends_with_a_killed_broker(
     (helper,) = _helpers(broker)
     assert helper.nice() == 10  # background work yields the cores to the broker
     assert "checkpoint helper" not in broker.log()  # no failure was logged
+    metrics = _metrics(broker)
+    assert metrics["lakelog_checkpoints_written"] >= 1  # one or two: requests may merge
+    assert metrics["lakelog_checkpoint_failures"] == 0
+    assert metrics["lakelog_checkpoint_helper_restarts"] == 0
     assert "checkpoint of" not in broker.log()
 
     broker.kill()
