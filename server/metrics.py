@@ -85,19 +85,11 @@ class BrokerMetrics:
             ["quota", "user"],
             registry=r,
         )
-        self.checkpoints_written = Gauge(
-            "lakelog_checkpoints_written",
-            "Delta checkpoints the broker's helper process wrote",
-            registry=r,
-        )
-        self.checkpoint_failures = Gauge(
-            "lakelog_checkpoint_failures",
-            "Checkpoints the helper could not write (it retries at the next interval)",
-            registry=r,
-        )
-        self.checkpoint_helper_restarts = Gauge(
-            "lakelog_checkpoint_helper_restarts",
-            "Times the checkpoint helper process was found dead and started again",
+        self.checkpoint_helper = Gauge(
+            "lakelog_checkpoint_helper_events",
+            "Delta checkpoints by the broker's helper process: written, failed (retried at "
+            "the next interval), restarted (helper found dead and started again)",
+            ["event"],
             registry=r,
         )
         self.quota_throttle_seconds = Counter(

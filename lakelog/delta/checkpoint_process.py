@@ -70,7 +70,11 @@ class _Followed:
 def _checkpoint_one(
     storage: Storage, tables: dict[str, _Followed], path: str, version: int
 ) -> CheckpointOutcome:
-    """Checkpoint ``path`` at ``version`` (at a newer one only when first opening it)."""
+    """Checkpoint ``path`` at ``version``.
+
+    At a newer version only when the table is first opened or had to be reloaded
+    because log cleanup removed the commits after the state held here.
+    """
     followed = tables.get(path)
     if followed is None:
         delta = DeltaLog(storage, path)
@@ -78,14 +82,12 @@ def _checkpoint_one(
     if followed.written >= version:  # a newer request was served first
         return CheckpointOutcome(path, version, followed.written)
     state = followed.state
-    while state.version < version:
-        actions = followed.delta.read_commit(state.version + 1)
-        if actions is None:
-            raise KafkaStorageError(
-                f"commit {state.version + 1} of {path} is missing (cleaned up, or not "
-                "readable yet); the table is opened again for the next checkpoint"
-            )
-        state.apply(state.version + 1, actions)
+    followed.delta.update(state, until=version)
+    if state.version < version:
+        raise KafkaStorageError(
+            f"commit {state.version + 1} of {path} is not readable yet; the table is "
+            "opened again for the next checkpoint"
+        )
     write_checkpoint(storage, followed.delta.log_path, snapshot_of(state), followed.rows)
     followed.written = state.version
     return CheckpointOutcome(path, version, state.version)

@@ -82,14 +82,17 @@ class DeltaLog:
         self.update(state)
         return state
 
-    def update(self, state: TableState) -> tuple[list[tuple[int, list[Action]]], bool]:
-        """Apply every commit newer than ``state.version``.
+    def update(
+        self, state: TableState, until: int | None = None
+    ) -> tuple[list[tuple[int, list[Action]]], bool]:
+        """Apply every commit newer than ``state.version`` (up to ``until``, if given).
 
         Returns the commits applied, and whether the state had to be reloaded
-        from a checkpoint instead (then anything derived from it is stale).
+        from a checkpoint instead (then anything derived from it is stale, and
+        the state is at the latest version, past ``until`` perhaps).
         """
         applied: list[tuple[int, list[Action]]] = []
-        while True:
+        while until is None or state.version < until:
             actions = self.read_commit(state.version + 1)
             if actions is None:
                 break

@@ -121,8 +121,8 @@ def metrics(broker: BrokerDep) -> Response:
     m.buffered_bytes.set(broker.batcher.buffered_bytes)
     m.cache_hits.set(broker.cache.hits)
     m.cache_misses.set(broker.cache.misses)
-    if broker.checkpoints is not None:
-        m.checkpoints_written.set(broker.checkpoints.completed)
-        m.checkpoint_failures.set(broker.checkpoints.failures)
-        m.checkpoint_helper_restarts.set(broker.checkpoints.restarts)
+    if (helper := broker.checkpoints) is not None:
+        m.checkpoint_helper.labels("written").set(helper.completed)
+        m.checkpoint_helper.labels("failed").set(helper.failures)
+        m.checkpoint_helper.labels("restarted").set(helper.restarts)
     return Response(m.render(), media_type="text/plain; version=0.0.4")

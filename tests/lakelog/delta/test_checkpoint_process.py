@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 from lakelog import Catalog, Record
 from lakelog.delta.checkpoint_process import CheckpointProcess
 from lakelog.delta.log import DeltaLog, commit_file
+from lakelog.delta.state import TableState
 from lakelog.storage import Storage, join
 from lakelog.topic_log import TopicLog
 
@@ -129,3 +130,22 @@ def test_close_stops_the_helper(
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     helper.request(log.table_path, 99)  # after close: skipped, logged, never raises
+
+
+def test_update_until_stops_at_that_version_and_later_resumes(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    """What lets the helper checkpoint exactly the version asked for."""
+    catalog = make_catalog(checkpoint_interval=0)
+    catalog.create_topic("t", 1)
+    log = catalog.topic("t")
+    _append(log, 5)
+    delta = DeltaLog(catalog.storage, log.table_path)
+    state = TableState()
+    state.apply(0, delta.read_commit(0) or [])
+    applied, reloaded = delta.update(state, until=3)
+    assert [v for v, _ in applied] == [1, 2, 3] and not reloaded
+    assert state.version == 3
+    applied, _ = delta.update(state)
+    assert [v for v, _ in applied] == [4, 5]
+    assert state.files.keys() == log.live_paths()
