@@ -109,6 +109,9 @@ STAMP_CHARS = 16
 MAGIC = b"LKLG"
 STOP = b"STOP"
 FETCH_MAX_BYTES = 64 << 20  # never the limit: fetches are bounded by max_records
+#: An open-loop window schedules at least this many requests, so that every latency
+#: figure has samples even when a busy machine measured a near-zero saturation.
+MIN_TIMED_REQUESTS = 10
 
 Format = Literal["json", "arrow"]
 
@@ -1130,9 +1133,10 @@ def bench_latency(b: Bench) -> list[Result]:
     """Open-loop produce latency at ``latency_load`` of the measured saturation."""
     cfg = b.cfg
     plan = cfg.saturation_plan()
-    offered = max(cfg.latency_load * b.saturation_rps[plan.label], 1.0)
+    floor = MIN_TIMED_REQUESTS / cfg.latency_s
+    offered = max(cfg.latency_load * b.saturation_rps[plan.label], floor)
     naive_offered = min(
-        offered, max(cfg.latency_load * b.saturation_rps[f"{NAIVE}:{plan.label}"], 1.0)
+        offered, max(cfg.latency_load * b.saturation_rps[f"{NAIVE}:{plan.label}"], floor)
     )
     latencies: dict[str, list[float]] = {}
     lake: LoadResult | None = None
@@ -1200,7 +1204,7 @@ def bench_e2e(b: Bench) -> list[Result]:
     """Produce -> long-poll fetch latency, one consumer process per fetch format."""
     cfg = b.cfg
     plan = cfg.saturation_plan()
-    offered = max(cfg.e2e_load * b.saturation_rps[plan.label], 1.0)
+    offered = max(cfg.e2e_load * b.saturation_rps[plan.label], MIN_TIMED_REQUESTS / cfg.e2e_s)
     results = []
     for fmt in cfg.e2e_formats:
         topic = f"e2e-{fmt}"

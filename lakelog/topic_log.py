@@ -81,6 +81,8 @@ CONFIG_PARTITIONS = "lakelog.partitions"
 CONFIG_PREFIX = "lakelog.config."
 COMMIT_ID = "lakelog.commitId"
 ENGINE = "lakelog/0.1.0"
+#: Threads writing and flushing one append's segments (one per partition touched) in parallel.
+SEGMENT_IO_THREADS = 8
 
 
 def partition_txn(partition: int) -> str:
@@ -919,7 +921,9 @@ class TopicLog:
     def _pool(self) -> ThreadPoolExecutor:
         with self._state_lock:
             if self._io_pool is None:
-                self._io_pool = ThreadPoolExecutor(8, thread_name_prefix=f"seg-{self.name}")
+                self._io_pool = ThreadPoolExecutor(
+                    SEGMENT_IO_THREADS, thread_name_prefix=f"seg-{self.name}"
+                )
             return self._io_pool
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:

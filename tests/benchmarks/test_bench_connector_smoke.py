@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks import bench_connector
@@ -39,11 +40,20 @@ def test_connector_suite_tiny(spark: SparkSession, tmp_path: Path) -> None:
         assert set(r.baselines) == expected_baselines[r.benchmark], r
         assert all(_finite_positive(v) for v in r.baselines.values()), r
         assert r.higher_is_better == (r.benchmark in {bench_connector.SCAN, bench_connector.STREAM})
-    assert [r.metric for r in report.results if r.benchmark == bench_connector.LATENCY] == [
-        "e2e p50",
-        "e2e p99",
-        "trigger p50",
-    ]
+    latency = [r for r in report.results if r.benchmark == bench_connector.LATENCY]
+    assert [r.metric for r in latency] == ["e2e p50", "e2e p99", "trigger p50"]
+    cfg = bench_connector.CONFIGS["tiny"]
+    for r in latency:  # the rate source's own percentiles, from as many samples as appends
+        assert r.params["rate_seconds"] == cfg.latency_appends, r
+        assert int(r.params["rate_triggers_with_data"] or 0) > 0, r
     text = render_report(report)
     assert "== full scan" in text and "goal >= 0.8" in text
     assert list(tmp_path.iterdir()) == []  # scratch roots and checkpoints are removed
+
+
+def test_rate_source_latency_counts_each_released_second() -> None:
+    """A batch carrying two seconds gives two samples, each from the end of its own second."""
+    seen = bench_connector._RateSeen(rows_per_second=200)
+    seen.batches = [(101.25, 99.0, 2), (102.5, 101.0, 1)]  # (seen at, first second, seconds)
+    assert seen.latencies_ms(since=0.0) == pytest.approx([1250.0, 250.0, 500.0])
+    assert seen.latencies_ms(since=101.0) == pytest.approx([250.0, 500.0])
