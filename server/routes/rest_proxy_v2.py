@@ -1,6 +1,6 @@
 """Kafka REST Proxy API v2: produce and topic metadata at ``/topics``, for existing clients.
 
-Endpoints: ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
+Endpoints: ``GET /brokers``, ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
 ``GET /topics/{topic}/partitions``, ``GET /topics/{topic}/partitions/{partition}``,
 ``POST /topics/{topic}/partitions/{partition}`` and
 ``GET /topics/{topic}/partitions/{partition}/offsets``. Every answer, errors
@@ -31,8 +31,10 @@ Decisions:
   The records of one request share one commit, so they fail together.
 * Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
   shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
-* There is one broker identity in v2 answers: every partition's leader and
-  only in-sync replica is broker 0 (durability comes from the storage root).
+* ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; a
+  broker id that is not a number is given a stable number derived from it.
+  Brokers own no partitions, so every partition's leader and only in-sync
+  replica is the broker answering (durability comes from the storage root).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from server.broker import Broker
 from server.codec import decode_data
 from server.http import get_broker, media_type, read_body
 from server.rest_proxy_models import (
+    V2BrokerList,
     V2Error,
     V2Partition,
     V2PartitionOffset,
@@ -71,6 +74,7 @@ from server.rest_proxy_models import (
     describe_validation_error,
     inline_schema,
 )
+from server.rest_proxy_v3_resources import v3_broker_id
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)
@@ -227,11 +231,13 @@ def _produce_body(model: type[BaseModel]) -> dict[str, Any]:
 # -- metadata ---------------------------------------------------------------------
 
 
-def partition_out(partition: int) -> V2Partition:
+def partition_out(broker: Broker, partition: int) -> V2Partition:
+    """The answering broker leads every partition: any broker serves any partition."""
+    leader = v3_broker_id(broker.settings.broker_id)
     return V2Partition(
         partition=partition,
-        leader=0,
-        replicas=[V2Replica(broker=0, leader=True, in_sync=True)],
+        leader=leader,
+        replicas=[V2Replica(broker=leader, leader=True, in_sync=True)],
     )
 
 
@@ -254,6 +260,13 @@ def parse_partition(topic_log: TopicLog, text: str) -> int:
     return int(text)
 
 
+@router.get("/brokers", responses=_documented(V2BrokerList), summary="List live broker ids")
+async def list_brokers(broker: BrokerDep) -> Response:
+    alive = await asyncio.to_thread(broker.registry.alive)
+    ids = {v3_broker_id(b.broker_id) for b in alive} | {v3_broker_id(broker.settings.broker_id)}
+    return v2_response(V2BrokerList(brokers=sorted(ids)))
+
+
 @router.get("/topics", responses=_documented(list[str]), summary="List topic names")
 async def list_topics(request: Request, broker: BrokerDep) -> Response:
     names = await asyncio.to_thread(broker.catalog.list_topics)
@@ -272,7 +285,7 @@ async def get_topic(topic: str, broker: BrokerDep) -> Response:
         V2Topic(
             name=described.name,
             configs={c["name"]: c["value"] for c in described.config.describe()},
-            partitions=[partition_out(p.partition) for p in described.partitions],
+            partitions=[partition_out(broker, p.partition) for p in described.partitions],
         )
     )
 
@@ -284,7 +297,7 @@ async def get_topic(topic: str, broker: BrokerDep) -> Response:
 )
 async def list_partitions(topic: str, broker: BrokerDep) -> Response:
     topic_log = await fresh_topic(broker, topic)
-    partitions = [partition_out(p) for p in range(topic_log.num_partitions)]
+    partitions = [partition_out(broker, p) for p in range(topic_log.num_partitions)]
     return v2_response([p.model_dump(mode="json") for p in partitions])
 
 
@@ -295,7 +308,7 @@ async def list_partitions(topic: str, broker: BrokerDep) -> Response:
 )
 async def get_partition(topic: str, partition: str, broker: BrokerDep) -> Response:
     topic_log = await fresh_topic(broker, topic)
-    return v2_response(partition_out(parse_partition(topic_log, partition)))
+    return v2_response(partition_out(broker, parse_partition(topic_log, partition)))
 
 
 @router.get(

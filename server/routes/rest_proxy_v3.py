@@ -42,8 +42,9 @@ Decisions:
 * ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``,
   each in entry order; entry ids must be unique (400 for the whole request
   otherwise).
-* The cluster resource links (``acls``, ``brokers``...) point at the standard
-  v3 URLs of this broker, most of which lakelog does not serve.
+* The cluster resource links (``acls``, ``brokers``, ``topics``...) point at
+  the standard v3 URLs of this broker; the routers ``rest_proxy_v3_topics``,
+  ``rest_proxy_v3_cluster`` and ``rest_proxy_v3_groups`` serve them.
 """
 
 from __future__ import annotations
