@@ -85,9 +85,19 @@ def listing(urls: V3Urls, kind: str, *path: str | int) -> dict[str, Any]:
 
 
 def not_found(exc: LakelogError, topic: str) -> V3Failure | LakelogError:
-    if exc.code in (3, 17):  # unknown topic, or a name no topic can have
+    """404 for an unknown topic or a name no topic can have; other refusals stay as they are
+    (deleting an internal topic is INVALID_TOPIC_EXCEPTION, 400)."""
+    if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
         return V3Failure(404, f"topic {topic!r} does not exist")
     return exc
+
+
+def valid_name(topic: str) -> bool:
+    try:
+        validate_topic_name(topic)
+    except LakelogError:
+        return False
+    return True
 
 
 async def describe(broker: Broker, topic: str) -> TopicDescription:
