@@ -695,17 +695,13 @@ async def commit_offsets(
         for o in body.offsets
     }
     await _run(instances, target, lambda c: c.commit(offsets))
-    return V2JSONResponse(
-        [
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "consumed": om.offset - 1,
-                "committed": om.offset,
-            }
-            for tp, om in offsets.items()
-        ]
-    )
+    committed = [
+        CommittedOffsetOut(
+            topic=tp.topic, partition=tp.partition, consumed=om.offset - 1, committed=om.offset
+        ).model_dump()
+        for tp, om in offsets.items()
+    ]
+    return V2JSONResponse(committed)
 
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", summary="Committed offsets")
