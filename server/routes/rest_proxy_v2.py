@@ -243,6 +243,7 @@ router = APIRouter(
     default_response_class=V2JSONResponse,
     responses=_errors(
         (404, "Topic not found (40401) or partition not found (40402)"),
+        (406, "Accept names no type this API answers with (406)"),
         (422, "Invalid parameter or body (422)"),
         (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
     ),

@@ -98,7 +98,11 @@ router = APIRouter(
     responses=_errors(
         (404, "Consumer instance not found (40403)"),
         (409, "Instance exists (40902) or illegal state (40903)"),
-        (422, "Invalid body or parameter (422), invalid group id (42204)"),
+        (406, "Accept names no type this API answers with (406), or another format (40601)"),
+        (
+            422,
+            "Invalid body, parameter or format (422), invalid group id or consumer config (42204)",
+        ),
         (500, "Kafka error (50002, or 50003 when retrying may succeed)"),
     ),
 )
