@@ -65,6 +65,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.errors import InvalidRecordError, LakelogError
 from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE
@@ -140,6 +141,9 @@ class V3Route(APIRoute):
                     for e in exc.errors()
                 )
                 return error_response(400, status_message(400, text[:2000]))
+            except StarletteHTTPException as exc:  # e.g. a body that is not JSON (400)
+                text = status_message(exc.status_code, str(exc.detail))
+                return error_response(exc.status_code, text)
             except Exception as exc:
                 log.exception("unexpected error in %s %s", request.method, request.url.path)
                 return error_response(500, status_message(500, f"{type(exc).__name__}: {exc}"))

@@ -131,6 +131,10 @@ def test_every_v3_resource_and_link(
         placed = {"topic_name": "placed", "replicas_assignments": {"0": [1]}}
         refused(http.post(f"{CLUSTER}/topics", json=placed), 400, "replicas_assignments")
         refused(http.post(f"{CLUSTER}/topics", json={"topic_name": "a/b"}), 400)
+        not_json = http.post(
+            f"{CLUSTER}/topics", content=b"\x17\xff{", headers={"Content-Type": "application/json"}
+        )
+        refused(not_json, 400)
         assert http.get("/v1/topics").json()["topics"] == ["orders"]  # nothing else created
         listed = shaped(http.get(f"{CLUSTER}/topics"), "TopicList")
         assert [t["topic_name"] for t in listed["data"]] == ["orders"]
