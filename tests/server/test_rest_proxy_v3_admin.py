@@ -347,3 +347,64 @@ def test_v3_routes_apply_the_native_acl_rules(
         )
     )
     assert as_alice("DELETE", f"{CLUSTER}/topics/mine").status_code == 204
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_v3_answers_about_other_brokers_and_their_groups(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """Broker configs and group members live on one broker; any broker answers for them."""
+    brokers = [
+        start_broker(root, broker_id=str(n), heartbeat_interval_ms=200, **GROUP_BROKER)
+        for n in (1, 2)
+    ]
+    clients = [httpx.Client(base_url=b.url, timeout=60) for b in brokers]
+    try:
+
+        def both_listed() -> bool:
+            return all(
+                [b["broker_id"] for b in c.get(f"{CLUSTER}/brokers").json()["data"]] == [1, 2]
+                for c in clients
+            )
+
+        eventually(both_listed)
+        for http in clients:
+            assert http.get("/brokers").json() == {"brokers": [1, 2]}
+            for number in (1, 2):  # the other broker's settings come from that broker
+                config = shaped(
+                    http.get(f"{CLUSTER}/brokers/{number}/configs/broker_id"), "BrokerConfig"
+                )
+                assert config["value"] == str(number)
+
+        shaped(http.post(f"{CLUSTER}/topics", json={"topic_name": "t"}), "Topic", 201)
+        with Producer(brokers[0].url) as producer:
+            producer.send("t", "v", partition=0)
+        groups = [f"group-{i}" for i in range(6)]  # coordinators spread over both brokers
+        consumers = [
+            Consumer(brokers[0].url, group_id=g, auto_offset_reset="earliest") for g in groups
+        ]
+        try:
+            for consumer in consumers:
+                consumer.subscribe(["t"])
+                while not consumer.poll(500):
+                    pass
+                consumer.commit()
+            coordinators = set()
+            for http in clients:
+                listed = shaped(http.get(f"{CLUSTER}/consumer-groups"), "ConsumerGroupList")
+                assert [g["consumer_group_id"] for g in listed["data"]] == groups
+                assert {g["state"] for g in listed["data"]} == {"STABLE"}
+                for group in groups:
+                    one = shaped(http.get(f"{CLUSTER}/consumer-groups/{group}"), "ConsumerGroup")
+                    coordinators.add(one["coordinator"]["related"].rsplit("/", 1)[1])
+                    (member,) = shaped(
+                        http.get(f"{CLUSTER}/consumer-groups/{group}/consumers"), "ConsumerList"
+                    )["data"]
+                    assert member["consumer_group_id"] == group
+            assert coordinators == {"1", "2"}
+        finally:
+            for consumer in consumers:
+                consumer.close()
+    finally:
+        for http in clients:
+            http.close()
