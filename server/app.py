@@ -32,6 +32,9 @@ from server.routes import (
     rest_proxy_v2,
     rest_proxy_v2_consumers,
     rest_proxy_v3,
+    rest_proxy_v3_cluster,
+    rest_proxy_v3_groups,
+    rest_proxy_v3_topics,
 )
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
@@ -116,6 +119,9 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         rest_proxy_v2,
         rest_proxy_v2_consumers,
         rest_proxy_v3,
+        rest_proxy_v3_topics,
+        rest_proxy_v3_cluster,
+        rest_proxy_v3_groups,
         security_routes,
     ):
         app.include_router(module.router, dependencies=[Depends(enforce)])

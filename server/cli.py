@@ -15,6 +15,7 @@ import uvicorn
 
 from lakelog.errors import LakelogError
 from server.app import create_app
+from server.internal_http_logs import log_internal_calls_at_debug
 from server.settings import load_settings
 
 
@@ -51,6 +52,7 @@ def run_start(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    log_internal_calls_at_debug()
     print(
         f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}",
         flush=True,

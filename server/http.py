@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -147,18 +148,44 @@ async def request_validation_handler(request: Request, exc: Exception) -> JSONRe
     return response
 
 
+#: Paths whose next segment is a topic name (``/v3/clusters/{cluster_id}/topics/`` too).
+TOPIC_PREFIXES = re.compile(r"^(?:/v1/topics/|/topics/|/v3/clusters/[^/]+/topics/)")
+V2_PREFIXES = ("/topics", "/consumers", "/brokers")
+V2_JSON = "application/vnd.kafka.v2+json"
+
+
+def no_endpoint_message(method: str, path: str) -> str:
+    """What a 404 of the router says: the method and path asked for, and a hint when the path
+    reads as a topic path whose topic name has a '/' in it (no topic name can)."""
+    message = f"no endpoint {method} {path}"
+    prefix = TOPIC_PREFIXES.match(path)
+    if prefix is not None and "/" in path[prefix.end() :].strip("/"):
+        message += "; topic names cannot contain '/'"
+    return message
+
+
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
-    """Routing errors (no such path, wrong method) in the same shape as every other error."""
+    """Routing errors (no such path, wrong method) in the shape of the API the path belongs to:
+    the REST Proxy's ``{error_code: <status>, message}`` below ``/v3`` and the v2 paths, the
+    native error body elsewhere."""
     assert isinstance(exc, StarletteHTTPException)
     message = str(exc.detail)
     if exc.status_code == 404 and (topic_error := _unroutable_topic(request)) is not None:
-        # Fix: an invalid topic name in a produce/fetch path answered 404 INVALID_REQUEST
-        # "no endpoint"; it is Kafka's INVALID_TOPIC_EXCEPTION like the same name anywhere else.
+        # An invalid topic name in a produce/fetch path is Kafka's INVALID_TOPIC_EXCEPTION,
+        # as the same name anywhere else, rather than "no endpoint".
         return error_response(topic_error)
+    path = request.url.path
     if exc.status_code == 404:
-        message = f"no endpoint {request.method} {request.url.path}; topic names cannot contain '/'"
+        message = no_endpoint_message(request.method, path)
+    headers = getattr(exc, "headers", None)
+    if path.startswith("/v3/") or path == "/v3":
+        body: dict[str, Any] = {"error_code": exc.status_code, "message": message}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+    if any(path == p or path.startswith(p + "/") for p in V2_PREFIXES):
+        body = {"error_code": exc.status_code, "message": message}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers, media_type=V2_JSON)
     body = {"error_code": 42, "error": "INVALID_REQUEST", "message": message, "retriable": False}
-    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+    return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -72,6 +72,10 @@ class V2ProduceResponse(BaseModel):
     offsets: list[V2PartitionOffset]
 
 
+class V2BrokerList(BaseModel):
+    brokers: list[int] = Field(description="Kafka ids of the live brokers")
+
+
 class V2Replica(BaseModel):
     broker: int
     leader: bool

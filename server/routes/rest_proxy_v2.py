@@ -1,6 +1,6 @@
 """Kafka REST Proxy API v2: produce and topic metadata at ``/topics``, for existing clients.
 
-Endpoints: ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
+Endpoints: ``GET /brokers``, ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
 ``GET /topics/{topic}/partitions``, ``GET /topics/{topic}/partitions/{partition}``,
 ``POST /topics/{topic}/partitions/{partition}`` and
 ``GET /topics/{topic}/partitions/{partition}/offsets``. Every answer, errors
@@ -22,17 +22,34 @@ Decisions:
 * ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
   (42202) are refused with HTTP 422 when set; null is accepted.
 * v2 has no acks setting; produce waits for the durable commit (acks=all).
-* Request-level errors (the mapping below) mean nothing was written: lakelog
-  validates a whole request before queueing it. A failure of the commit
-  itself (storage unavailable, commit retries spent, ...) is reported per
-  record in ``offsets[i]`` with HTTP 200, as the REST Proxy does for producer
-  errors: ``error_code`` 2 when retrying may succeed, else 1 (the codes of
-  the v2 API reference; current proxy releases send 50003/50002 there).
-  The records of one request share one commit, so they fail together.
+* Errors of the whole request (the mapping below) mean nothing was written:
+  malformed or misshapen bodies, data that is not what the embedded format
+  says (42203), schema fields (42201/42202), an unknown topic (40401) or
+  partition (40402), a body above ``max_request_bytes`` (413/41301), a full
+  produce buffer (429/42901), authentication and ACL refusals.
+* What the REST Proxy's Kafka producer would refuse for one record is
+  reported in that record's ``offsets[i]`` entry, with HTTP 200, and the
+  other records of the request are written (in one commit): a record above
+  the topic's ``max.message.bytes``, a keyless record on a compacted topic.
+  A failure of the commit itself (storage unavailable, commit retries spent,
+  ...) is reported the same way for each record of that commit. The entry's
+  ``error_code`` is 2 when retrying may succeed, else 1 (the codes of the v2
+  API reference; current proxy releases send 50003/50002 there) and
+  ``error`` names the Kafka error and the problem. The native
+  ``POST /v1/topics/{topic}/records`` keeps its own answer: one such record
+  refuses the whole request (413 MESSAGE_TOO_LARGE, 400 INVALID_RECORD) and
+  nothing is written.
+* An ``Accept`` header that names none of ``application/vnd.kafka.v2+json``,
+  ``application/vnd.kafka+json``, ``application/json``, an embedded-format v2
+  type or a wildcard is refused with HTTP 406 (``error_code`` 406) before
+  anything happens, on every v2 route; answers are always
+  ``application/vnd.kafka.v2+json``.
 * Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
   shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
-* There is one broker identity in v2 answers: every partition's leader and
-  only in-sync replica is broker 0 (durability comes from the storage root).
+* ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; a
+  broker id that is not a number is given a stable number derived from it.
+  Brokers own no partitions, so every partition's leader and only in-sync
+  replica is the broker answering (durability comes from the storage root).
 """
 
 from __future__ import annotations
@@ -44,7 +61,6 @@ from collections.abc import Callable, Coroutine
 from http import HTTPStatus
 from typing import Annotated, Any, Literal, TypeVar
 
-import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -57,8 +73,10 @@ from lakelog.security.acl import ResourceType
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import decode_data
+from server.content_negotiation import acceptable
 from server.http import get_broker, media_type, read_body
 from server.rest_proxy_models import (
+    V2BrokerList,
     V2Error,
     V2Partition,
     V2PartitionOffset,
@@ -71,6 +89,8 @@ from server.rest_proxy_models import (
     describe_validation_error,
     inline_schema,
 )
+from server.rest_proxy_v3_resources import v3_broker_id
+from server.routes.rest_proxy_v3 import Decoded, Outcome, Written, write
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)
@@ -79,9 +99,22 @@ V2_JSON = "application/vnd.kafka.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 EmbeddedFormat = Literal["base64", "json"]
+#: The REST Proxy's embedded formats (only binary and json can be produced here).
+EMBEDDED_FORMATS = ("binary", "json", "avro", "jsonschema", "protobuf")
 Body = TypeVar("Body", V2TopicProduceRequest, V2PartitionProduceRequest)
 #: Produce content types and the codec format of their keys and values.
 PRODUCE_TYPES: dict[str, EmbeddedFormat] = {BINARY_V2: "base64", JSON_V2: "json", V2_JSON: "base64"}
+
+#: What an ``Accept`` header may ask for on v2 routes (others are refused with 406), as the
+#: REST Proxy negotiates: the v2 type, the unversioned and plain JSON types, and the
+#: embedded-format types its consumer routes also answer with.
+V2_ANSWER_TYPES = (
+    V2_JSON,
+    "application/vnd.kafka+json",
+    "application/json",
+    *(f"application/vnd.kafka.{fmt}.v2+json" for fmt in EMBEDDED_FORMATS),
+)
+NOT_ACCEPTABLE = 406
 
 TOPIC_NOT_FOUND = 40401
 PARTITION_NOT_FOUND = 40402
@@ -94,17 +127,21 @@ VALUE_SCHEMA_REFUSED = 42202
 V2_ERRORS: dict[int, tuple[int, int]] = {
     3: (404, TOPIC_NOT_FOUND),  # UNKNOWN_TOPIC_OR_PARTITION (partition checks: 40402)
     17: (404, TOPIC_NOT_FOUND),  # INVALID_TOPIC_EXCEPTION: no topic can have that name
-    10: (413, 41301),  # MESSAGE_TOO_LARGE: a record above max.message.bytes
+    10: (413, 41301),  # MESSAGE_TOO_LARGE (produce reports it per record instead)
     18: (413, 41301),  # RECORD_LIST_TOO_LARGE: a body above the broker's limit
     32: (422, 42203),  # INVALID_TIMESTAMP
     42: (422, 422),  # INVALID_REQUEST
-    87: (422, 42203),  # INVALID_RECORD: not base64, keyless record on a compacted topic...
+    87: (422, 42203),  # INVALID_RECORD: data not base64 (keyless records: per record)
     89: (429, 42901),  # THROTTLING_QUOTA_EXCEEDED: produce buffer full, back off
     58: (401, 40101),  # SASL_AUTHENTICATION_FAILED: no or bad credentials
     29: (403, 40301),  # TOPIC_AUTHORIZATION_FAILED
     30: (403, 40301),  # GROUP_AUTHORIZATION_FAILED
     31: (403, 40301),  # CLUSTER_AUTHORIZATION_FAILED
 }
+#: lakelog errors of one record (above max.message.bytes, keyless on a compacted topic, bad
+#: timestamp): reported in that record's ``offsets`` entry while the others are written, as
+#: the REST Proxy reports what its Kafka producer refuses.
+PER_RECORD_ERRORS = frozenset({10, 32, 87})
 RETRIABLE_ERROR = 50003
 NON_RETRIABLE_ERROR = 50002
 #: ``offsets[i].error_code`` of a record whose commit failed.
@@ -163,6 +200,16 @@ class V2Route(APIRoute):
         handler = super().get_route_handler()
 
         async def v2_handler(request: Request) -> Response:
+            accept = request.headers.get("accept")
+            if not acceptable(accept, V2_ANSWER_TYPES):
+                return failure_response(
+                    V2Failure(
+                        406,
+                        NOT_ACCEPTABLE,
+                        f"{HTTPStatus.NOT_ACCEPTABLE.phrase}: Accept {accept!r} names no type "
+                        f"this API answers with; accept {V2_JSON} (or application/json, */*)",
+                    )
+                )
             try:
                 return await handler(request)
             except V2Failure as failure:
@@ -196,13 +243,14 @@ router = APIRouter(
     default_response_class=V2JSONResponse,
     responses=_errors(
         (404, "Topic not found (40401) or partition not found (40402)"),
+        (406, "Accept names no type this API answers with (406)"),
         (422, "Invalid parameter or body (422)"),
         (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
     ),
 )
 PRODUCE_ERRORS = _errors(
     (400, "Malformed JSON (error_code 400)"),
-    (413, "Body or record too large (41301)"),
+    (413, "Body above the broker's max_request_bytes (41301)"),
     (415, "Produce needs an embedded-format content type (error_code 415)"),
     (422, "Invalid body (422), schema given (42201/42202), bad record data (42203)"),
     (429, "Produce buffer full: retry after a backoff (42901)"),
@@ -227,11 +275,13 @@ def _produce_body(model: type[BaseModel]) -> dict[str, Any]:
 # -- metadata ---------------------------------------------------------------------
 
 
-def partition_out(partition: int) -> V2Partition:
+def partition_out(broker: Broker, partition: int) -> V2Partition:
+    """The answering broker leads every partition: any broker serves any partition."""
+    leader = v3_broker_id(broker.settings.broker_id)
     return V2Partition(
         partition=partition,
-        leader=0,
-        replicas=[V2Replica(broker=0, leader=True, in_sync=True)],
+        leader=leader,
+        replicas=[V2Replica(broker=leader, leader=True, in_sync=True)],
     )
 
 
@@ -254,6 +304,13 @@ def parse_partition(topic_log: TopicLog, text: str) -> int:
     return int(text)
 
 
+@router.get("/brokers", responses=_documented(V2BrokerList), summary="List live broker ids")
+async def list_brokers(broker: BrokerDep) -> Response:
+    alive = await asyncio.to_thread(broker.registry.alive)
+    ids = {v3_broker_id(b.broker_id) for b in alive} | {v3_broker_id(broker.settings.broker_id)}
+    return v2_response(V2BrokerList(brokers=sorted(ids)))
+
+
 @router.get("/topics", responses=_documented(list[str]), summary="List topic names")
 async def list_topics(request: Request, broker: BrokerDep) -> Response:
     names = await asyncio.to_thread(broker.catalog.list_topics)
@@ -272,7 +329,7 @@ async def get_topic(topic: str, broker: BrokerDep) -> Response:
         V2Topic(
             name=described.name,
             configs={c["name"]: c["value"] for c in described.config.describe()},
-            partitions=[partition_out(p.partition) for p in described.partitions],
+            partitions=[partition_out(broker, p.partition) for p in described.partitions],
         )
     )
 
@@ -284,7 +341,7 @@ async def get_topic(topic: str, broker: BrokerDep) -> Response:
 )
 async def list_partitions(topic: str, broker: BrokerDep) -> Response:
     topic_log = await fresh_topic(broker, topic)
-    partitions = [partition_out(p) for p in range(topic_log.num_partitions)]
+    partitions = [partition_out(broker, p) for p in range(topic_log.num_partitions)]
     return v2_response([p.model_dump(mode="json") for p in partitions])
 
 
@@ -295,7 +352,7 @@ async def list_partitions(topic: str, broker: BrokerDep) -> Response:
 )
 async def get_partition(topic: str, partition: str, broker: BrokerDep) -> Response:
     topic_log = await fresh_topic(broker, topic)
-    return v2_response(partition_out(parse_partition(topic_log, partition)))
+    return v2_response(partition_out(broker, parse_partition(topic_log, partition)))
 
 
 @router.get(
@@ -381,32 +438,34 @@ async def produce(
     for p in wanted:
         if p is not None and p >= topic_log.num_partitions:
             raise partition_not_found(topic, p)
-    table = pa.table(
-        {
-            "partition": pa.array(wanted, pa.int32()),
-            "key": pa.array(keys, pa.binary()),
-            "value": pa.array(values, pa.binary()),
-        }
-    )
-    try:
-        result = await broker.produce(topic, table, acks=-1)
-    except LakelogError as exc:
-        if exc.code in V2_ERRORS:
-            raise
-        log.warning("v2 produce to %s failed: %s", topic, exc)
-        code = RECORD_RETRIABLE if exc.retriable else RECORD_NON_RETRIABLE
-        failed = V2PartitionOffset(
-            partition=None, offset=None, error_code=code, error=f"{exc.name}: {exc.message}"
+    rows = [
+        Decoded(partition=p, timestamp_ms=None, key=k, value=v)
+        for p, k, v in zip(wanted, keys, values, strict=True)
+    ]
+    outcomes = await write(broker, topic_log, rows)
+    if not any(isinstance(o, Written) for o in outcomes):
+        for outcome in outcomes:
+            if isinstance(outcome, LakelogError) and is_request_error(outcome):
+                raise outcome  # refuses the whole request; nothing was written
+    return v2_response(V2ProduceResponse(offsets=[offset_out(topic, o) for o in outcomes]))
+
+
+def is_request_error(exc: LakelogError) -> bool:
+    """An error of the whole request (unknown topic, quota, ...): a 4xx answer, not an entry."""
+    return exc.code in V2_ERRORS and exc.code not in PER_RECORD_ERRORS
+
+
+def offset_out(topic: str, outcome: Outcome) -> V2PartitionOffset:
+    """A record's entry in ``offsets``: where it was written, or why it was not."""
+    if isinstance(outcome, Written):
+        return V2PartitionOffset(
+            partition=outcome.partition, offset=outcome.offset, error_code=None, error=None
         )
-        return v2_response(V2ProduceResponse(offsets=[failed] * table.num_rows))
-    assert result is not None  # acks=all always waits for the commit
-    return v2_response(
-        V2ProduceResponse(
-            offsets=[
-                V2PartitionOffset(partition=p, offset=o, error_code=None, error=None)
-                for p, o in zip(result.partitions, result.offsets, strict=True)
-            ]
-        )
+    if outcome.code not in PER_RECORD_ERRORS:
+        log.warning("v2 produce to %s failed: %s", topic, outcome)
+    code = RECORD_RETRIABLE if outcome.retriable else RECORD_NON_RETRIABLE
+    return V2PartitionOffset(
+        partition=None, offset=None, error_code=code, error=f"{outcome.name}: {outcome.message}"
     )
 
 
@@ -417,6 +476,10 @@ async def produce(
     summary="Produce records (partition per record, else by key)",
 )
 async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
+    """A record the topic refuses (above ``max.message.bytes``, keyless on a compacted topic)
+    gets ``error_code`` 1 and an ``error`` in its ``offsets`` entry and the others are written,
+    as the REST Proxy reports its producer's per-record errors; the native
+    ``POST /v1/topics/{topic}/records`` refuses the whole request instead (413/400)."""
     return await produce(request, broker, topic, None)
 
 
@@ -429,4 +492,5 @@ async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> R
 async def produce_to_partition(
     topic: str, partition: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Per-record errors as for ``POST /topics/{topic}``."""
     return await produce(request, broker, topic, partition)

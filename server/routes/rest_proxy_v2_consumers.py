@@ -13,11 +13,18 @@ Decisions where the REST Proxy leaves room:
   client commits with ``POST offsets``. With it on, the consumer auto-commits
   while polled and commits on delete and on expiry.
 * ``POST offsets`` takes the offsets of the *last records consumed* and
-  commits offset + 1 (the next record), as the REST Proxy does; ``GET
+  commits offset + 1 (the next record), as the REST Proxy does. It answers
+  HTTP 200 with a JSON array, the REST Proxy's answer: one ``{topic,
+  partition, consumed, committed}`` per partition named in the body, and
+  ``[]`` when an empty body committed everything consumed (the proxy's own
+  releases always answer ``[]``); ``GET
   offsets`` answers the committed offset as stored (the next record to read).
   Partitions without a committed offset are left out of the answer.
 * ``consumer.instance.timeout.ms`` may be given per instance in the create
   body (a lakelog extension; default 300000, the REST Proxy's default).
+* A consumer config the consumer cannot take (``auto.offset.reset``,
+  ``auto.commit.enable``, ``fetch.min.bytes``, the timeouts) is
+  422/42204 ("Invalid consumer configuration"), an unknown ``format`` 422/422.
 * Group protocol errors keep their Kafka meaning: a bad group id is 422/42204,
   a manual-assignment/subscription conflict or seeking a partition the
   instance does not own is 409/40903 ("illegal state"), an unknown instance
@@ -47,6 +54,7 @@ from lakelog.groups.ids import validate_group_id
 from lakelog.numerals import is_signed_int
 from lakelog.records import ConsumerRecord
 from server.broker import Broker
+from server.content_negotiation import acceptable
 from server.http import read_body
 from server.peer_tls import peer_tls_context
 from server.rest_proxy_consumers import (
@@ -74,6 +82,8 @@ INSTANCE_NOT_FOUND = 40403
 INSTANCE_EXISTS = 40902
 ILLEGAL_STATE = 40903
 INVALID_GROUP = 42204
+#: The REST Proxy's code for consumer configs the consumer refuses (the same number).
+INVALID_CONSUMER_CONFIG = 42204
 NOT_ACCEPTABLE = 40601
 #: the REST Proxy's embedded formats; avro/protobuf/jsonschema need a schema registry
 FORMAT_TYPES = {"binary": BINARY_V2, "json": JSON_V2}
@@ -88,7 +98,11 @@ router = APIRouter(
     responses=_errors(
         (404, "Consumer instance not found (40403)"),
         (409, "Instance exists (40902) or illegal state (40903)"),
-        (422, "Invalid body or parameter (422), invalid group id (42204)"),
+        (406, "Accept names no type this API answers with (406), or another format (40601)"),
+        (
+            422,
+            "Invalid body, parameter or format (422), invalid group id or consumer config (42204)",
+        ),
         (500, "Kafka error (50002, or 50003 when retrying may succeed)"),
     ),
 )
@@ -259,17 +273,22 @@ async def _parse(
         raise V2Failure(422, 422, message[:2000]) from None
 
 
+def invalid_config(message: str) -> V2Failure:
+    """A consumer config the consumer cannot take: 422 with the REST Proxy's 42204."""
+    return V2Failure(422, INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {message}")
+
+
 def _int_option(name: str, value: str | int | None, default: int | None, low: int) -> int | None:
     if value is None:
         return default
     text = str(value).strip()
     if not is_signed_int(text) or int(text) < low:
-        raise V2Failure(422, 422, f"{name} must be an integer >= {low}, got {value!r}")
+        raise invalid_config(f"{name} must be an integer >= {low}, got {value!r}")
     return int(text)
 
 
 def instance_config(body: CreateConsumer) -> InstanceConfig:
-    """The create body checked; every bad value is named in a 422 answer."""
+    """The create body checked: a bad format is 422/422, a bad consumer config 422/42204."""
     fmt = body.format.lower()
     if fmt not in FORMAT_TYPES:
         raise V2Failure(
@@ -281,13 +300,11 @@ def instance_config(body: CreateConsumer) -> InstanceConfig:
     reset = (body.auto_offset_reset or "latest").lower()
     reset = {"smallest": "earliest", "largest": "latest"}.get(reset, reset)
     if reset not in ("earliest", "latest", "none"):
-        raise V2Failure(
-            422, 422, f"auto.offset.reset must be earliest, latest or none, got {reset!r}"
-        )
+        raise invalid_config(f"auto.offset.reset must be earliest, latest or none, got {reset!r}")
     commit = body.auto_commit_enable
     if isinstance(commit, str):
         if commit.lower() not in ("true", "false"):
-            raise V2Failure(422, 422, f"auto.commit.enable must be true or false, got {commit!r}")
+            raise invalid_config(f"auto.commit.enable must be true or false, got {commit!r}")
         commit = commit.lower() == "true"
     min_bytes = _int_option("fetch.min.bytes", body.fetch_min_bytes, None, -1)
     request_timeout = _int_option(
@@ -539,11 +556,7 @@ async def seek_to_end(
 
 
 def _accepts(request: Request, content_type: str) -> bool:
-    accept = request.headers.get("accept", "")
-    if not accept.strip():
-        return True
-    kinds = [a.split(";")[0].strip().lower() for a in accept.split(",")]
-    return any(k in ("*/*", "application/*", content_type) for k in kinds)
+    return acceptable(request.headers.get("accept"), [content_type])
 
 
 def _size(record: ConsumerRecord) -> int:
@@ -657,7 +670,18 @@ class _Undecodable(Exception):
 # -- offsets --------------------------------------------------------------------------
 
 
-@router.post("/consumers/{group}/instances/{instance}/offsets", summary="Commit offsets")
+class CommittedOffsetOut(BaseModel):
+    topic: str
+    partition: int
+    consumed: int = Field(description="The offset sent: the last record consumed")
+    committed: int = Field(description="The offset stored: the next record to read")
+
+
+@router.post(
+    "/consumers/{group}/instances/{instance}/offsets",
+    responses={200: {"model": list[CommittedOffsetOut]}},
+    summary="Commit offsets (an empty body: everything consumed)",
+)
 async def commit_offsets(
     group: str,
     instance: str,
@@ -669,13 +693,19 @@ async def commit_offsets(
     body: CommitOffsets | None = await _parse(request, broker, CommitOffsets, empty_ok=True)
     if body is None or not body.offsets:
         await _run(instances, target, lambda c: c.commit())
-    else:
-        offsets = {
-            TopicPartition(o.topic, o.partition): OffsetAndMetadata(o.offset + 1, o.metadata or "")
-            for o in body.offsets
-        }
-        await _run(instances, target, lambda c: c.commit(offsets))
-    return Response(status_code=200, media_type=V2_JSON)
+        return V2JSONResponse([])
+    offsets = {
+        TopicPartition(o.topic, o.partition): OffsetAndMetadata(o.offset + 1, o.metadata or "")
+        for o in body.offsets
+    }
+    await _run(instances, target, lambda c: c.commit(offsets))
+    committed = [
+        CommittedOffsetOut(
+            topic=tp.topic, partition=tp.partition, consumed=om.offset - 1, committed=om.offset
+        ).model_dump()
+        for tp, om in offsets.items()
+    ]
+    return V2JSONResponse(committed)
 
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", summary="Committed offsets")

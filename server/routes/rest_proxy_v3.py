@@ -42,8 +42,9 @@ Decisions:
 * ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``,
   each in entry order; entry ids must be unique (400 for the whole request
   otherwise).
-* The cluster resource links (``acls``, ``brokers``...) point at the standard
-  v3 URLs of this broker, most of which lakelog does not serve.
+* The cluster resource links (``acls``, ``brokers``, ``topics``...) point at
+  the standard v3 URLs of this broker; the routers ``rest_proxy_v3_topics``,
+  ``rest_proxy_v3_cluster`` and ``rest_proxy_v3_groups`` serve them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.errors import InvalidRecordError, LakelogError
 from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE
@@ -139,6 +141,9 @@ class V3Route(APIRoute):
                     for e in exc.errors()
                 )
                 return error_response(400, status_message(400, text[:2000]))
+            except StarletteHTTPException as exc:  # e.g. a body that is not JSON (400)
+                text = status_message(exc.status_code, str(exc.detail))
+                return error_response(exc.status_code, text)
             except Exception as exc:
                 log.exception("unexpected error in %s %s", request.method, request.url.path)
                 return error_response(500, status_message(500, f"{type(exc).__name__}: {exc}"))

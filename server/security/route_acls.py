@@ -36,7 +36,7 @@ class Access(enum.Enum):
 
 
 TOPIC_PARAMS = ("topic", "topic_name")
-GROUP_PARAMS = ("group", "group_id", "group_name")
+GROUP_PARAMS = ("group", "group_id", "group_name", "consumer_group_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,15 @@ def cluster(operation: Operation) -> RouteRule:
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 PRODUCE, FETCH = QuotaKind.PRODUCE, QuotaKind.FETCH
 CREATE_TOPIC = RouteRule(Access.RESOURCE, ResourceType.CLUSTER, Operation.CREATE, body_name="name")
+CREATE_TOPIC_V3 = RouteRule(
+    Access.RESOURCE, ResourceType.CLUSTER, Operation.CREATE, body_name="topic_name"
+)
+V3 = "/v3/clusters/{cluster_id}"
+V3_TOPIC = V3 + "/topics/{topic_name}"
+V3_PARTITION = V3_TOPIC + "/partitions/{partition_id}"
+V3_GROUP = V3 + "/consumer-groups/{consumer_group_id}"
+V3_CONSUMER = V3_GROUP + "/consumers/{consumer_id}"
+V3_BROKER = V3 + "/brokers/{broker_id}"
 
 #: (method, template) -> rule. ``HEAD`` follows ``GET``.
 ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
@@ -103,6 +112,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", "/topics/{topic}/partitions/{partition}"): topic(D),
     ("POST", "/topics/{topic}/partitions/{partition}"): topic(W, PRODUCE),
     ("GET", "/topics/{topic}/partitions/{partition}/offsets"): topic(D),
+    ("GET", "/brokers"): AUTHENTICATED,
     # -- REST Proxy v2 consumer instances (topics named in bodies: authorize() in handlers)
     ("POST", "/consumers/{group}"): group(R),
     ("DELETE", "/consumers/{group}/instances/{instance}"): group(R),
@@ -122,6 +132,48 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", "/v3/clusters/{cluster_id}"): AUTHENTICATED,
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic_name}/records"): topic(W, PRODUCE),
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic_name}/records:batch"): topic(W, PRODUCE),
+    # -- REST Proxy v3 topics (server/routes/rest_proxy_v3_topics.py), as the native admin routes
+    ("GET", V3 + "/topics"): AUTHENTICATED,  # lists what the caller may DESCRIBE
+    ("POST", V3 + "/topics"): CREATE_TOPIC_V3,
+    ("GET", V3_TOPIC): topic(D),
+    ("PATCH", V3_TOPIC): topic(Operation.ALTER),
+    ("DELETE", V3_TOPIC): topic(Operation.DELETE),
+    ("GET", V3_TOPIC + "/partitions"): topic(D),
+    ("GET", V3_PARTITION): topic(D),
+    ("GET", V3_PARTITION + "/replicas"): topic(D),
+    ("GET", V3_PARTITION + "/replicas/{broker_id}"): topic(D),
+    ("GET", V3_PARTITION + "/reassignment"): topic(D),
+    ("GET", V3_TOPIC + "/partitions/-/reassignment"): topic(D),
+    ("GET", V3 + "/topics/-/partitions/-/reassignment"): cluster(D),
+    ("GET", V3 + "/topics/-/configs"): AUTHENTICATED,  # configs of describable topics
+    ("GET", V3_TOPIC + "/configs"): topic(D),
+    ("GET", V3_TOPIC + "/configs/{name}"): topic(D),
+    ("PUT", V3_TOPIC + "/configs/{name}"): topic(Operation.ALTER),
+    ("DELETE", V3_TOPIC + "/configs/{name}"): topic(Operation.ALTER),
+    ("POST", V3_TOPIC + "/configs:alter"): topic(Operation.ALTER),
+    # -- REST Proxy v3 brokers and ACLs (server/routes/rest_proxy_v3_cluster.py)
+    ("GET", V3 + "/brokers"): AUTHENTICATED,
+    ("GET", V3_BROKER): AUTHENTICATED,
+    ("GET", V3 + "/brokers/-/configs"): cluster(D),
+    ("GET", V3_BROKER + "/configs"): cluster(D),
+    ("GET", V3_BROKER + "/configs/{name}"): cluster(D),
+    ("GET", V3_BROKER + "/partition-replicas"): AUTHENTICATED,  # of describable topics
+    ("GET", V3 + "/broker-configs"): cluster(D),
+    ("GET", V3 + "/broker-configs/{name}"): cluster(D),
+    ("GET", V3 + "/acls"): cluster(D),
+    ("POST", V3 + "/acls"): cluster(Operation.ALTER),
+    ("POST", V3 + "/acls:batch"): cluster(Operation.ALTER),
+    ("DELETE", V3 + "/acls"): cluster(Operation.ALTER),
+    # -- REST Proxy v3 consumer groups (server/routes/rest_proxy_v3_groups.py)
+    ("GET", V3 + "/consumer-groups"): AUTHENTICATED,  # lists what the caller may DESCRIBE
+    ("GET", V3_GROUP): group(D),
+    ("GET", V3_GROUP + "/consumers"): group(D),
+    ("GET", V3_CONSUMER): group(D),
+    ("GET", V3_CONSUMER + "/assignments"): group(D),
+    ("GET", V3_CONSUMER + "/assignments/{topic_name}/partitions/{partition_id}"): group(D),
+    ("GET", V3_GROUP + "/lags"): group(D),
+    ("GET", V3_GROUP + "/lags/{topic_name}/partitions/{partition_id}"): group(D),
+    ("GET", V3_GROUP + "/lag-summary"): group(D),
     # -- consumer groups (docs/consumer-groups.md; offset commits check topics in the handler)
     ("GET", "/v1/groups"): AUTHENTICATED,
     ("GET", "/v1/groups/{group}"): group(D),

@@ -1,0 +1,336 @@
+"""Resource bodies of the Kafka REST Proxy v3 administration API (topics, groups, brokers, ACLs).
+
+Every resource has a ``kind``, ``metadata.self`` (its own URL) and
+``metadata.resource_name`` (a CRN such as ``crn:///kafka=lakelog/topic=t``);
+related resources are ``{"related": url}`` links, and every link a lakelog
+resource carries is served by the broker. Collections are ``{kind, metadata,
+data}`` with ``metadata.next`` absent (everything fits in one page). Fields
+that have no value are left out of the JSON rather than sent as null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakelog.catalog import MAX_PARTITIONS
+from server.rest_proxy_models import V3Error
+
+#: The errors every v3 administration route documents (``error_code`` is the HTTP status).
+V3_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": V3Error, "description": text}
+    for status, text in [
+        (400, "Malformed request, invalid name, config or value"),
+        (401, "No or bad credentials"),
+        (403, "Not authorized by the ACLs"),
+        (404, "Unknown cluster, topic, partition, group, broker or config"),
+        (500, "Unexpected server error"),
+        (503, "Storage or coordinator unavailable: retry"),
+    ]
+}
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class V3Relationship(_Out):
+    related: str = Field(description="URL of the related resource or collection")
+
+
+class V3ResourceMetadata(_Out):
+    self_: str = Field(alias="self", description="URL of this resource")
+    resource_name: str | None = Field(None, description="CRN, e.g. crn:///kafka=lakelog/topic=t")
+
+
+class V3CollectionMetadata(_Out):
+    self_: str = Field(alias="self", description="URL of this collection")
+    next: str | None = Field(None, description="Absent: a collection is always one page")
+
+
+class V3Resource(_Out):
+    kind: str
+    metadata: V3ResourceMetadata
+
+
+class V3Collection(_Out):
+    kind: str
+    metadata: V3CollectionMetadata
+
+
+# -- topics, partitions, replicas -----------------------------------------------------
+
+
+class V3Topic(V3Resource):
+    cluster_id: str
+    topic_name: str
+    is_internal: bool = Field(description="True for __consumer_offsets")
+    replication_factor: int = Field(description="1: the storage root keeps the copies")
+    partitions_count: int
+    partitions: V3Relationship
+    configs: V3Relationship
+    partition_reassignments: V3Relationship
+
+
+class V3TopicList(V3Collection):
+    data: list[V3Topic]
+
+
+class V3Partition(V3Resource):
+    cluster_id: str
+    topic_name: str
+    partition_id: int
+    leader: V3Relationship
+    replicas: V3Relationship
+    reassignment: V3Relationship
+
+
+class V3PartitionList(V3Collection):
+    data: list[V3Partition]
+
+
+class V3Replica(V3Resource):
+    cluster_id: str
+    topic_name: str
+    partition_id: int
+    broker_id: int
+    is_leader: bool
+    is_in_sync: bool
+    broker: V3Relationship
+
+
+class V3ReplicaList(V3Collection):
+    data: list[V3Replica]
+
+
+class V3Reassignment(V3Resource):
+    cluster_id: str
+    topic_name: str
+    partition_id: int
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+    replicas: V3Relationship
+
+
+class V3ReassignmentList(V3Collection):
+    data: list[V3Reassignment] = Field(description="Always empty: replicas never move")
+
+
+# -- configs ------------------------------------------------------------------------------
+
+
+class V3ConfigSynonym(_Out):
+    name: str
+    value: str | None = None
+    source: str
+
+
+class V3Config(V3Resource):
+    cluster_id: str
+    name: str
+    value: str | None = Field(None, description="Absent for sensitive configs")
+    is_default: bool
+    is_read_only: bool
+    is_sensitive: bool
+    source: str = Field(description="DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG")
+    synonyms: list[V3ConfigSynonym]
+
+
+class V3TopicConfig(V3Config):
+    topic_name: str
+
+
+class V3TopicConfigList(V3Collection):
+    data: list[V3TopicConfig]
+
+
+class V3BrokerConfig(V3Config):
+    broker_id: int
+
+
+class V3BrokerConfigList(V3Collection):
+    data: list[V3BrokerConfig]
+
+
+class V3ClusterConfig(V3Config):
+    config_type: str
+
+
+class V3ClusterConfigList(V3Collection):
+    data: list[V3ClusterConfig] = Field(description="Always empty: no dynamic broker configs")
+
+
+# -- brokers --------------------------------------------------------------------------------
+
+
+class V3Broker(V3Resource):
+    cluster_id: str
+    broker_id: int = Field(description="The broker id if it is a number, else a number from it")
+    host: str | None = None
+    port: int | None = None
+    rack: str | None = None
+    configs: V3Relationship
+    partition_replicas: V3Relationship
+
+
+class V3BrokerList(V3Collection):
+    data: list[V3Broker]
+
+
+# -- consumer groups --------------------------------------------------------------------------
+
+
+class V3ConsumerGroup(V3Resource):
+    cluster_id: str
+    consumer_group_id: str
+    is_simple: bool = Field(description="True for a group that only stores committed offsets")
+    partition_assignor: str = Field(description="The group's protocol; empty when it has none")
+    state: str
+    type: str
+    is_mixed_consumer_group: bool
+    coordinator: V3Relationship
+    consumers: V3Relationship
+    lag_summary: V3Relationship
+
+
+class V3ConsumerGroupList(V3Collection):
+    data: list[V3ConsumerGroup]
+
+
+class V3Consumer(V3Resource):
+    cluster_id: str
+    consumer_group_id: str
+    consumer_id: str
+    instance_id: str | None = None
+    client_id: str
+    assignments: V3Relationship
+
+
+class V3ConsumerList(V3Collection):
+    data: list[V3Consumer]
+
+
+class V3ConsumerAssignment(V3Resource):
+    cluster_id: str
+    consumer_group_id: str
+    consumer_id: str
+    topic_name: str
+    partition_id: int
+    partition: V3Relationship
+    lag: V3Relationship
+
+
+class V3ConsumerAssignmentList(V3Collection):
+    data: list[V3ConsumerAssignment]
+
+
+class V3ConsumerLag(V3Resource):
+    cluster_id: str
+    consumer_group_id: str
+    topic_name: str
+    partition_id: int
+    current_offset: int = Field(description="The committed offset")
+    log_end_offset: int
+    lag: int
+    consumer_id: str = Field(description="Empty when no member owns the partition")
+    instance_id: str | None = None
+    client_id: str
+
+
+class V3ConsumerLagList(V3Collection):
+    data: list[V3ConsumerLag]
+
+
+class V3ConsumerGroupLagSummary(V3Resource):
+    cluster_id: str
+    consumer_group_id: str
+    max_lag_consumer_id: str
+    max_lag_instance_id: str | None = None
+    max_lag_client_id: str
+    max_lag_topic_name: str
+    max_lag_partition_id: int
+    max_lag: int
+    total_lag: int
+    max_lag_consumer: V3Relationship
+    max_lag_partition: V3Relationship
+
+
+# -- ACLs --------------------------------------------------------------------------------------
+
+
+class V3Acl(V3Resource):
+    cluster_id: str
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+class V3AclList(V3Collection):
+    data: list[V3Acl]
+
+
+class V3DeletedAcls(_Out):
+    data: list[V3Acl]
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class V3ConfigValue(_In):
+    name: str = Field(min_length=1)
+    value: str | None = None
+
+
+class V3CreateTopic(_In):
+    topic_name: str
+    partitions_count: int | None = Field(None, ge=1, le=MAX_PARTITIONS, description="Default 1")
+    replication_factor: int | None = Field(
+        None, description="Accepted (1 or -1 and up): the storage root keeps the copies"
+    )
+    replicas_assignments: dict[str, Any] | None = Field(
+        None, description="Refused: lakelog places no replicas on brokers"
+    )
+    configs: list[V3ConfigValue] = Field(default_factory=list)
+    validate_only: bool = False
+
+
+class V3UpdatePartitionCount(_In):
+    partitions_count: int = Field(ge=1, le=MAX_PARTITIONS)
+
+
+class V3UpdateConfig(_In):
+    value: str | None = Field(None, description="null resets the config to its default")
+
+
+class V3AlterConfigEntry(_In):
+    name: str = Field(min_length=1)
+    value: str | None = None
+    operation: str | None = Field(None, description="SET (the default) or DELETE")
+
+
+class V3AlterConfigs(_In):
+    data: list[V3AlterConfigEntry]
+    validate_only: bool = False
+
+
+class V3CreateAcl(_In):
+    resource_type: str = Field(description="TOPIC, GROUP or CLUSTER")
+    resource_name: str = Field(description="Name, prefix, or * (LITERAL); kafka-cluster")
+    pattern_type: str = Field(description="LITERAL or PREFIXED")
+    principal: str = Field(description="Kafka principal, e.g. User:alice or User:*")
+    host: str
+    operation: str = Field(description="READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE or ALL")
+    permission: str = Field(description="ALLOW or DENY")
+
+
+class V3CreateAcls(_In):
+    data: list[V3CreateAcl] = Field(min_length=1)

@@ -1,0 +1,373 @@
+"""Kafka REST Proxy API v3: brokers, broker configs and ACLs under ``/v3/clusters/{cluster_id}``.
+
+Endpoints: ``GET /brokers``, ``GET /brokers/{broker_id}``, ``GET
+/brokers/{broker_id}/configs`` and ``.../configs/{name}``, ``GET
+/brokers/{broker_id}/partition-replicas``, ``GET /brokers/-/configs``,
+``GET /broker-configs`` and ``.../broker-configs/{name}``; ``GET``,
+``POST``, ``DELETE /acls`` and ``POST /acls:batch``.
+
+Decisions:
+
+* The brokers are the live ones of the broker registry. A broker's configs
+  are its settings, read-only (they are fixed when it starts); a question
+  about another broker's configs or replicas is relayed to that broker.
+  There are no dynamic broker configs, so ``/brokers/-/configs`` and
+  ``/broker-configs`` are empty and one of them is 404.
+* ACLs are lakelog's own (the store behind ``/v1/acls``): the same resource
+  types (TOPIC, GROUP, CLUSTER), pattern types (LITERAL, PREFIXED; MATCH in
+  searches), operations and permissions as Kafka's. Kafka's other resource
+  types and operations are refused with 400 naming the value. Searching needs
+  CLUSTER DESCRIBE, creating and deleting CLUSTER ALTER, as for ``/v1/acls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from pydantic import SecretStr
+
+from lakelog.errors import InvalidRequestError
+from lakelog.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    ResourceType,
+    parse_resource_type,
+)
+from server.broker import Broker
+from server.groups.forward import FORWARDED_HEADER
+from server.registry import BrokerInfo
+from server.rest_proxy_v3_models import (
+    V3_ERRORS,
+    V3AclList,
+    V3Broker,
+    V3BrokerConfig,
+    V3BrokerConfigList,
+    V3BrokerList,
+    V3ClusterConfigList,
+    V3CreateAcl,
+    V3CreateAcls,
+    V3DeletedAcls,
+    V3ReplicaList,
+)
+from server.rest_proxy_v3_resources import (
+    V3Urls,
+    acl_list,
+    broker_config_data,
+    broker_data,
+    replica_data,
+    v3_broker_id,
+)
+from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route
+from server.routes.rest_proxy_v3_topics import answer, listing, own_id, partition_count, urls_of
+from server.security.admin_routes import acl_filter
+from server.security.enforce import describable, security_of
+
+router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
+CLUSTER = "/clusters/{cluster_id}"
+BROKER = CLUSTER + "/brokers/{broker_id}"
+
+
+# -- brokers ------------------------------------------------------------------------------
+
+
+async def live_brokers(broker: Broker) -> dict[int, BrokerInfo]:
+    alive = await asyncio.to_thread(broker.registry.alive)
+    found = {v3_broker_id(b.broker_id): b for b in alive}
+    own = broker.settings
+    found.setdefault(
+        v3_broker_id(own.broker_id),
+        BrokerInfo(own.broker_id, own.url, broker.registry.started_ms, 0),
+    )
+    return found
+
+
+def broker_out(urls: V3Urls, number: int, info: BrokerInfo) -> V3Broker:
+    where = urlsplit(info.url)
+    return broker_data(urls, number, where.hostname, where.port)
+
+
+async def find_broker(broker: Broker, number: int) -> BrokerInfo:
+    found = (await live_brokers(broker)).get(number)
+    if found is None:
+        raise V3Failure(404, f"broker {number} is not a live broker of this cluster")
+    return found
+
+
+async def relayed(request: Request, broker: Broker, number: int) -> Response | None:
+    """None when ``number`` is this broker; else its own answer to the same request."""
+    if number == own_id(broker):
+        return None
+    info = await find_broker(broker, number)
+    if request.headers.get(FORWARDED_HEADER):
+        raise V3Failure(404, f"broker {number} is not this broker; ask it at {info.url}")
+    return await broker.groups.forwarder.forward(request, info.url)
+
+
+@router.get(CLUSTER + "/brokers", responses={200: {"model": V3BrokerList}}, summary="Live brokers")
+async def list_brokers(cluster_id: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    data = [broker_out(urls, n, info) for n, info in sorted((await live_brokers(broker)).items())]
+    return answer(V3BrokerList(**listing(urls, "KafkaBrokerList", "brokers"), data=data))
+
+
+@router.get(
+    CLUSTER + "/brokers/-/configs",
+    responses={200: {"model": V3BrokerConfigList}},
+    summary="Dynamic configs of every broker (none)",
+)
+async def list_dynamic_broker_configs(cluster_id: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    path = ("brokers", "-", "configs")
+    return answer(V3BrokerConfigList(**listing(urls, "KafkaBrokerConfigList", *path), data=[]))
+
+
+@router.get(BROKER, responses={200: {"model": V3Broker}}, summary="One live broker")
+async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    return answer(broker_out(urls, broker_id, await find_broker(broker, broker_id)))
+
+
+def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
+    settings = broker.settings
+    number = own_id(broker)
+    out = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        out.append(
+            broker_config_data(
+                urls,
+                number,
+                name,
+                None if value is None else str(value),
+                default=name not in settings.model_fields_set,
+                sensitive=isinstance(value, SecretStr),
+            )
+        )
+    return out
+
+
+@router.get(
+    BROKER + "/configs",
+    responses={200: {"model": V3BrokerConfigList}},
+    summary="A broker's settings (read-only)",
+)
+async def list_broker_configs(
+    cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    if (other := await relayed(request, broker, broker_id)) is not None:
+        return other
+    data = own_configs(urls, broker)
+    path = ("brokers", broker_id, "configs")
+    return answer(V3BrokerConfigList(**listing(urls, "KafkaBrokerConfigList", *path), data=data))
+
+
+@router.get(
+    BROKER + "/configs/{name}",
+    responses={200: {"model": V3BrokerConfig}},
+    summary="One setting of a broker",
+)
+async def get_broker_config(
+    cluster_id: str, broker_id: int, name: str, request: Request, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    if (other := await relayed(request, broker, broker_id)) is not None:
+        return other
+    for config in own_configs(urls, broker):
+        if config.name == name:
+            return answer(config)
+    raise V3Failure(404, f"broker {broker_id} has no setting {name!r}")
+
+
+@router.get(
+    BROKER + "/partition-replicas",
+    responses={200: {"model": V3ReplicaList}},
+    summary="The partitions a broker serves (all, of the topics the caller may describe)",
+)
+async def list_broker_replicas(
+    cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    if (other := await relayed(request, broker, broker_id)) is not None:
+        return other
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    data = []
+    for name in describable(request, ResourceType.TOPIC, names):
+        try:
+            count = await partition_count(broker, name)
+        except V3Failure:
+            continue  # deleted while listing
+        data += [replica_data(urls, name, p, broker_id) for p in range(count)]
+    path = ("brokers", broker_id, "partition-replicas")
+    return answer(V3ReplicaList(**listing(urls, "KafkaReplicaList", *path), data=data))
+
+
+@router.get(
+    CLUSTER + "/broker-configs",
+    responses={200: {"model": V3ClusterConfigList}},
+    summary="Dynamic cluster-wide broker configs (none)",
+)
+async def list_cluster_configs(cluster_id: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    return answer(
+        V3ClusterConfigList(**listing(urls, "KafkaClusterConfigList", "broker-configs"), data=[])
+    )
+
+
+@router.get(CLUSTER + "/broker-configs/{name}", summary="A dynamic cluster-wide config (404)")
+async def get_cluster_config(cluster_id: str, name: str, broker: BrokerDep) -> Response:
+    urls_of(broker, cluster_id)
+    raise V3Failure(
+        404, f"there is no dynamic cluster-wide config {name!r}: broker settings are static"
+    )
+
+
+# -- ACLs ----------------------------------------------------------------------------------
+
+Q = Annotated[str | None, Query()]
+Required = Annotated[str, Query()]
+
+
+def search(
+    resource_type: str | None,
+    resource_name: str | None,
+    pattern_type: str | None,
+    principal: str | None,
+    host: str | None,
+    operation: str | None,
+    permission: str | None,
+) -> tuple[AclFilter, bool]:
+    """The filter of an ACL search, and whether ``pattern_type`` is MATCH.
+
+    MATCH (Kafka's) selects every binding that covers ``resource_name``:
+    the literal name, ``*`` and matching prefixes.
+    """
+    match = (pattern_type or "").strip().upper() == "MATCH"
+    chosen = acl_filter(
+        resource_type,
+        None if match else resource_name,
+        None if match else pattern_type,
+        principal,
+        host,
+        operation,
+        permission,
+    )
+    if match and resource_name is None:
+        raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
+    return chosen, match
+
+
+def select(
+    bindings: frozenset[AclBinding] | set[AclBinding],
+    chosen: AclFilter,
+    match: bool,
+    resource_name: str | None,
+) -> list[AclBinding]:
+    found = [b for b in bindings if chosen.matches(b)]
+    if match:
+        assert resource_name is not None
+        found = [b for b in found if b.pattern.matches(b.pattern.resource_type, resource_name)]
+    return sorted(found)
+
+
+@router.get(CLUSTER + "/acls", responses={200: {"model": V3AclList}}, summary="Search ACLs")
+def search_acls(
+    cluster_id: str,
+    request: Request,
+    broker: BrokerDep,
+    resource_type: Q = None,
+    resource_name: Q = None,
+    pattern_type: Q = None,
+    principal: Q = None,
+    host: Q = None,
+    operation: Q = None,
+    permission: Q = None,
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    chosen, match = search(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    )
+    security = security_of(request)
+    assert security is not None
+    security.refresh()
+    data = acl_list(urls, select(security.acls, chosen, match, resource_name))
+    query = request.url.query
+    here = urls.at("acls") + (f"?{query}" if query else "")
+    return answer(V3AclList(kind="KafkaAclList", metadata={"self": here}, data=data))
+
+
+def binding_of(body: V3CreateAcl) -> AclBinding:
+    if parse_resource_type(body.resource_type) is ResourceType.CLUSTER and (
+        body.resource_name != CLUSTER_NAME
+    ):
+        raise V3Failure(400, f"the only valid name for the CLUSTER resource is {CLUSTER_NAME!r}")
+    return AclBinding.from_json(body.model_dump())
+
+
+def create(request: Request, bindings: list[AclBinding]) -> Response:
+    security = security_of(request)
+    assert security is not None
+    security.acl_store.add(bindings)
+    security.refresh()
+    return Response(status_code=201)
+
+
+@router.post(CLUSTER + "/acls", status_code=201, summary="Create an ACL")
+def create_acl(cluster_id: str, body: V3CreateAcl, request: Request, broker: BrokerDep) -> Response:
+    urls_of(broker, cluster_id)
+    return create(request, [binding_of(body)])
+
+
+@router.post(CLUSTER + "/acls:batch", status_code=201, summary="Create several ACLs")
+def create_acls(
+    cluster_id: str, body: V3CreateAcls, request: Request, broker: BrokerDep
+) -> Response:
+    urls_of(broker, cluster_id)
+    return create(request, [binding_of(item) for item in body.data])
+
+
+@router.delete(
+    CLUSTER + "/acls",
+    responses={200: {"model": V3DeletedAcls}},
+    summary="Delete the ACLs a search selects",
+)
+def delete_acls(
+    cluster_id: str,
+    request: Request,
+    broker: BrokerDep,
+    resource_type: Required,
+    pattern_type: Required,
+    operation: Required,
+    permission: Required,
+    resource_name: Q = None,
+    principal: Q = None,
+    host: Q = None,
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    chosen, match = search(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    )
+    security = security_of(request)
+    assert security is not None
+    security.refresh()
+    doomed = select(security.acls, chosen, match, resource_name)
+    removed = security.acl_store.remove([_exact(b) for b in doomed]) if doomed else []
+    security.refresh()
+    return answer(V3DeletedAcls(data=acl_list(urls, removed)))
+
+
+def _exact(binding: AclBinding) -> AclFilter:
+    return AclFilter(
+        resource_type=binding.pattern.resource_type,
+        resource_name=binding.pattern.name,
+        pattern_type=binding.pattern.pattern_type,
+        principal=binding.principal,
+        host=binding.host,
+        operation=binding.operation,
+        permission=binding.permission,
+    )

@@ -1,0 +1,439 @@
+"""Kafka REST Proxy API v3: topics, partitions, replicas and topic configs under ``/v3``.
+
+Endpoints (all below ``/v3/clusters/{cluster_id}``): ``GET``/``POST
+/topics``, ``GET``/``PATCH``/``DELETE /topics/{topic_name}``, ``GET
+.../partitions``, ``.../partitions/{partition_id}``, ``.../replicas``,
+``.../replicas/{broker_id}``, the reassignment listings, ``GET .../configs``,
+``GET``/``PUT``/``DELETE .../configs/{name}``, ``POST .../configs:alter`` and
+``GET /topics/-/configs``. Answers and errors have the v3 shapes of
+``rest_proxy_v3`` (its route class renders errors).
+
+Decisions:
+
+* Creating a topic that exists answers HTTP 400, as the REST Proxy does;
+  ``validate_only`` checks everything and answers 200 without creating.
+  ``replicas_assignments`` is refused (400): lakelog places no replicas.
+* Listings show only what the caller may DESCRIBE (everything when
+  authentication is off), as ``/v1/topics`` does; the other routes check
+  their ACL before anything happens, as the native admin routes do.
+* The partition of a topic has one replica, the broker answering (see
+  ``server.rest_proxy_v3_resources``), so a reassignment is never in
+  progress: the listings are empty and one partition's reassignment is 404,
+  as the REST Proxy answers for a partition that is not being moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from lakelog.catalog import TopicDescription
+from lakelog.errors import LakelogError, TopicAlreadyExistsError
+from lakelog.security.acl import ResourceType
+from lakelog.topic_config import CONFIG_DEFS, TopicConfig, validate_topic_name
+from server.broker import Broker
+from server.rest_proxy_v3_models import (
+    V3_ERRORS,
+    V3AlterConfigs,
+    V3CollectionMetadata,
+    V3CreateTopic,
+    V3Partition,
+    V3PartitionList,
+    V3ReassignmentList,
+    V3ReplicaList,
+    V3Topic,
+    V3TopicConfig,
+    V3TopicConfigList,
+    V3TopicList,
+    V3UpdateConfig,
+    V3UpdatePartitionCount,
+)
+from server.rest_proxy_v3_resources import (
+    V3Urls,
+    partition_data,
+    replica_data,
+    topic_config_data,
+    topic_configs,
+    topic_data,
+    v3_broker_id,
+)
+from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route, check_cluster
+from server.security.enforce import describable
+
+router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
+CLUSTER = "/clusters/{cluster_id}"
+TOPIC = CLUSTER + "/topics/{topic_name}"
+PartitionId = Annotated[int, Path(ge=0)]
+
+
+def urls_of(broker: Broker, cluster_id: str) -> V3Urls:
+    """The cluster's URLs (404 unless ``cluster_id`` is this cluster)."""
+    check_cluster(broker, cluster_id)
+    return V3Urls(broker.settings.url, broker.settings.cluster_id)
+
+
+def answer(model: BaseModel, status: int = 200) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json", by_alias=True, exclude_none=True), status)
+
+
+def listing(urls: V3Urls, kind: str, *path: str | int) -> dict[str, Any]:
+    return {"kind": kind, "metadata": V3CollectionMetadata(self_=urls.at(*path))}
+
+
+def not_found(exc: LakelogError, topic: str) -> V3Failure | LakelogError:
+    """404 for an unknown topic or a name no topic can have; other refusals stay as they are
+    (deleting an internal topic is INVALID_TOPIC_EXCEPTION, 400)."""
+    if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
+        return V3Failure(404, f"topic {topic!r} does not exist")
+    return exc
+
+
+def valid_name(topic: str) -> bool:
+    try:
+        validate_topic_name(topic)
+    except LakelogError:
+        return False
+    return True
+
+
+async def describe(broker: Broker, topic: str) -> TopicDescription:
+    try:
+        return await asyncio.to_thread(broker.catalog.describe_topic, topic)
+    except LakelogError as exc:
+        raise not_found(exc, topic) from None
+
+
+async def partition_count(broker: Broker, topic: str) -> int:
+    """The topic's partitions, refreshed at most every refresh interval (as v2 does)."""
+    try:
+        topic_log = await broker.topic(topic)
+    except LakelogError as exc:
+        raise not_found(exc, topic) from None
+    await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
+    return topic_log.num_partitions
+
+
+async def check_partition(broker: Broker, topic: str, partition: int) -> None:
+    if partition >= await partition_count(broker, topic):
+        raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
+
+
+def own_id(broker: Broker) -> int:
+    return v3_broker_id(broker.settings.broker_id)
+
+
+# -- topics -----------------------------------------------------------------------------
+
+
+@router.get(CLUSTER + "/topics", responses={200: {"model": V3TopicList}}, summary="List topics")
+async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    data = []
+    for name in describable(request, ResourceType.TOPIC, names):
+        try:
+            data.append(topic_data(urls, name, await partition_count(broker, name)))
+        except V3Failure:
+            continue  # deleted while listing
+    return answer(V3TopicList(**listing(urls, "KafkaTopicList", "topics"), data=data))
+
+
+def _create_configs(body: V3CreateTopic) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for entry in body.configs:
+        if entry.name in configs:
+            raise V3Failure(400, f"config {entry.name!r} is given twice")
+        if entry.value is not None:
+            configs[entry.name] = entry.value
+    return configs
+
+
+@router.post(
+    CLUSTER + "/topics",
+    status_code=201,
+    responses={200: {"model": V3Topic}, 201: {"model": V3Topic}},
+    summary="Create a topic (validate_only: check without creating)",
+)
+async def create_topic(cluster_id: str, body: V3CreateTopic, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    if body.replicas_assignments is not None:
+        raise V3Failure(
+            400,
+            "replicas_assignments cannot be used: lakelog brokers own no partitions (the "
+            "storage root keeps the copies); give partitions_count instead",
+        )
+    partitions = body.partitions_count or 1
+    configs = _create_configs(body)
+    if body.validate_only:
+        validate_topic_name(body.topic_name)
+        TopicConfig(configs)  # INVALID_CONFIG (400) names the config at fault
+        if body.replication_factor is not None and not (
+            body.replication_factor == -1 or body.replication_factor >= 1
+        ):
+            raise V3Failure(400, f"replication_factor {body.replication_factor} must be >= 1")
+        if body.topic_name in await asyncio.to_thread(broker.catalog.list_topics):
+            raise V3Failure(400, f"Topic {body.topic_name!r} already exists.")
+        return answer(topic_data(urls, body.topic_name, partitions))
+    try:
+        created = await asyncio.to_thread(
+            broker.catalog.create_topic,
+            body.topic_name,
+            partitions,
+            configs,
+            replication_factor=body.replication_factor,
+        )
+    except TopicAlreadyExistsError:
+        raise V3Failure(400, f"Topic {body.topic_name!r} already exists.") from None
+    return answer(topic_data(urls, created.name, created.num_partitions), 201)
+
+
+@router.get(TOPIC, responses={200: {"model": V3Topic}}, summary="Describe a topic")
+async def get_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    return answer(topic_data(urls, topic_name, await partition_count(broker, topic_name)))
+
+
+@router.patch(TOPIC, responses={200: {"model": V3Topic}}, summary="Increase the partition count")
+async def update_partition_count(
+    cluster_id: str, topic_name: str, body: V3UpdatePartitionCount, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    try:
+        count = await asyncio.to_thread(
+            broker.catalog.create_partitions, topic_name, body.partitions_count
+        )
+    except LakelogError as exc:
+        raise not_found(exc, topic_name) from None
+    return answer(topic_data(urls, topic_name, count))
+
+
+@router.delete(TOPIC, status_code=204, summary="Delete a topic")
+async def delete_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
+    urls_of(broker, cluster_id)
+    try:
+        await asyncio.to_thread(broker.catalog.delete_topic, topic_name)
+    except LakelogError as exc:
+        raise not_found(exc, topic_name) from None
+    broker.cache.forget(topic_name)
+    return Response(status_code=204)
+
+
+# -- partitions and replicas ---------------------------------------------------------------
+
+
+@router.get(
+    TOPIC + "/partitions", responses={200: {"model": V3PartitionList}}, summary="List partitions"
+)
+async def list_partitions(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    count = await partition_count(broker, topic_name)
+    data = [partition_data(urls, topic_name, p, own_id(broker)) for p in range(count)]
+    path = ("topics", topic_name, "partitions")
+    return answer(V3PartitionList(**listing(urls, "KafkaPartitionList", *path), data=data))
+
+
+@router.get(
+    TOPIC + "/partitions/{partition_id}",
+    responses={200: {"model": V3Partition}},
+    summary="Describe a partition",
+)
+async def get_partition(
+    cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    await check_partition(broker, topic_name, partition_id)
+    return answer(partition_data(urls, topic_name, partition_id, own_id(broker)))
+
+
+@router.get(
+    TOPIC + "/partitions/{partition_id}/replicas",
+    responses={200: {"model": V3ReplicaList}},
+    summary="A partition's replicas (the broker answering)",
+)
+async def list_replicas(
+    cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    await check_partition(broker, topic_name, partition_id)
+    data = [replica_data(urls, topic_name, partition_id, own_id(broker))]
+    path = ("topics", topic_name, "partitions", partition_id, "replicas")
+    return answer(V3ReplicaList(**listing(urls, "KafkaReplicaList", *path), data=data))
+
+
+@router.get(
+    TOPIC + "/partitions/{partition_id}/replicas/{broker_id}", summary="One replica of a partition"
+)
+async def get_replica(
+    cluster_id: str,
+    topic_name: str,
+    partition_id: PartitionId,
+    broker_id: int,
+    broker: BrokerDep,
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    await check_partition(broker, topic_name, partition_id)
+    if broker_id != own_id(broker):
+        raise V3Failure(
+            404,
+            f"partition {partition_id} of topic {topic_name!r} has no replica on broker "
+            f"{broker_id}; its replica is broker {own_id(broker)}, the broker answering",
+        )
+    return answer(replica_data(urls, topic_name, partition_id, broker_id))
+
+
+@router.get(
+    CLUSTER + "/topics/-/partitions/-/reassignment",
+    responses={200: {"model": V3ReassignmentList}},
+    summary="Reassignments in progress (none: replicas never move)",
+)
+async def list_all_reassignments(cluster_id: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    path = ("topics", "-", "partitions", "-", "reassignment")
+    return answer(V3ReassignmentList(**listing(urls, "KafkaReassignmentList", *path), data=[]))
+
+
+@router.get(
+    TOPIC + "/partitions/-/reassignment",
+    responses={200: {"model": V3ReassignmentList}},
+    summary="A topic's reassignments in progress (none)",
+)
+async def list_topic_reassignments(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    await partition_count(broker, topic_name)
+    path = ("topics", topic_name, "partitions", "-", "reassignment")
+    return answer(V3ReassignmentList(**listing(urls, "KafkaReassignmentList", *path), data=[]))
+
+
+@router.get(
+    TOPIC + "/partitions/{partition_id}/reassignment",
+    summary="A partition's reassignment in progress (404: never one)",
+)
+async def get_reassignment(
+    cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
+) -> Response:
+    urls_of(broker, cluster_id)
+    await check_partition(broker, topic_name, partition_id)
+    raise V3Failure(
+        404,
+        f"partition {partition_id} of topic {topic_name!r} is not being reassigned "
+        "(lakelog never moves replicas)",
+    )
+
+
+# -- configs ----------------------------------------------------------------------------------
+
+
+def config_name(name: str) -> str:
+    if name not in CONFIG_DEFS:
+        raise V3Failure(
+            404, f"topic config {name!r} does not exist; known: {', '.join(sorted(CONFIG_DEFS))}"
+        )
+    return name
+
+
+@router.get(
+    CLUSTER + "/topics/-/configs",
+    responses={200: {"model": V3TopicConfigList}},
+    summary="Every config of every topic the caller may describe",
+)
+async def list_all_topic_configs(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    data: list[V3TopicConfig] = []
+    for name in describable(request, ResourceType.TOPIC, names):
+        try:
+            described = await describe(broker, name)
+        except V3Failure:
+            continue  # deleted while listing
+        data.extend(topic_configs(urls, name, described.config))
+    path = ("topics", "-", "configs")
+    return answer(V3TopicConfigList(**listing(urls, "KafkaTopicConfigList", *path), data=data))
+
+
+@router.get(
+    TOPIC + "/configs", responses={200: {"model": V3TopicConfigList}}, summary="A topic's configs"
+)
+async def list_topic_configs(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
+    urls = urls_of(broker, cluster_id)
+    described = await describe(broker, topic_name)
+    data = topic_configs(urls, topic_name, described.config)
+    path = ("topics", topic_name, "configs")
+    return answer(V3TopicConfigList(**listing(urls, "KafkaTopicConfigList", *path), data=data))
+
+
+@router.get(
+    TOPIC + "/configs/{name}", responses={200: {"model": V3TopicConfig}}, summary="One config"
+)
+async def get_topic_config(
+    cluster_id: str, topic_name: str, name: str, broker: BrokerDep
+) -> Response:
+    urls = urls_of(broker, cluster_id)
+    described = await describe(broker, topic_name)
+    return answer(topic_config_data(urls, topic_name, described.config, config_name(name)))
+
+
+async def alter(
+    broker: Broker, topic: str, set_configs: dict[str, str], delete: list[str], validate_only: bool
+) -> None:
+    """Set and reset overrides in one commit (or only check them, for ``validate_only``)."""
+    described = await describe(broker, topic)
+    described.config.with_changes(set_configs, delete)  # INVALID_CONFIG (400) names the problem
+    if validate_only:
+        return
+    try:
+        await asyncio.to_thread(broker.catalog.alter_topic_configs, topic, set_configs, delete)
+    except LakelogError as exc:
+        raise not_found(exc, topic) from None
+
+
+@router.put(TOPIC + "/configs/{name}", status_code=204, summary="Set a config (null: reset)")
+async def update_topic_config(
+    cluster_id: str, topic_name: str, name: str, body: V3UpdateConfig, broker: BrokerDep
+) -> Response:
+    urls_of(broker, cluster_id)
+    config_name(name)
+    if body.value is None:
+        await alter(broker, topic_name, {}, [name], False)
+    else:
+        await alter(broker, topic_name, {name: body.value}, [], False)
+    return Response(status_code=204)
+
+
+@router.delete(TOPIC + "/configs/{name}", status_code=204, summary="Reset a config to its default")
+async def reset_topic_config(
+    cluster_id: str, topic_name: str, name: str, broker: BrokerDep
+) -> Response:
+    urls_of(broker, cluster_id)
+    await alter(broker, topic_name, {}, [config_name(name)], False)
+    return Response(status_code=204)
+
+
+@router.post(
+    TOPIC + "/configs:alter",
+    status_code=204,
+    summary="Set and reset several configs at once (validate_only: check only)",
+)
+async def alter_topic_configs(
+    cluster_id: str, topic_name: str, body: V3AlterConfigs, broker: BrokerDep
+) -> Response:
+    urls_of(broker, cluster_id)
+    set_configs: dict[str, str] = {}
+    delete: list[str] = []
+    for i, entry in enumerate(body.data):
+        operation = (entry.operation or "SET").upper()
+        if entry.name in set_configs or entry.name in delete:
+            raise V3Failure(400, f"data[{i}]: config {entry.name!r} is named twice")
+        if operation == "DELETE":
+            delete.append(config_name(entry.name))
+        elif operation == "SET":
+            if entry.value is None:
+                raise V3Failure(400, f"data[{i}]: SET {entry.name!r} needs a value")
+            set_configs[config_name(entry.name)] = entry.value
+        else:
+            raise V3Failure(400, f"data[{i}].operation {entry.operation!r}: use SET or DELETE")
+    await alter(broker, topic_name, set_configs, delete, body.validate_only)
+    return Response(status_code=204)
