@@ -22,6 +22,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 DOCS = PROJECT / "docs"
 TOOLS = DOCS / "tools"
 
+
 def load_tool(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"docs_tools_{name}", TOOLS / f"{name}.py")
     assert spec is not None and spec.loader is not None
