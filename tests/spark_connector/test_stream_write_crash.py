@@ -114,10 +114,11 @@ def latest_batch(checkpoint: Path, log: str) -> int:
 
 
 def session_members(session: int) -> list[psutil.Process]:
+    """The live processes of a session (zombies are dead already, whoever reaps them)."""
     members = []
     for process in psutil.process_iter():
         with contextlib.suppress(OSError, psutil.Error):
-            if os.getsid(process.pid) == session:
+            if os.getsid(process.pid) == session and process.status() != psutil.STATUS_ZOMBIE:
                 members.append(process)
     return members
 
