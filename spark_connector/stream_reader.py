@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +58,8 @@ from spark_connector.topics import TopicSource
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
+#: Seconds on a monotonic scale; only differences matter (``time.monotonic`` by default).
+Clock = Callable[[], float]
 
 
 def effective_starts(
@@ -94,13 +96,17 @@ def effective_starts(
 
 
 class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Lives in one long-running Python process on the driver; tasks get a pickled copy."""
+    """Lives in one long-running Python process on the driver; tasks get a pickled copy.
 
-    def __init__(self, opts: ReadOptions) -> None:
+    ``clock`` measures maxTriggerDelay; tests pass their own to step time exactly.
+    """
+
+    def __init__(self, opts: ReadOptions, clock: Clock = time.monotonic) -> None:
         self.opts = opts
+        self._clock = clock
         self._source: TopicSource | None = None
         self._target: Offsets | None = None  # AvailableNow: never read past these
-        self._last_trigger = time.monotonic()
+        self._last_trigger = clock()
         self._latest: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -169,14 +175,14 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         result = offsets_to_json(end)
         if result == start:
             return start  # nothing new: Spark compares the JSON text
-        self._last_trigger = time.monotonic()
+        self._last_trigger = self._clock()
         return result
 
     def _waiting_for_more(self, minimum: int | None, backlog: int) -> bool:
         """minOffsetsPerTrigger: too little waiting and maxTriggerDelay not yet passed."""
         if minimum is None or self._target is not None or backlog >= minimum:
             return False
-        waited_ms = (time.monotonic() - self._last_trigger) * 1000
+        waited_ms = (self._clock() - self._last_trigger) * 1000
         return waited_ms < self.opts.max_trigger_delay_ms
 
     def reportLatestOffset(self) -> dict[str, Any] | None:

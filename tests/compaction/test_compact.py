@@ -8,6 +8,8 @@ from pyspark.sql import SparkSession
 from compaction.compact import compact_topic
 from lakelog import Catalog, Record
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from tests.fixtures.roots import RootSpec
+from tests.fixtures.snapshots import RootSnapshots, changes
 
 DAY = 86_400_000
 
@@ -82,9 +84,19 @@ def test_tombstones_delete_keys_then_disappear(catalog: Catalog, spark: SparkSes
     assert [(k, v) for _, k, v in _all(catalog, "t")] == [(b"b", b"v1"), (b"c", b"head")]
 
 
-def test_bad_input(catalog: Catalog, spark: SparkSession) -> None:
+def test_bad_input(root: RootSpec, catalog: Catalog, spark: SparkSession) -> None:
+    """A refused compaction names the problem and leaves every stored file as it was."""
     catalog.create_topic("plain", 1)
+    log = catalog.topic("plain")
+    for i in range(3):  # rewritable if it were compacted: one key, many values, three segments
+        log.append([Record(b"v%d-%d" % (i, j), key=b"k") for j in range(4)])
+    snapshots = RootSnapshots(root)
+    before = snapshots.take()
     with pytest.raises(InvalidConfigError, match=r"cleanup\.policy=delete"):
-        compact_topic(catalog, "plain", spark)
-    with pytest.raises(UnknownTopicOrPartitionError):
-        compact_topic(catalog, "missing", spark)
+        compact_topic(catalog, "plain", spark, force=True)
+    after = snapshots.take()
+    assert after == before, changes(before, after)
+    with pytest.raises(UnknownTopicOrPartitionError, match="missing"):
+        compact_topic(catalog, "missing", spark, force=True)
+    after = snapshots.take()
+    assert after == before, changes(before, after)

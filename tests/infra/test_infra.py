@@ -1,9 +1,9 @@
 """Checks of the deployment recipes in infra/ (docker, compose, k8s, systemd).
 
 There is no Docker engine and no Kubernetes cluster here, so most checks are
-static: the files parse, offline validators accept them when installed
-(kubernetes-validate, compose-spec, dockerfile; each check is skipped without
-its package), cross-references between them hold, and every ``lakelog ...``
+static: the files parse, offline validators accept them (kubernetes-validate,
+compose-spec, dockerfile: test dependencies, so a broken install fails rather
+than skips), cross-references between them hold, and every ``lakelog ...``
 command line they contain is parsed by the real CLI. Some checks run things:
 ``kubectl kustomize`` and ``systemd-analyze`` when those tools exist; the
 compose brokers' own command, environment and healthcheck, and every recipe's
@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+import compose_spec
+import dockerfile  # type: ignore[import-not-found]
 import httpx
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic_settings import BaseSettings
@@ -298,7 +301,6 @@ def docker_ignores(relative: str) -> bool:
 
 
 def test_dockerfile_parses_with_buildkit_parser() -> None:
-    dockerfile = pytest.importorskip("dockerfile")
     parsed = dockerfile.parse_file(str(DOCKERFILE))
     ours = dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8"))
     assert [c.cmd.upper() for c in parsed] == [i.keyword for i in ours]
@@ -492,7 +494,6 @@ def test_compose_env_example_matches_the_file() -> None:
 
 
 def test_compose_spec_validator_accepts_the_file() -> None:
-    compose_spec = pytest.importorskip("compose_spec")
     resolved = compose_model().resolved
     compose_spec.PyCompose.from_json(json.dumps(resolved)).validate()
     # Negative control: the validator really is strict about unknown keys.
@@ -900,18 +901,17 @@ def test_k8s_objects_have_identity() -> None:
 
 @pytest.mark.parametrize("version", ["1.29.0", "latest"])
 def test_k8s_manifests_match_the_api_schema(version: str) -> None:
-    validator = pytest.importorskip("kubernetes_validate")
-    desired = validator.latest_version() if version == "latest" else version
+    desired = kubernetes_validate.latest_version() if version == "latest" else version
     for path, doc in k8s_objects():
         try:
-            validator.validate(doc, desired, strict=True)
-        except validator.ValidationError as exc:
+            kubernetes_validate.validate(doc, desired, strict=True)
+        except kubernetes_validate.ValidationError as exc:
             raise AssertionError(f"{path.relative_to(K8S)}: {exc}") from exc
     # Negative control: strict validation does reject an unknown field.
     broken = json.loads(json.dumps(k8s_object("Deployment", "lakelog-broker")))
     broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
-    with pytest.raises(validator.ValidationError):
-        validator.validate(broken, desired, strict=True)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, desired, strict=True)
 
 
 def kustomization(path: Path) -> dict[str, Any]:
@@ -969,12 +969,8 @@ def test_kustomize_renders_both_maintenance_choices(tmp_path: Path) -> None:
     assert ("CronJob", "lakelog-maintain") not in names(scheduler)
     assert ("Deployment", "lakelog-scheduler") in names(scheduler)
     assert names(default) - {("CronJob", "lakelog-maintain")} < names(scheduler)
-    try:
-        validator = importlib.import_module("kubernetes_validate")
-    except ModuleNotFoundError:
-        return  # the rendered objects' schema check needs kubernetes-validate
     for doc in default + scheduler:
-        validator.validate(doc, validator.latest_version(), strict=True)
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
 
 
 def container_ports(template: dict[str, Any]) -> dict[str | int, int]:

@@ -8,12 +8,9 @@ object's bytes under the root's prefixes).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pyarrow as pa
 import pyarrow.ipc
@@ -21,6 +18,7 @@ import pytest
 
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
+from tests.fixtures.snapshots import RootSnapshots
 
 ARROW = "application/vnd.apache.arrow.stream"
 MAX_REQUEST_BYTES = 4_000
@@ -42,51 +40,11 @@ ERROR_NAMES = {
 }
 
 
-class Snapshots:
-    """Every stored file under a root with a hash of its bytes (heartbeats left out).
-
-    Local roots are walked on disk; S3 roots are listed with one paginated LIST, whose
-    ETags are the objects' MD5s (``Storage.walk_files("")`` refuses the root itself).
-    """
-
-    def __init__(self, root: RootSpec) -> None:
-        self.root = root
-        self.s3: Any = None
-        if root.s3 is not None:
-            self.s3 = boto3.client(
-                "s3",
-                endpoint_url=str(root.s3.endpoint_url),
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-                region_name="us-east-1",
-            )
-
-    def take(self) -> dict[str, str]:
-        if self.s3 is None:
-            base = Path(self.root.url)
-            files = {
-                str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in base.rglob("*")
-                if p.is_file() and not p.name.startswith(".tmp-")
-            }
-        else:
-            bucket, _, prefix = self.root.url.removeprefix("s3://").partition("/")
-            pages = self.s3.get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=prefix + "/"
-            )
-            files = {
-                o["Key"][len(prefix) + 1 :]: f"{o['ETag']}/{o['Size']}"
-                for page in pages
-                for o in page.get("Contents", [])
-            }
-        return {path: h for path, h in files.items() if not path.startswith("_meta/brokers/")}
-
-
 class BadInput:
     """A broker with two topics holding data, and the checks every bad request must pass."""
 
     def __init__(self, root: RootSpec, broker: BrokerProcess) -> None:
-        self.snapshots = Snapshots(root)
+        self.snapshots = RootSnapshots(root)
         self.http = httpx.Client(base_url=broker.url, timeout=60)
         for body in (
             {"name": "t", "partitions": 2},

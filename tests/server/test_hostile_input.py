@@ -8,7 +8,7 @@ lists, deeply nested JSON values, offsets and partitions at and past the
 integer limits, and topic and group names made of path characters (``../``,
 ``%2e%2e``, NUL, slashes, unicode). Every answer must be below 500 and a JSON
 error; after every refused request the stored files are byte-for-byte what
-they were (``Snapshots`` from test_bad_input); and nothing is ever created
+they were (``RootSnapshots`` of tests/fixtures/snapshots.py); and nothing is ever created
 outside the storage root, whatever the request.
 """
 
@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
-from tests.server.test_bad_input import ARROW, Snapshots, arrow_body
+from tests.fixtures.snapshots import RootSnapshots
+from tests.server.test_bad_input import ARROW, arrow_body
 
 EXAMPLES = settings(
     max_examples=40,
@@ -44,7 +45,7 @@ class Hostile:
         self.tmp_path = tmp_path
         self.root = RootSpec(str(tmp_path / "root"))
         self.broker = broker
-        self.snapshots = Snapshots(self.root)
+        self.snapshots = RootSnapshots(self.root)
         self.http = httpx.Client(base_url=broker.url, timeout=60)
         self.http.post("/v1/topics", json={"name": "t", "partitions": 2}).raise_for_status()
         self.http.post(

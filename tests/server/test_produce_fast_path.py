@@ -1,7 +1,9 @@
 """The columnar JSON produce decoding agrees with the model-validating path it shortcuts.
 
-Pure logic: for every body, either the fast path declines (None) and the models
-decide, or both accept and build the very same produce columns.
+Pure logic: every body has a known route. The fast path takes it (and the
+models accept it and build the very same produce columns), or it declines
+(None) and the models accept it or refuse it with the precise error. A change
+of route either way fails, as does any disagreement.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import random
+from collections import Counter
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -35,83 +39,111 @@ def _slow(raw: bytes) -> pa.Table | None:
         return None
 
 
-EDGE_CASES = [
-    b'{"records":[{"value":"a"}]}',
-    b'{"records":[{"value":"\xc3\xa9t\xc3\xa9","key":null,"partition":2147483647}]}',
-    b'{"records":[]}',
-    b'{"records":null}',
-    b'{"records":[null]}',
-    b'{"records":[1]}',
-    b"null",
-    b"[]",
-    b"",
-    b'{"records":[{"value":"a","partition":1.5}]}',
-    b'{"records":[{"value":"a","partition":true}]}',
-    b'{"records":[{"value":"a","partition":-1}]}',
-    b'{"records":[{"value":"a","partition":2147483648}]}',
-    b'{"records":[{"value":"a","timestamp_ms":253402300800000}]}',
-    b'{"records":[{"value":"a","headers":[]}]}',
-    b'{"records":[{"value":"a","headers":null}]}',
-    b'{"records":[{"value":"a","headers":[{"key":"h","value":"v"}]}]}',
-    b'{"records":[{"value":"a","extra":1}]}',
-    b'{"records":[{"value":"a"}],"extra":1}',
-    b'{"records":[{"value":"a"}],"producer_id":5,"sequence":0}',
-    b'{"records":[{"value":"a"}],"producer_id":-1,"sequence":0}',
-    b'{"records":[{"value":{"x":1}}],"value_format":"json"}',
-    b'{"records":[{"value":"a"},{"value":1}]}',
-    b'{"records":[{"value":"QQ"}],"value_format":"base64"}',
-    b'{"records":[{"value":"Q==="}],"value_format":"base64"}',
-    b'{"records":[{"value":"QQ=A"}],"value_format":"base64"}',
-    b'{"records":[{"value":"QQ==QQ=="}],"value_format":"base64"}',
-    b'{"records":[{"value":"a-_b"}],"value_format":"base64"}',
-    b'{"records":[{"value":"QUJ="},{"value":null},{"value":""}],"value_format":"base64"}',
-    b'{"records":[{"value":NaN}]}',
-    b'{"records":[{"value":"\\ud800"}]}',
-    b'{"records":[{"value":"a"}]} x',
-    b'{"records":[{"value":"a","value":"b"}]}',
-    b'{"records":[{"value":"a"}],"records":[{"value":"c"}]}',
-    b'{"records":[{"value":"QU\\/J"}],"value_format":"base64"}',
-    b'{"records":[{"value":"a","timestamp_ms":253402300799999,"partition":0}]}',
-    b'{"records":[{"value":"a"}],"key_format":"json"}',
-    b'{"records":[{"value":"a"}],"producer_id":9223372036854775808,"sequence":0}',
+#: Where a body goes: the fast decoder takes it ("fast"), or declines it and the models
+#: accept it ("models") or refuse it with the precise error ("refused").
+Route = Literal["fast", "models", "refused"]
+
+EDGE_CASES: list[tuple[bytes, Route]] = [
+    (b'{"records":[{"value":"a"}]}', "fast"),
+    (b'{"records":[{"value":"\xc3\xa9t\xc3\xa9","key":null,"partition":2147483647}]}', "fast"),
+    (b'{"records":[]}', "refused"),
+    (b'{"records":null}', "refused"),
+    (b'{"records":[null]}', "refused"),
+    (b'{"records":[1]}', "refused"),
+    (b"null", "refused"),
+    (b"[]", "refused"),
+    (b"", "refused"),
+    (b'{"records":[{"value":"a","partition":1.5}]}', "refused"),
+    (b'{"records":[{"value":"a","partition":true}]}', "models"),  # pydantic reads true as 1
+    (b'{"records":[{"value":"a","partition":-1}]}', "refused"),
+    (b'{"records":[{"value":"a","partition":2147483648}]}', "refused"),
+    (b'{"records":[{"value":"a","timestamp_ms":253402300800000}]}', "refused"),
+    (b'{"records":[{"value":"a","headers":[]}]}', "fast"),
+    (b'{"records":[{"value":"a","headers":null}]}', "refused"),
+    (b'{"records":[{"value":"a","headers":[{"key":"h","value":"v"}]}]}', "models"),
+    (b'{"records":[{"value":"a","extra":1}]}', "refused"),
+    (b'{"records":[{"value":"a"}],"extra":1}', "refused"),
+    (b'{"records":[{"value":"a"}],"producer_id":5,"sequence":0}', "fast"),
+    (b'{"records":[{"value":"a"}],"producer_id":-1,"sequence":0}', "refused"),
+    (b'{"records":[{"value":{"x":1}}],"value_format":"json"}', "models"),
+    (b'{"records":[{"value":"a"},{"value":1}]}', "refused"),
+    (b'{"records":[{"value":"QQ"}],"value_format":"base64"}', "refused"),
+    (b'{"records":[{"value":"Q==="}],"value_format":"base64"}', "refused"),
+    (b'{"records":[{"value":"QQ=A"}],"value_format":"base64"}', "refused"),
+    (b'{"records":[{"value":"QQ==QQ=="}],"value_format":"base64"}', "refused"),
+    (b'{"records":[{"value":"a-_b"}],"value_format":"base64"}', "refused"),
+    (b'{"records":[{"value":"QUJ="},{"value":null},{"value":""}],"value_format":"base64"}', "fast"),
+    (b'{"records":[{"value":NaN}]}', "refused"),
+    (b'{"records":[{"value":"\\ud800"}]}', "refused"),
+    (b'{"records":[{"value":"a"}]} x', "refused"),
+    (b'{"records":[{"value":"a","value":"b"}]}', "fast"),  # the last duplicate wins, as in json
+    (b'{"records":[{"value":"a"}],"records":[{"value":"c"}]}', "fast"),
+    (b'{"records":[{"value":"QU\\/J"}],"value_format":"base64"}', "fast"),
+    (b'{"records":[{"value":"a","timestamp_ms":253402300799999,"partition":0}]}', "fast"),
+    (b'{"records":[{"value":"a"}],"key_format":"json"}', "models"),
+    (b'{"records":[{"value":"a"}],"producer_id":9223372036854775808,"sequence":0}', "refused"),
 ]
 
 
-def _random_bodies(count: int) -> list[bytes]:
+def _random_bodies(count: int) -> list[tuple[bytes, Route]]:
+    """Random bodies, each with its route known by construction.
+
+    Every choice below is valid for both paths unless marked: an integer value or
+    a negative partition is refused by both; "QQ" is bad base64 (refused as a
+    base64 value, plain text as a string value); a non-empty header list is
+    valid, but only the models decode headers.
+    """
     rnd = random.Random(7)
-    bodies = []
+    bodies: list[tuple[bytes, Route]] = []
     for _ in range(count):
+        refused = models_only = bad_base64 = False
         records = []
         for _ in range(rnd.randint(1, 6)):
             record: dict[str, object] = {}
             if rnd.random() < 0.8:
-                record["value"] = rnd.choice(
-                    [None, _b64(rnd.randbytes(rnd.randint(0, 9))), "QQ", 3]
-                )
+                value = rnd.choice([None, _b64(rnd.randbytes(rnd.randint(0, 9))), "QQ", 3])
+                refused |= value == 3
+                bad_base64 |= value == "QQ"
+                record["value"] = value
             if rnd.random() < 0.5:
                 record["key"] = rnd.choice([None, _b64(rnd.randbytes(rnd.randint(0, 5)))])
             if rnd.random() < 0.4:
-                record["partition"] = rnd.choice([0, 1, 7, None, -2])
+                partition = rnd.choice([0, 1, 7, None, -2])
+                refused |= partition == -2
+                record["partition"] = partition
             if rnd.random() < 0.1:
-                record["headers"] = rnd.choice([[], [{"key": "a", "value": "QQ=="}]])
+                headers = rnd.choice([[], [{"key": "a", "value": "QQ=="}]])
+                models_only |= bool(headers)
+                record["headers"] = headers
             records.append(record)
-        fmt = {"key_format": rnd.choice(["base64", "string"])}
-        fmt["value_format"] = rnd.choice(["base64", "string"])
-        bodies.append(json.dumps({"records": records, **fmt}).encode())
+        formats = {"key_format": rnd.choice(["base64", "string"])}
+        formats["value_format"] = rnd.choice(["base64", "string"])
+        refused |= bad_base64 and formats["value_format"] == "base64"
+        route: Route = "refused" if refused else "models" if models_only else "fast"
+        bodies.append((json.dumps({"records": records, **formats}).encode(), route))
     return bodies
 
 
-@pytest.mark.parametrize("raw", EDGE_CASES + _random_bodies(150))
-def test_fast_path_never_disagrees_with_the_models(raw: bytes) -> None:
+RANDOM_BODIES = _random_bodies(150)
+
+
+@pytest.mark.parametrize(("raw", "route"), EDGE_CASES + RANDOM_BODIES)
+def test_each_body_takes_its_route_and_both_paths_agree(raw: bytes, route: Route) -> None:
     fast = decode_produce_json(raw)
-    if fast is None:
-        return  # declined: the models decide (and explain any error)
     slow = _slow(raw)
-    assert slow is not None, "the fast path accepted a body the models refuse"
-    assert fast.table.schema.equals(PRODUCE_SCHEMA)
-    assert conform(fast.table).equals(slow)
-    body = ProduceRequest.model_validate_json(raw)
-    assert (fast.producer_id, fast.sequence) == (body.producer_id, body.sequence)
+    taken: Route = "fast" if fast is not None else "models" if slow is not None else "refused"
+    assert taken == route
+    if fast is not None:
+        assert slow is not None, "the fast path accepted a body the models refuse"
+        assert fast.table.schema.equals(PRODUCE_SCHEMA)
+        assert conform(fast.table).equals(slow)
+        body = ProduceRequest.model_validate_json(raw)
+        assert (fast.producer_id, fast.sequence) == (body.producer_id, body.sequence)
+
+
+def test_random_bodies_take_every_route() -> None:
+    routes = Counter(route for _, route in RANDOM_BODIES)
+    assert set(routes) == {"fast", "models", "refused"}
 
 
 def test_common_bodies_take_the_fast_path() -> None:

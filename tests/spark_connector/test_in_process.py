@@ -30,7 +30,7 @@ from spark_connector.planning import ReadSplit
 from spark_connector.schema import spark_schema
 from spark_connector.source import LakelogDataSource
 from spark_connector.staging import STAGING_DIR
-from spark_connector.stream_reader import LakelogStreamReader
+from spark_connector.stream_reader import Clock, LakelogStreamReader
 from spark_connector.writers import LakelogBatchWriter, LakelogStreamWriter
 from tests.fixtures.roots import RootSpec
 from tests.spark_connector.helpers import Row, log_rows, root_options
@@ -45,10 +45,25 @@ def batch_reader(root: RootSpec, **options: str) -> LakelogBatchReader:
     return reader
 
 
-def stream_reader(root: RootSpec, **options: str) -> LakelogStreamReader:
+def stream_reader(
+    root: RootSpec, clock: Clock | None = None, **options: str
+) -> LakelogStreamReader:
     reader = LakelogDataSource({**root_options(root), **options}).streamReader(spark_schema(False))
     assert isinstance(reader, LakelogStreamReader)
-    return reader
+    return reader if clock is None else LakelogStreamReader(reader.opts, clock)
+
+
+class SteppedClock:
+    """A clock that moves only when told to (seconds, as ``time.monotonic``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def rows_from_batches(batches: list[pa.RecordBatch]) -> list[Row]:
@@ -237,18 +252,27 @@ def test_stream_offsets_rate_limit_and_new_partitions(root: RootSpec, catalog: C
 
 def test_stream_min_offsets_and_trigger_delay(root: RootSpec, catalog: Catalog) -> None:
     fill(catalog, "s", 1, 1, 3)
+    clock = SteppedClock()
     reader = stream_reader(
-        root, subscribe="s", startingOffsets="earliest", minOffsetsPerTrigger="5",
-        maxTriggerDelay="300ms",
+        root, clock, subscribe="s", startingOffsets="earliest", minOffsetsPerTrigger="5",
+        maxTriggerDelay="4s",
     )  # fmt: skip
     try:
         start = reader.initialOffset()
         assert isinstance(reader.getDefaultReadLimit(), ReadMinRows)
         assert reader.latestOffset(start, ReadMinRows(5)) is start  # 3 < 5: wait
-        time.sleep(0.35)
-        assert reader.latestOffset(start, ReadMinRows(5)) == {"s": {"0": 3}}  # delay passed
+        clock.advance(3.5)
+        assert reader.latestOffset(start, ReadMinRows(5)) is start  # 3.5 s: still waiting
+        clock.advance(0.5)
+        assert reader.latestOffset(start, ReadMinRows(5)) == {"s": {"0": 3}}  # 4 s: delay passed
         catalog.topic("s").append([Record(b"x") for _ in range(6)])
-        assert reader.latestOffset({"s": {"0": 3}}, ReadMinRows(5)) == {"s": {"0": 9}}
+        assert reader.latestOffset({"s": {"0": 3}}, ReadMinRows(5)) == {"s": {"0": 9}}  # 6 >= 5
+        # The delay counts again from the last micro-batch.
+        catalog.topic("s").append([Record(b"y") for _ in range(2)])
+        clock.advance(3.5)
+        assert reader.latestOffset({"s": {"0": 9}}, ReadMinRows(5)) == {"s": {"0": 9}}
+        clock.advance(0.5)
+        assert reader.latestOffset({"s": {"0": 9}}, ReadMinRows(5)) == {"s": {"0": 11}}
     finally:
         reader.stop()
 

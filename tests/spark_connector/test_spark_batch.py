@@ -16,6 +16,7 @@ from compaction.retention import apply_retention
 from lakelog.catalog import Catalog
 from lakelog.records import Record
 from tests.fixtures.roots import RootSpec
+from tests.fixtures.snapshots import RootSnapshots, changes
 from tests.spark_connector.helpers import log_rows, read, root_options, rows_of
 
 DAY = 86_400_000
@@ -117,19 +118,48 @@ def test_sql_views_and_helpers(connector: SparkSession, root: RootSpec, catalog:
 def test_errors_reach_the_user_through_spark(
     connector: SparkSession, root: RootSpec, catalog: Catalog
 ) -> None:
+    """Refused reads and failed writes name the problem and change no stored file."""
     catalog.create_topic("t", 1)
+    catalog.topic("t").append([Record(b"kept", key=b"k")])
+    snapshots = RootSnapshots(root)
+    before = snapshots.take()
+
+    def unchanged() -> None:
+        after = snapshots.take()
+        assert after == before, changes(before, after)
+
     with pytest.raises(Exception) as info:
         read(connector, root, subscribe="t", assign='{"t": [0]}').collect()
     assert "options 'subscribe' and 'assign' were both given" in str(info.value)
     with pytest.raises(Exception) as info:
         read(connector, root, subscribe="nope").collect()
     assert "option 'subscribe': topic 'nope' does not exist" in str(info.value)
+    unchanged()
+    # Refused on the driver before any task runs: a column of the wrong type.
     df = connector.createDataFrame([("k", 1)], "key string, value int")
     with pytest.raises(Exception) as info:
         df.write.format("lakelog").options(**root_options(root)).option("topic", "t").mode(
             "append"
         ).save()
     assert "column 'value' must be string or binary, but it is int" in str(info.value)
+    unchanged()
+    # Failed at commit, after every task staged its rows: one row names a missing topic.
+    # Nothing reaches "t" either (all topics are checked before the first commit), and
+    # the staged files are gone.
+    rows = [(f"k{i}", f"v{i}", "nope" if i >= 9 else "t") for i in range(12)]
+    df = connector.createDataFrame(rows, "key string, value string, topic string")
+    with pytest.raises(Exception) as info:
+        df.write.format("lakelog").options(**root_options(root)).mode("append").save()
+    assert "topic 'nope' does not exist" in str(info.value)
+    unchanged()
+    # Failed in a task: a partition number out of range of the int32 column.
+    big = connector.createDataFrame([("v", 2**40)], "value string, partition long")
+    with pytest.raises(Exception) as info:
+        big.write.format("lakelog").options(**root_options(root)).option("topic", "t").mode(
+            "append"
+        ).save()
+    assert "column 'partition' has a value out of range" in str(info.value)
+    unchanged()
 
 
 def test_batch_write_then_read_back(
