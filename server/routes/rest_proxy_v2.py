@@ -29,6 +29,10 @@ Decisions:
   errors: ``error_code`` 2 when retrying may succeed, else 1 (the codes of
   the v2 API reference; current proxy releases send 50003/50002 there).
   The records of one request share one commit, so they fail together.
+* Producing to an internal topic (``__consumer_offsets``) is refused, with
+  nothing written, the way the REST Proxy reports Kafka's refusal: HTTP 200
+  and every record's ``error_code`` 1 with ``INVALID_TOPIC_EXCEPTION:
+  cannot append to internal topic ...``.
 * Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
   shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
 * There is one broker identity in v2 answers: every partition's leader and
@@ -51,7 +55,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
-from lakelog.errors import LakelogError
+from lakelog.errors import InternalTopicError, LakelogError
 from lakelog.numerals import is_unsigned_int
 from lakelog.security.acl import ResourceType
 from lakelog.topic_log import TopicLog
@@ -391,9 +395,10 @@ async def produce(
     try:
         result = await broker.produce(topic, table, acks=-1)
     except LakelogError as exc:
-        if exc.code in V2_ERRORS:
+        if exc.code in V2_ERRORS and not isinstance(exc, InternalTopicError):
             raise
-        log.warning("v2 produce to %s failed: %s", topic, exc)
+        if not isinstance(exc, InternalTopicError):
+            log.warning("v2 produce to %s failed: %s", topic, exc)
         code = RECORD_RETRIABLE if exc.retriable else RECORD_NON_RETRIABLE
         failed = V2PartitionOffset(
             partition=None, offset=None, error_code=code, error=f"{exc.name}: {exc.message}"
