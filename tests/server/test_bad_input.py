@@ -547,6 +547,57 @@ def test_bad_admin_requests(bad: BadInput) -> None:
     )
     bad.expect(bad.http.patch("/v1/topics/t/configs", json={"sett": {}}), 400, 42, "sett")
     assert bad.checked >= 18
+    check_numbers_must_be_numbers(bad)
+
+
+def check_numbers_must_be_numbers(bad: BadInput) -> None:
+    """Native request bodies take no value of another JSON type in place of a number, a
+    flag or a string; the refusal names the field and its type."""
+    integers: list[tuple[str, str, dict[str, Any], str]] = [
+        ("post", "/v1/topics", {"name": "n", "partitions": "3"}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "partitions": 3.0}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "partitions": True}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "replication_factor": "1"}, "replication_factor"),
+        ("post", "/v1/topics", {"name": "n", "replication_factor": False}, "replication_factor"),
+        ("post", "/v1/topics/t/partitions", {"count": "3"}, "count"),
+        (
+            "post",
+            "/v1/topics/t/records",
+            {"records": [{"value": "x", "partition": "1"}]},
+            "partition",
+        ),
+        (
+            "post",
+            "/v1/topics/t/records",
+            {"records": [{"value": "x", "timestamp_ms": "5"}]},
+            "timestamp_ms",
+        ),
+        (
+            "post",
+            "/v1/groups/g/offsets",
+            {"offsets": [{"topic": "t", "partition": 0, "offset": "5"}]},
+            "offset",
+        ),
+        ("post", "/v1/groups/g/offsets", {"generation_id": "-1", "offsets": []}, "generation_id"),
+    ]
+    for method, path, body, field in integers:
+        bad.expect(bad.http.request(method, path, json=body), 400, 42, field, "valid integer")
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "configs": {"retention.ms": 1000}}),
+        400,
+        42,
+        "configs.retention.ms",
+        "valid string",
+    )
+    bad.expect(bad.http.post("/v1/topics", json={"name": 7}), 400, 42, "name", "valid string")
+    reset = {"topics": [{"topic": "t"}], "to": {"earliest": "true"}}
+    bad.expect(
+        bad.http.post("/v1/groups/g/offsets:reset", json=reset), 400, 42, "to.earliest", "boolean"
+    )
+    quotas = {"entity": {"user": "alice"}, "set": {"producer_byte_rate": "1024"}}
+    bad.expect(
+        bad.http.patch("/v1/quotas", json=quotas), 400, 42, "set.producer_byte_rate", "valid number"
+    )
 
 
 def test_produce_to_an_internal_topic_is_refused_on_every_api(bad: BadInput) -> None:
