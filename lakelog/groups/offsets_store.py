@@ -13,8 +13,8 @@ a coordinator taking over a group pays for the group's partition once.
 
 The store is the table's only writer: its appends carry the internal
 writer of ``__consumer_offsets`` (``lakelog.internal_topics``), which every
-other append lacks and is refused for. A record it cannot decode (written by
-an older broker that let clients append, or by a foreign tool) is skipped
+other append lacks and is refused for. A record it cannot decode (left by a
+release that accepted client writes there, or by a foreign tool) is skipped
 with a warning naming its partition and offset, so one bad record never hides
 the other groups; ``lakelog doctor --repair`` removes such records.
 """

@@ -422,6 +422,8 @@ async def produce(
     summary="Produce records (partition per record, else by key)",
 )
 async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
+    """Producing to the internal topic `__consumer_offsets` is refused per record (HTTP 200,
+    `error_code` 1, `INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     return await produce(request, broker, topic, None)
 
 
@@ -434,4 +436,6 @@ async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> R
 async def produce_to_partition(
     topic: str, partition: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Producing to the internal topic `__consumer_offsets` is refused per record (HTTP 200,
+    `error_code` 1, `INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     return await produce(request, broker, topic, partition)

@@ -439,6 +439,8 @@ def produce_body() -> dict[str, Any]:
 async def produce_records(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Producing to the internal topic `__consumer_offsets` gives every record a report with
+    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     text = await read_json_body(request, broker)
     items: list[Decoded | RecordRefused] = []
@@ -525,6 +527,8 @@ def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
 async def produce_batch(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
+    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     text = await read_json_body(request, broker)
     try:
