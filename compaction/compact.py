@@ -23,7 +23,6 @@ topics); any left from before the topic became compacted are dropped.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -43,16 +42,14 @@ from compaction.segment_tasks import (
 )
 from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
-from lakelog.delta.actions import Action, RemoveFile, Txn
-from lakelog.delta.state import TableState
-from lakelog.errors import ConcurrentCommitError, InvalidConfigError
+from lakelog.delta.actions import Txn
+from lakelog.errors import InvalidConfigError
 from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA
-from lakelog.segments import add_action, write_segment
+from lakelog.segment_rewrite import commit_rewrite
+from lakelog.segments import write_segment
 from lakelog.storage import Storage, join
 from lakelog.topic_log import TopicLog
-
-log = logging.getLogger(__name__)
 
 CLEANED_TXN_PREFIX = "lakelog.cleaned."
 
@@ -272,74 +269,3 @@ def compact_topic(
     report.segments_added = len(outputs)
     report.table_version = version
     return report.finish(started)
-
-
-def commit_rewrite(
-    topic_log: TopicLog,
-    inputs: list[Segment],
-    outputs: list[Segment],
-    operation: str,
-    extra: list[Action] | None = None,
-    data_change: bool = True,
-) -> int:
-    """Replace ``inputs`` by ``outputs`` in one commit, if the inputs are all still live.
-
-    Concurrent appends only add segments, so they never invalidate a rewrite;
-    another job that removed one of the inputs does, and then nothing is
-    committed (the new files are deleted) and the job can simply be rerun.
-    """
-    input_paths = {s.path for s in inputs}
-    now = wall_ms()
-
-    def build(state: TableState) -> list[Action]:
-        gone = [p for p in input_paths if p not in state.files]
-        if gone:
-            raise ConcurrentCommitError(
-                f"{len(gone)} segment(s) of {topic_log.name!r} were rewritten or removed by "
-                "another job while this one ran; nothing was committed, run it again"
-            )
-        actions: list[Action] = [
-            RemoveFile(
-                path=s.path,
-                deletion_timestamp=now,
-                data_change=data_change,
-                partition_values={"partition": str(s.partition)},
-                size=s.size_bytes,
-            )
-            for s in inputs
-        ]
-        actions += [add_action(s, data_change=data_change) for s in outputs]
-        actions += extra or []
-        return actions
-
-    try:
-        return topic_log.commit(build, operation, {"segments": str(len(inputs))})
-    except BaseException:
-        discard_uncommitted(topic_log, outputs)
-        raise
-
-
-def discard_uncommitted(topic_log: TopicLog, outputs: list[Segment]) -> None:
-    """Delete new files a failed commit left behind, unless the commit landed after all.
-
-    A commit PUT that failed in transit may still have been stored; deleting
-    its files then would break the table. Only files the refreshed log does
-    not reference are deleted; if the log cannot be read, they are left for
-    vacuum (as orphans, which vacuum removes after its orphan grace period).
-    """
-    if not outputs:
-        return
-    try:
-        topic_log.refresh()
-        live = topic_log.live_paths()
-    except Exception:
-        log.warning(
-            "cannot tell whether the commit to %s landed; leaving %d new segment(s) for vacuum",
-            topic_log.name,
-            len(outputs),
-            exc_info=True,
-        )
-        return
-    for segment in outputs:
-        if segment.path not in live:
-            topic_log.storage.delete(join(topic_log.table_path, segment.path))

@@ -17,7 +17,6 @@ import pyarrow as pa
 from compaction.compact import (
     Progress,
     SparkLike,
-    commit_rewrite,
     complete_groups,
     refs_for_groups,
     segment_of,
@@ -32,6 +31,7 @@ from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
 from lakelog.errors import CorruptRecordError
 from lakelog.offset_index import Segment
+from lakelog.segment_rewrite import commit_rewrite
 from lakelog.storage import join
 from lakelog.topic_log import TopicLog
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 
-from compaction.compact import Progress, commit_rewrite
+from compaction.compact import Progress
 from compaction.planner import plan_retention
 from compaction.report import JobReport
 from lakelog.catalog import Catalog
+from lakelog.segment_rewrite import commit_rewrite
 
 
 def apply_retention(

@@ -153,8 +153,16 @@ class Catalog:
         configs: Mapping[str, object] | None = None,
         replication_factor: int | None = None,
     ) -> TopicDescription:
-        """Create a topic; TOPIC_ALREADY_EXISTS if the name is taken, nothing written on error."""
+        """Create a topic; TOPIC_ALREADY_EXISTS if the name is taken, nothing written on error.
+
+        Internal topics are created by their owner (the offsets store), never
+        by a client: a client's table under that name would take their place.
+        """
         validate_topic_name(name)
+        if name in INTERNAL_TOPICS and not self.storage.exists(self._pointer_path(name)):
+            raise InvalidTopicError(
+                f"topic {name!r} is an internal topic: lakelog creates it when it first needs it"
+            )
         _check_partition_count(partitions)
         if (
             replication_factor is not None

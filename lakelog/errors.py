@@ -84,6 +84,15 @@ class InvalidTopicError(LakelogError):
     http_status = 400
 
 
+class InternalTopicError(InvalidTopicError):
+    """A client append to an internal topic, which only lakelog itself writes.
+
+    Kafka answers it with INVALID_TOPIC_EXCEPTION ("cannot append to internal
+    topic") in the produce response; the REST Proxy front ends report it per
+    record accordingly, while a bad topic *name* refuses the whole request.
+    """
+
+
 class RecordListTooLargeError(LakelogError):
     code = 18
     name = "RECORD_LIST_TOO_LARGE"
@@ -357,4 +366,13 @@ def _all_subclasses(cls: type[LakelogError]) -> list[type[LakelogError]]:
     return found
 
 
-_BY_CODE: dict[int, type[LakelogError]] = {c.code: c for c in _all_subclasses(LakelogError)}
+def _classes_by_code() -> dict[int, type[LakelogError]]:
+    """One class per code; a subclass sharing its parent's code is a more specific case of
+    it (``InternalTopicError``) and never stands for the code on its own."""
+    found: dict[int, type[LakelogError]] = {}
+    for cls in _all_subclasses(LakelogError):
+        found.setdefault(cls.code, cls)
+    return found
+
+
+_BY_CODE: dict[int, type[LakelogError]] = _classes_by_code()

@@ -12,7 +12,7 @@ retried request is recognised whichever broker it reaches.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,7 @@ from lakelog.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.internal_topics import InternalWriter, check_append
 from lakelog.partitioner import Partitioner, partition_for_key
 from lakelog.records import (
     CREATE_TIME,
@@ -51,12 +52,14 @@ class PreparedBatch:
     """One request's records: validated, partitioned and timestamped.
 
     ``table`` has the produce columns plus ``timestamp_type``; offsets are
-    the only thing left to assign, at commit time.
+    the only thing left to assign, at commit time. ``writer`` is set only on
+    the batches of an internal topic's owner (``lakelog.internal_topics``).
     """
 
     table: pa.Table
     producer_id: int | None = None
     base_sequence: int | None = None
+    writer: InternalWriter | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_records(self) -> int:
@@ -83,8 +86,13 @@ def prepare_batch(
     now_ms: int,
     producer_id: int | None = None,
     base_sequence: int | None = None,
+    writer: InternalWriter | None = None,
 ) -> PreparedBatch:
-    """Validate and complete one request's records, or raise the error that names the problem."""
+    """Validate and complete one request's records, or raise the error that names the problem.
+
+    An internal topic is refused first, as Kafka does, unless ``writer`` is its owner's.
+    """
+    check_append(topic, writer)
     table = records if isinstance(records, pa.Table) else records_to_table(records)
     if table.num_rows == 0:
         raise InvalidRequestError("a produce request needs at least one record")
@@ -107,7 +115,7 @@ def prepare_batch(
             "sequence",
             pa.array(np.arange(base_sequence, base_sequence + n, dtype=np.int32)),
         )
-    return PreparedBatch(table, producer_id, base_sequence)
+    return PreparedBatch(table, producer_id, base_sequence, writer)
 
 
 def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) -> None:

@@ -50,6 +50,7 @@ from lakelog.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.internal_topics import InternalWriter, check_append
 from lakelog.offset_index import OffsetIndex, Segment
 from lakelog.partitioner import Partitioner, make_keyless_partitioner
 from lakelog.produce import (
@@ -611,8 +612,14 @@ class TopicLog:
         records: Sequence[Record] | pa.Table,
         producer_id: int | None = None,
         base_sequence: int | None = None,
+        *,
+        writer: InternalWriter | None = None,
     ) -> PreparedBatch:
-        """Validate one request's records against the topic; nothing is written."""
+        """Validate one request's records against the topic; nothing is written.
+
+        An internal topic refuses every request but its owner's, which carry
+        the owner's ``writer`` (``lakelog.internal_topics``).
+        """
         return prepare_batch(
             records,
             topic=self.name,
@@ -622,6 +629,7 @@ class TopicLog:
             now_ms=int(time.time() * 1000),
             producer_id=producer_id,
             base_sequence=base_sequence,
+            writer=writer,
         )
 
     def append(
@@ -679,7 +687,11 @@ class TopicLog:
         The prediction continues after every append staged before and not yet
         committed, so successive stages line up. Follow with ``commit_staged``
         (in staging order, for the predictions to hold) or ``abandon``.
+        Every append passes here, so this is where an internal topic refuses
+        batches that do not carry its owner's writer, however they were made.
         """
+        for batch in batches:
+            check_append(self.name, batch.writer)
         by_partition, locate = _group_by_partition(batches)
         staged = StagedAppend(list(batches), by_partition, locate, _PreparedAppend())
         bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from lakelog.produce import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from server.request_bodies import RequestBody
 
 
 class ErrorBody(BaseModel):
@@ -24,12 +21,12 @@ class ErrorBody(BaseModel):
     details: dict[str, Any] | None = None
 
 
-class HeaderIn(_Strict):
+class HeaderIn(RequestBody):
     key: str
     value: Any = Field(None, description="Encoded like values (json headers as strings)")
 
 
-class RecordIn(_Strict):
+class RecordIn(RequestBody):
     key: Any = None
     value: Any = None
     partition: int | None = Field(None, ge=0, le=2**31 - 1)
@@ -38,7 +35,7 @@ class RecordIn(_Strict):
     headers: list[HeaderIn] = Field(default_factory=list)
 
 
-class ProduceRequest(_Strict):
+class ProduceRequest(RequestBody):
     records: list[RecordIn] = Field(min_length=1)
     key_format: DataFormat = "string"
     value_format: DataFormat = "string"
@@ -111,7 +108,7 @@ class TopicOffsets(BaseModel):
     partitions: list[PartitionOffsets]
 
 
-class CreateTopicRequest(_Strict):
+class CreateTopicRequest(RequestBody):
     name: str
     partitions: int = Field(1, ge=1, le=10_000)
     replication_factor: int | None = Field(None, description="Accepted for compatibility")
@@ -148,12 +145,12 @@ class TopicList(BaseModel):
     topics: list[str]
 
 
-class AlterConfigsRequest(_Strict):
+class AlterConfigsRequest(RequestBody):
     set: dict[str, str] = Field(default_factory=dict)
     delete: list[str] = Field(default_factory=list)
 
 
-class CreatePartitionsRequest(_Strict):
+class CreatePartitionsRequest(RequestBody):
     count: int = Field(ge=1, le=10_000, description="The new total number of partitions")
 
 

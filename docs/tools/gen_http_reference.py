@@ -178,7 +178,11 @@ def render(document: JSONObj) -> str:
         "A running broker serves the same document at `/openapi.json`. Errors of the native "
         "API are JSON `{error_code, error, message, retriable}` ([ErrorBody](#errorbody)) "
         "with Kafka's error codes (see [troubleshooting.md](troubleshooting.md)); the REST "
-        "Proxy APIs answer with Confluent's error bodies.",
+        "Proxy APIs answer with Confluent's error bodies. Native request bodies are strict: "
+        'no unknown field, and no coercion (a number must be a JSON number, `"3"` is '
+        "refused, a flag a JSON boolean, a string a JSON string); a body that does not match "
+        "its schema is refused with HTTP 400 and `INVALID_REQUEST` (42), naming each field "
+        "at fault.",
         "",
         "## Operations",
         "",

@@ -20,15 +20,19 @@ Checks, for every topic: the Delta log is readable and its commits contiguous;
 every live segment exists, is Parquet of the segment schema and holds the
 offsets its tags claim; offsets are dense per partition up to the high
 watermark; high-watermark transactions match the partitions; the topic pointer
-names a table. For the root: tables no topic points to, Spark `_staging/`
-leftovers, and broker registry entries nobody refreshes.
+names a table; every record of `__consumer_offsets` decodes as a committed
+offset. For the root: tables no topic points to, Spark `_staging/` leftovers,
+and broker registry entries nobody refreshes.
 
 --repair deletes ONLY: files of a table that the Delta log does not reference
 and that are older than --grace-seconds (default 7 days, Delta's file
 retention, so in-flight appends and readers of older snapshots are never
 affected); tables no pointer names and staging directories older than the
 grace period; broker entries not refreshed for --broker-stale-seconds (a live
-broker rewrites its entry every heartbeat). It never edits or deletes a Delta
+broker rewrites its entry every heartbeat). It drops records of
+`__consumer_offsets` that are not committed offsets (consumer groups already
+skip them) by rewriting their segments without them in one Delta commit;
+every other record keeps its offset. It never edits or deletes a Delta
 commit, even a corrupt one: commits are written atomically by put-if-absent,
 so a damaged one was damaged after it was acknowledged, and deleting it would
 drop acknowledged records and let another writer reuse its version. Those
@@ -47,7 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_root(parser)
     parser.add_argument("--topic", help="check only this topic (root-wide checks are skipped)")
-    parser.add_argument("--repair", action="store_true", help="delete what is safe to delete")
+    parser.add_argument(
+        "--repair", action="store_true", help="delete what is safe to delete, drop bad records"
+    )
     parser.add_argument("--json", action="store_true", help="print findings as JSON")
     parser.add_argument(
         "--grace-seconds",

@@ -7,10 +7,12 @@ the facts from a real root.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lakelog.doctor.findings import Finding, Severity
+from lakelog.doctor.findings import Finding, RecordToDrop, Severity
+from lakelog.errors import CorruptRecordError
+from lakelog.groups.codec import decode_record
 from lakelog.offset_index import Segment
 
 
@@ -83,6 +85,38 @@ def check_segment(
             f"range {segment.base_offset}..{segment.last_offset}"
         )
     return [Finding("segment", Severity.ERROR, topic, path, f"{where} {p}") for p in problems]
+
+
+def check_offsets_records(
+    topic: str,
+    table_path: str,
+    segment: Segment,
+    records: Iterable[tuple[int, bytes | None, bytes | None]],
+) -> list[Finding]:
+    """Every record of the committed-offsets table must decode as a group's offset or tombstone.
+
+    Readers skip one that does not (consumer groups keep working), but it
+    stays a foreign record in an internal topic, so the repair removes it
+    (``records`` are ``(offset, key, value)``).
+    """
+    findings = []
+    path = f"{table_path}/{segment.path}"
+    for offset, key, value in records:
+        try:
+            decode_record(key, value)
+        except CorruptRecordError as exc:
+            findings.append(
+                Finding(
+                    "offsets-table",
+                    Severity.ERROR,
+                    topic,
+                    path,
+                    f"partition {segment.partition} offset {offset} is not a committed offset "
+                    f"({exc.message}); consumer groups skip it",
+                    drop=RecordToDrop(table_path, segment.path, segment.partition, offset),
+                )
+            )
+    return findings
 
 
 def check_partition_offsets(
@@ -168,18 +202,24 @@ def check_orphans(
     live: set[str],
     grace_s: float,
     what: str = "segment",
+    removed: Collection[str] = (),
 ) -> list[Finding]:
     """Files of a table that no live add action references.
 
     Young orphans are normal (an append's segments exist before its commit;
     a compaction's removed inputs stay for readers on older snapshots), so
-    only files older than the grace period are marked for deletion.
+    only files older than the grace period are marked for deletion. A file a
+    commit ``removed`` (its Delta tombstone is still in the log; its age then
+    counts from the removal) is what vacuum deletes once the grace period is
+    over, so it is not a problem until then and is not reported.
     """
     findings = []
     for f in files:
         if f.path in live:
             continue
         old = f.age_s >= grace_s
+        if f.path in removed and not old:
+            continue
         findings.append(
             Finding(
                 "orphans",

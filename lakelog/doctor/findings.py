@@ -14,11 +14,23 @@ class Severity(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One problem: which check found it, where, and the root-relative paths a repair deletes.
+class RecordToDrop:
+    """A record a repair removes by rewriting its segment without it (see ``repair``)."""
 
-    ``delete`` is empty unless deleting those paths is safe under the
-    multi-writer protocol (see docs/operations-doctor.md); everything else is
+    table_path: str
+    #: The segment's path relative to the table, as in the Delta log.
+    segment: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: which check found it, where, and what a repair deletes or drops.
+
+    ``delete`` (root-relative paths) is empty unless deleting those paths is
+    safe under the multi-writer protocol, and ``drop`` is set only for records
+    no reader can use (see docs/operations-doctor.md); everything else is
     only reported.
     """
 
@@ -30,13 +42,14 @@ class Finding:
     delete: tuple[str, ...] = ()
     #: The paths to delete are directories (a staging write, a dead table).
     tree: bool = False
+    drop: RecordToDrop | None = None
 
     @property
     def repairable(self) -> bool:
-        return bool(self.delete)
+        return bool(self.delete) or self.drop is not None
 
     def to_json(self) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "check": self.check,
             "severity": self.severity.value,
             "topic": self.topic,
@@ -44,6 +57,10 @@ class Finding:
             "message": self.message,
             "repairable": self.repairable,
         }
+        if self.drop is not None:
+            body["partition"] = self.drop.partition
+            body["offset"] = self.drop.offset
+        return body
 
     def line(self) -> str:
         fix = " [repairable]" if self.repairable else ""

@@ -20,6 +20,7 @@ from lakelog.doctor.checks import (
     SegmentFacts,
     StoredFile,
     check_log_versions,
+    check_offsets_records,
     check_orphans,
     check_partition_offsets,
     check_pointer,
@@ -35,6 +36,7 @@ from lakelog.numerals import is_unsigned_int
 from lakelog.offset_index import Segment, segment_from_add
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import Storage, join
+from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC
 from lakelog.topic_log import CONFIG_PARTITIONS, PARTITION_TXN_PREFIX
 
 BROKERS_DIR = "_meta/brokers"
@@ -169,8 +171,17 @@ def _check_table(
     segments = [segment_from_add(add) for add in state.files.values()]
     fs = storage.arrow_filesystem()
     for segment in options.progress(segments, len(segments), name):
-        facts = _segment_facts(fs, storage.arrow_path(join(table_path, segment.path)))
+        path = storage.arrow_path(join(table_path, segment.path))
+        facts = _segment_facts(fs, path)
         findings.extend(check_segment(name, table_path, segment, facts))
+        if name == CONSUMER_OFFSETS_TOPIC and facts.error is None and not facts.missing_columns:
+            try:
+                records = _records(fs, path)
+            except (OSError, pa.ArrowInvalid) as exc:
+                unreadable = SegmentFacts(None, None, None, error=f"has unreadable data ({exc})")
+                findings.extend(check_segment(name, table_path, segment, unreadable))
+            else:
+                findings.extend(check_offsets_records(name, table_path, segment, records))
     assert state.metadata is not None
     partitions = int(state.metadata.configuration.get(CONFIG_PARTITIONS, "1"))
     watermarks = {
@@ -190,8 +201,21 @@ def _check_table(
     ]
     file_ages = ages.of(stored)
     live = {join(table_path, path) for path in state.files}
+    # A removed file's grace period runs from its removal, as vacuum counts it, not from
+    # when it was written: an old segment a compaction just replaced is still being read.
+    removed = {join(table_path, path): remove for path, remove in state.tombstones.items()}
+    for path, remove in removed.items():
+        if path in file_ages:
+            since_removal = max(0.0, ages.now - remove.deletion_timestamp / 1000)
+            file_ages[path] = min(file_ages[path], since_removal)
     findings.extend(
-        check_orphans(name, [StoredFile(p, a) for p, a in file_ages.items()], live, options.grace_s)
+        check_orphans(
+            name,
+            [StoredFile(p, a) for p, a in file_ages.items()],
+            live,
+            options.grace_s,
+            removed=set(removed),
+        )
     )
     return findings
 
@@ -219,6 +243,20 @@ def _segment_facts(fs: pyarrow.fs.FileSystem, path: str) -> SegmentFacts:
         return SegmentFacts(None, None, None, error="is missing")
     except (OSError, pa.ArrowInvalid) as exc:
         return SegmentFacts(None, None, None, error=f"is not readable Parquet ({exc})")
+
+
+def _records(fs: pyarrow.fs.FileSystem, path: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """A segment's (offset, key, value) rows: the offsets table's records must each decode."""
+    with fs.open_input_file(path) as source:
+        rows = pq.ParquetFile(source).read(columns=["offset", "key", "value"])
+    return list(
+        zip(
+            rows.column("offset").to_pylist(),
+            rows.column("key").to_pylist(),
+            rows.column("value").to_pylist(),
+            strict=True,
+        )
+    )
 
 
 def _registry(storage: Storage) -> list[RegistryEntry]:

@@ -72,5 +72,14 @@ def decode_value(data: bytes | None) -> CommittedOffset | None:
         return CommittedOffset(
             int(obj["offset"]), str(obj["metadata"]), int(obj["commit_timestamp"])
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
         raise CorruptRecordError(f"not an offsets-table value: {data[:100]!r}") from None
+
+
+def decode_record(
+    key: bytes | None, value: bytes | None
+) -> tuple[OffsetKey, CommittedOffset | None]:
+    """One stored record of the table, or CORRUPT_MESSAGE saying why it is not one."""
+    if key is None:
+        raise CorruptRecordError("not an offsets-table record: it has no key")
+    return decode_key(key), decode_value(value)

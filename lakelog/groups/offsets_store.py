@@ -10,10 +10,18 @@ a compaction run.
 Each offsets partition is read incrementally: the store remembers how far it
 has folded each partition and only reads newer records on the next lookup, so
 a coordinator taking over a group pays for the group's partition once.
+
+The store is the table's only writer: its appends carry the internal
+writer of ``__consumer_offsets`` (``lakelog.internal_topics``), which every
+other append lacks and is refused for. A record it cannot decode (left by a
+release that accepted client writes there, or by a foreign tool) is skipped
+with a warning naming its partition and offset, so one bad record never hides
+the other groups; ``lakelog doctor --repair`` removes such records.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -23,7 +31,7 @@ from dataclasses import dataclass, field
 from lakelog.catalog import META_TOPICS, Catalog, TopicPointer
 from lakelog.delta.actions import Action, CommitInfo, Metadata, Protocol
 from lakelog.delta.log import DeltaLog
-from lakelog.errors import UnknownTopicOrPartitionError
+from lakelog.errors import CorruptRecordError, LakelogError, UnknownTopicOrPartitionError
 from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import (
     DEFAULT_OFFSETS_PARTITIONS,
@@ -31,12 +39,12 @@ from lakelog.groups.codec import (
     OFFSETS_TOPIC,
     CommittedOffset,
     OffsetKey,
-    decode_key,
-    decode_value,
+    decode_record,
     encode_key,
     encode_value,
     offsets_partition,
 )
+from lakelog.internal_topics import issue_writer
 from lakelog.produce import PreparedBatch
 from lakelog.records import DELTA_SCHEMA_STRING, Record
 from lakelog.storage import join
@@ -48,6 +56,10 @@ GroupOffsets = Mapping[TopicPartition, CommittedOffset | None]
 
 _READ_RECORDS = 10_000
 _READ_BYTES = 64 << 20
+#: The store's right to append to the offsets table; nothing else holds one.
+_WRITER = issue_writer(OFFSETS_TOPIC)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -142,7 +154,7 @@ class OffsetsStore:
         """One group's commit validated for a group commit (``TopicLog.append_prepared``)."""
         topic_log = self.table(create=True)
         assert topic_log is not None
-        return topic_log.prepare(self.records(group_id, offsets, now_ms))
+        return topic_log.prepare(self.records(group_id, offsets, now_ms), writer=_WRITER)
 
     def commit_many(
         self, commits: Sequence[tuple[str, GroupOffsets]], now_ms: int | None = None
@@ -152,7 +164,10 @@ class OffsetsStore:
         topic_log = self.table(create=True)
         assert topic_log is not None
         records = [r for group, offsets in commits for r in self.records(group, offsets, now)]
-        return topic_log.append(records)
+        (result,) = topic_log.append_prepared([topic_log.prepare(records, writer=_WRITER)])
+        if isinstance(result, LakelogError):
+            raise result
+        return result
 
     def commit(self, group_id: str, offsets: GroupOffsets, now_ms: int | None = None) -> None:
         self.commit_many([(group_id, offsets)], now_ms)
@@ -201,11 +216,14 @@ class OffsetsStore:
                 view.position, view.latest = start, {}
             while view.position < end:
                 fetched = topic_log.read(partition, view.position, _READ_RECORDS, _READ_BYTES)
+                records = fetched.records
                 _fold(
                     view.latest,
                     _pairs(
-                        fetched.records.column("key").to_pylist(),
-                        fetched.records.column("value").to_pylist(),
+                        partition,
+                        records.column("offset").to_pylist(),
+                        records.column("key").to_pylist(),
+                        records.column("value").to_pylist(),
                     ),
                 )
                 if fetched.next_offset <= view.position:
@@ -215,11 +233,23 @@ class OffsetsStore:
 
 
 def _pairs(
-    keys: list[bytes | None], values: list[bytes | None]
+    partition: int, offsets: list[int], keys: list[bytes | None], values: list[bytes | None]
 ) -> Iterable[tuple[OffsetKey, CommittedOffset | None]]:
-    for key, value in zip(keys, values, strict=True):
-        if key is not None:
-            yield decode_key(key), decode_value(value)
+    """The decoded records; one that does not decode is logged and skipped, never folded."""
+    for offset, key, value in zip(offsets, keys, values, strict=True):
+        try:
+            pair = decode_record(key, value)
+        except CorruptRecordError as exc:
+            log.warning(
+                "skipping record of topic %s partition %d offset %d: %s "
+                "(lakelog doctor --repair removes it)",
+                OFFSETS_TOPIC,
+                partition,
+                offset,
+                exc.message,
+            )
+            continue
+        yield pair
 
 
 def _fold(

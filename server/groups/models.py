@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from server.request_bodies import RequestBody
 
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TopicPartitionModel(_Strict):
+class TopicPartitionModel(RequestBody):
     topic: str = Field(min_length=1, max_length=249)
     partition: int = Field(ge=0, le=INT32)
 
 
-class JoinGroupRequest(_Strict):
+class JoinGroupRequest(RequestBody):
     member_id: str = Field("", max_length=1024, description="Empty on the first join")
     group_instance_id: str | None = Field(None, max_length=249)
     client_id: str = Field("", max_length=255)
@@ -44,7 +42,7 @@ class JoinGroupResponse(BaseModel):
     assignment: list[TopicPartitionModel]
 
 
-class GenerationRequest(_Strict):
+class GenerationRequest(RequestBody):
     generation_id: int = Field(ge=-1, le=INT32)
 
 
@@ -57,14 +55,14 @@ class HeartbeatResponse(BaseModel):
     throttle_time_ms: int = 0
 
 
-class OffsetCommitEntry(_Strict):
+class OffsetCommitEntry(RequestBody):
     topic: str = Field(min_length=1, max_length=249)
     partition: int = Field(ge=0, le=INT32)
     offset: int = Field(ge=0, le=INT64)
     metadata: str = Field("", max_length=4096)
 
 
-class OffsetCommitRequest(_Strict):
+class OffsetCommitRequest(RequestBody):
     member_id: str = Field("", max_length=1024)
     generation_id: int = Field(-1, ge=-1, le=INT32)
     offsets: list[OffsetCommitEntry] = Field(max_length=100_000)
@@ -144,14 +142,14 @@ class GroupDescription(BaseModel):
     offsets: list[DescribedOffset]
 
 
-class ResetTopic(_Strict):
+class ResetTopic(RequestBody):
     topic: str = Field(min_length=1, max_length=249)
     partitions: list[int] | None = Field(
         None, max_length=10_000, description="Omitted or empty: every partition"
     )
 
 
-class ResetTarget(_Strict):
+class ResetTarget(RequestBody):
     """Exactly one of the fields."""
 
     earliest: bool | None = None
@@ -164,7 +162,7 @@ class ResetTarget(_Strict):
     timestamp_ms: int | None = Field(None, ge=0, le=INT64)
 
 
-class ResetOffsetsRequest(_Strict):
+class ResetOffsetsRequest(RequestBody):
     topics: list[ResetTopic] = Field(default_factory=list, max_length=10_000)
     all_topics: bool = False
     to: ResetTarget

@@ -108,6 +108,9 @@ async def produce(
     producer_id: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     sequence: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
 ) -> ProduceResponse | AcceptedResponse | Response:
+    """A request is validated whole before anything is written. The internal topic
+    `__consumer_offsets` refuses every produce (400, `INVALID_TOPIC_EXCEPTION`): only the
+    group coordinator writes it; commit offsets through `/v1/groups/{group}/offsets`."""
     required_acks = parse_acks(acks)
     raw = await read_body(request, broker.settings.max_request_bytes)
     throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))

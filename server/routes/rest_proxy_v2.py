@@ -44,6 +44,10 @@ Decisions:
   type or a wildcard is refused with HTTP 406 (``error_code`` 406) before
   anything happens, on every v2 route; answers are always
   ``application/vnd.kafka.v2+json``.
+* Producing to an internal topic (``__consumer_offsets``) is refused, with
+  nothing written, the way the REST Proxy reports Kafka's refusal: HTTP 200
+  and every record's ``error_code`` 1 with ``INVALID_TOPIC_EXCEPTION:
+  cannot append to internal topic ...``.
 * Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
   shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
 * ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; a
@@ -67,7 +71,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
-from lakelog.errors import LakelogError
+from lakelog.errors import InternalTopicError, LakelogError
 from lakelog.numerals import is_unsigned_int
 from lakelog.security.acl import ResourceType
 from lakelog.topic_log import TopicLog
@@ -451,7 +455,12 @@ async def produce(
 
 
 def is_request_error(exc: LakelogError) -> bool:
-    """An error of the whole request (unknown topic, quota, ...): a 4xx answer, not an entry."""
+    """An error of the whole request (unknown topic, quota, ...): a 4xx answer, not an entry.
+
+    Kafka refuses an append to an internal topic per record, and so does the REST Proxy.
+    """
+    if isinstance(exc, InternalTopicError):
+        return False
     return exc.code in V2_ERRORS and exc.code not in PER_RECORD_ERRORS
 
 
@@ -461,7 +470,7 @@ def offset_out(topic: str, outcome: Outcome) -> V2PartitionOffset:
         return V2PartitionOffset(
             partition=outcome.partition, offset=outcome.offset, error_code=None, error=None
         )
-    if outcome.code not in PER_RECORD_ERRORS:
+    if outcome.code not in PER_RECORD_ERRORS and not isinstance(outcome, InternalTopicError):
         log.warning("v2 produce to %s failed: %s", topic, outcome)
     code = RECORD_RETRIABLE if outcome.retriable else RECORD_NON_RETRIABLE
     return V2PartitionOffset(
@@ -479,7 +488,9 @@ async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> R
     """A record the topic refuses (above ``max.message.bytes``, keyless on a compacted topic)
     gets ``error_code`` 1 and an ``error`` in its ``offsets`` entry and the others are written,
     as the REST Proxy reports its producer's per-record errors; the native
-    ``POST /v1/topics/{topic}/records`` refuses the whole request instead (413/400)."""
+    ``POST /v1/topics/{topic}/records`` refuses the whole request instead (413/400).
+    Producing to the internal topic ``__consumer_offsets`` is refused per record the same
+    way (``INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...``)."""
     return await produce(request, broker, topic, None)
 
 

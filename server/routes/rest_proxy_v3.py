@@ -33,7 +33,9 @@ Decisions:
   because of some record (partition out of range, record above
   max.message.bytes, keyless record on a compacted topic), each record is
   checked on its own, the offending ones get reports (404, 413, 400) and the
-  rest are produced.
+  rest are produced. An internal topic (``__consumer_offsets``) refuses every
+  record: each report has ``error_code`` 400 and ``INVALID_TOPIC_EXCEPTION:
+  cannot append to internal topic ...``, and nothing is written.
 * Key and value ``type`` is BINARY (base64, the default), STRING or JSON
   (stored as compact JSON text); ``data`` absent or null means a null key or
   value. Reports give ``size`` 0 for those, and no ``key``/``value`` object at
@@ -442,6 +444,8 @@ def produce_body() -> dict[str, Any]:
 async def produce_records(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Producing to the internal topic `__consumer_offsets` gives every record a report with
+    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     text = await read_json_body(request, broker)
     items: list[Decoded | RecordRefused] = []
@@ -528,6 +532,8 @@ def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
 async def produce_batch(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
+    """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
+    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     text = await read_json_body(request, broker)
     try:

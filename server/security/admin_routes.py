@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from lakelog.errors import InvalidRequestError, SecurityDisabledError
 from lakelog.security.acl import (
@@ -25,17 +25,14 @@ from lakelog.security.acl import (
 )
 from lakelog.security.quota import QuotaEntity, QuotaKind, encode_quotas, parse_limits
 from server.http import ERROR_RESPONSES
+from server.request_bodies import RequestBody
 from server.security.enforce import identity_of
 from server.security.state import BrokerSecurity
 
 router = APIRouter(prefix="/v1", tags=["security"], responses=ERROR_RESPONSES)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AclIn(_Strict):
+class AclIn(RequestBody):
     resource_type: str = Field(description="TOPIC, GROUP or CLUSTER")
     resource_name: str = Field(description="Name, prefix, or * (LITERAL only)")
     pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED")
@@ -45,7 +42,7 @@ class AclIn(_Strict):
     permission: str = Field("ALLOW", description="ALLOW or DENY")
 
 
-class CreateAclsRequest(_Strict):
+class CreateAclsRequest(RequestBody):
     acls: list[AclIn] = Field(min_length=1)
 
 
@@ -63,12 +60,12 @@ class AclList(BaseModel):
     acls: list[AclOut]
 
 
-class QuotaEntityIn(_Strict):
+class QuotaEntityIn(RequestBody):
     user: str | None = Field(None, description="User name, or <default>")
     client_id: str | None = Field(None, description="Client id, or <default>")
 
 
-class AlterQuotasRequest(_Strict):
+class AlterQuotasRequest(RequestBody):
     entity: QuotaEntityIn
     set: dict[str, float] = Field(default_factory=dict)
     delete: list[str] = Field(default_factory=list)

@@ -15,6 +15,7 @@ from lakelog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.groups.offsets_store import OffsetsStore
 from tests.fixtures.roots import RootSpec
 
 
@@ -156,7 +157,7 @@ def test_unknown_topic(catalog: Catalog) -> None:
 
 
 def test_internal_topic_cannot_be_deleted(catalog: Catalog) -> None:
-    catalog.create_topic("__consumer_offsets", partitions=1)
+    OffsetsStore(catalog, num_partitions=1).table(create=True)  # its owner creates it
     with pytest.raises(InvalidTopicError, match="internal topic"):
         catalog.delete_topic("__consumer_offsets")
     assert "__consumer_offsets" in catalog.list_topics()

@@ -8,6 +8,9 @@ object's bytes under the root's prefixes).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +19,8 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
+from lakelog.client import Producer
+from lakelog.errors import InvalidTopicError
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots
@@ -500,3 +505,129 @@ def test_bad_admin_requests(bad: BadInput) -> None:
     )
     bad.expect(bad.http.patch("/v1/topics/t/configs", json={"sett": {}}), 400, 42, "sett")
     assert bad.checked >= 18
+    check_numbers_must_be_numbers(bad)
+
+
+def check_numbers_must_be_numbers(bad: BadInput) -> None:
+    """Native request bodies take no value of another JSON type in place of a number, a
+    flag or a string; the refusal names the field and its type."""
+    integers: list[tuple[str, str, dict[str, Any], str]] = [
+        ("post", "/v1/topics", {"name": "n", "partitions": "3"}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "partitions": 3.0}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "partitions": True}, "partitions"),
+        ("post", "/v1/topics", {"name": "n", "replication_factor": "1"}, "replication_factor"),
+        ("post", "/v1/topics", {"name": "n", "replication_factor": False}, "replication_factor"),
+        ("post", "/v1/topics/t/partitions", {"count": "3"}, "count"),
+        (
+            "post",
+            "/v1/topics/t/records",
+            {"records": [{"value": "x", "partition": "1"}]},
+            "partition",
+        ),
+        (
+            "post",
+            "/v1/topics/t/records",
+            {"records": [{"value": "x", "timestamp_ms": "5"}]},
+            "timestamp_ms",
+        ),
+        (
+            "post",
+            "/v1/groups/g/offsets",
+            {"offsets": [{"topic": "t", "partition": 0, "offset": "5"}]},
+            "offset",
+        ),
+        ("post", "/v1/groups/g/offsets", {"generation_id": "-1", "offsets": []}, "generation_id"),
+    ]
+    for method, path, body, field in integers:
+        bad.expect(bad.http.request(method, path, json=body), 400, 42, field, "valid integer")
+    bad.expect(
+        bad.http.post("/v1/topics", json={"name": "n", "configs": {"retention.ms": 1000}}),
+        400,
+        42,
+        "configs.retention.ms",
+        "valid string",
+    )
+    bad.expect(bad.http.post("/v1/topics", json={"name": 7}), 400, 42, "name", "valid string")
+    reset = {"topics": [{"topic": "t"}], "to": {"earliest": "true"}}
+    bad.expect(
+        bad.http.post("/v1/groups/g/offsets:reset", json=reset), 400, 42, "to.earliest", "boolean"
+    )
+    quotas = {"entity": {"user": "alice"}, "set": {"producer_byte_rate": "1024"}}
+    bad.expect(
+        bad.http.patch("/v1/quotas", json=quotas), 400, 42, "set.producer_byte_rate", "valid number"
+    )
+
+
+def test_produce_to_an_internal_topic_is_refused_on_every_api(bad: BadInput) -> None:
+    """Kafka's INVALID_TOPIC_EXCEPTION for client writes to ``__consumer_offsets``, in each
+    API's own error shape; nothing stored changes and the groups keep working."""
+    committed = bad.http.post(
+        "/v1/groups/g1/offsets", json={"offsets": [{"topic": "t", "partition": 0, "offset": 2}]}
+    )
+    assert committed.status_code == 200, committed.text
+    bad.before = bad.snapshots.take()
+    internal = "__consumer_offsets"
+    refusal = f"cannot append to internal topic {internal}"
+    forged = {"records": [{"key": "g1", "value": "x"}]}
+    bad.expect(bad.produce(internal, json=forged), 400, 17, refusal)
+    bad.expect(bad.produce(internal, json=forged, params={"acks": "0"}), 400, 17, refusal)
+    bad.expect(bad.produce(internal, json=forged, params={"partition": 0}), 400, 17, refusal)
+    arrow = arrow_body(pa.table({"key": [b"g1"], "value": [b"x"]}))
+    bad.expect(bad.produce(internal, content=arrow, headers={"content-type": ARROW}), 400, 17)
+
+    # REST Proxy v2 reports Kafka's refusal per record, as it does for producer errors.
+    v2_body = json.dumps({"records": [{"key": "ZzE=", "value": "eA=="}, {"value": "eQ=="}]})
+    for path in (f"/topics/{internal}", f"/topics/{internal}/partitions/0"):
+        response = bad.http.post(
+            path, content=v2_body, headers={"content-type": "application/vnd.kafka.binary.v2+json"}
+        )
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "application/vnd.kafka.v2+json"
+        offsets = response.json()["offsets"]
+        assert len(offsets) == 2
+        for offset in offsets:
+            assert (offset["partition"], offset["offset"], offset["error_code"]) == (None, None, 1)
+            assert offset["error"].startswith("INVALID_TOPIC_EXCEPTION: " + refusal)
+
+    # REST Proxy v3: a delivery report per record with the error, as for other refusals.
+    cluster = bad.http.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    v3 = f"/v3/clusters/{cluster}/topics/{internal}/records"
+    record = {"key": {"type": "STRING", "data": "g1"}, "value": {"type": "STRING", "data": "x"}}
+    response = bad.http.post(
+        v3,
+        content=json.dumps(record) + json.dumps({"value": {"data": "eQ=="}}),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+    reports = [json.loads(line) for line in response.text.splitlines()]
+    assert [r["error_code"] for r in reports] == [400, 400]
+    for report in reports:
+        assert "INVALID_TOPIC_EXCEPTION" in report["message"] and refusal in report["message"]
+    response = bad.http.post(f"{v3}:batch", json={"entries": [{"id": "a", **record}]})
+    assert response.status_code == 207, response.text
+    assert response.json()["successes"] == []
+    [failure] = response.json()["failures"]
+    assert failure["error_code"] == 400 and refusal in failure["message"]
+
+    # The Python client, and the console producer built on it.
+    with Producer(str(bad.http.base_url)) as producer:
+        error = producer.send(internal, b"x", key=b"g1").exception(timeout=60)
+    assert isinstance(error, InvalidTopicError) and refusal in error.message
+    command = [sys.executable, "-m", "lakelog.cli", "console-producer", "--topic", internal]
+    properties = ["--property", "parse.key=true", "--property", "key.separator=:"]
+    done = subprocess.run(
+        [*command, "--bootstrap-server", str(bad.http.base_url), *properties],
+        input="g1:x\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in done.stderr, done.stderr
+    assert refusal in done.stderr
+    assert bad.snapshots.take() == bad.before, "a refused produce changed stored files"
+
+    listed = bad.http.get("/v1/groups")
+    assert listed.status_code == 200 and "g1" in listed.text, listed.text
+    described = bad.http.get("/v1/groups/g1")
+    assert described.status_code == 200, described.text
+    assert [(o["topic"], o["offset"]) for o in described.json()["offsets"]] == [("t", 2)]

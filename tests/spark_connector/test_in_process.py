@@ -21,9 +21,13 @@ from lakelog.catalog import Catalog
 from lakelog.errors import (
     InvalidConfigError,
     InvalidRecordError,
+    InvalidTopicError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.groups.assignors import TopicPartition as TP
+from lakelog.groups.codec import OFFSETS_TOPIC, CommittedOffset
+from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.records import Record
 from spark_connector.batch_reader import LakelogBatchReader
 from spark_connector.planning import ReadSplit
@@ -33,6 +37,7 @@ from spark_connector.staging import STAGING_DIR
 from spark_connector.stream_reader import Clock, LakelogStreamReader
 from spark_connector.writers import LakelogBatchWriter, LakelogStreamWriter
 from tests.fixtures.roots import RootSpec
+from tests.fixtures.snapshots import RootSnapshots
 from tests.spark_connector.helpers import Row, log_rows, root_options
 
 DAY = 86_400_000
@@ -476,6 +481,31 @@ def test_write_by_topic_column_and_bad_rows(root: RootSpec, catalog: Catalog) ->
     with pytest.raises(UnknownTopicOrPartitionError, match="nope"):
         writer.commit([bad], 1)
     assert staged_files(root) == []
+
+
+def test_writes_to_the_offsets_table_are_refused(root: RootSpec, catalog: Catalog) -> None:
+    catalog.create_topic("a", 1)
+    OffsetsStore(catalog, num_partitions=2).commit("g1", {TP("a", 0): CommittedOffset(1, "", 1)})
+    snapshots = RootSnapshots(root)
+    before = snapshots.take()
+    refusal = "cannot append to internal topic __consumer_offsets"
+    source = LakelogDataSource({**root_options(root), "topic": OFFSETS_TOPIC})
+    writer = source.writer(spark_schema(False), overwrite=False)
+    assert isinstance(writer, LakelogBatchWriter)
+    with pytest.raises(InvalidTopicError, match=refusal):
+        writer.commit([writer.write(iter([spark_batch(["x"])]))])
+    # By the topic column, beside an ordinary topic: every topic is checked before any commit.
+    stream = LakelogDataSource({**root_options(root), "writerId": "w"}).streamWriter(
+        spark_schema(False), overwrite=False
+    )
+    rows = pa.record_batch(
+        {"value": pa.array([b"1", b"2"]), "topic": pa.array(["a", OFFSETS_TOPIC])}
+    )
+    with pytest.raises(InvalidTopicError, match=refusal):
+        stream.commit([stream.write(iter([rows]))], 0)
+    assert log_rows(catalog, "a") == []
+    assert staged_files(root) == []
+    assert snapshots.take() == before
 
 
 def test_stream_pattern_picks_up_new_topics(root: RootSpec, catalog: Catalog) -> None:

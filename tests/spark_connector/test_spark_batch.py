@@ -14,6 +14,8 @@ import spark_connector
 from compaction.compact import compact_topic
 from compaction.retention import apply_retention
 from lakelog.catalog import Catalog
+from lakelog.groups.codec import OFFSETS_TOPIC
+from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.records import Record
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots, changes
@@ -160,6 +162,18 @@ def test_errors_reach_the_user_through_spark(
         ).save()
     assert "column 'partition' has a value out of range" in str(info.value)
     unchanged()
+    # The internal offsets table takes no client writes (Kafka's INVALID_TOPIC_EXCEPTION).
+    OffsetsStore(catalog, num_partitions=1).table(create=True)
+    forged = connector.createDataFrame([("g1", "x")], "key string, value string")
+    with pytest.raises(Exception) as info:
+        forged.write.format("lakelog").options(**root_options(root)).option(
+            "topic", OFFSETS_TOPIC
+        ).mode("append").save()
+    assert "INVALID_TOPIC_EXCEPTION" in str(info.value)
+    assert "cannot append to internal topic __consumer_offsets" in str(info.value)
+    offsets_table = catalog.topic(OFFSETS_TOPIC)
+    offsets_table.refresh()
+    assert offsets_table.version == 0
 
 
 def test_batch_write_then_read_back(

@@ -7,6 +7,7 @@ from lakelog.doctor.checks import (
     SegmentFacts,
     StoredFile,
     check_log_versions,
+    check_offsets_records,
     check_orphans,
     check_partition_offsets,
     check_registry,
@@ -15,7 +16,8 @@ from lakelog.doctor.checks import (
     check_unreferenced_tables,
     check_watermark_txns,
 )
-from lakelog.doctor.findings import Severity
+from lakelog.doctor.findings import RecordToDrop, Severity
+from lakelog.groups.codec import CommittedOffset, OffsetKey, encode_key, encode_value
 from lakelog.offset_index import Segment
 
 
@@ -89,6 +91,37 @@ def test_only_old_orphans_and_leftovers_are_repairable() -> None:
         [StoredFile("topics/a/1", 500), StoredFile("topics/a/2", 500)], {"topics/a/2"}, 60
     )
     assert [f.delete for f in tables] == [("topics/a/1",)]
+
+
+def test_removed_files_wait_for_vacuum_until_the_grace_period_ends() -> None:
+    files = [StoredFile("tbl/replaced", 10.0), StoredFile("tbl/long-replaced", 100.0)]
+    removed = {"tbl/replaced", "tbl/long-replaced"}
+    findings = check_orphans("t", files, set(), grace_s=50, removed=removed)
+    assert [(f.path, f.repairable) for f in findings] == [("tbl/long-replaced", True)]
+
+
+def test_offsets_table_records_that_do_not_decode_are_marked_to_drop() -> None:
+    segment = seg(10, 15, partition=3)
+    good_key = encode_key(OffsetKey("g1", "orders", 0))
+    records = [
+        (10, good_key, encode_value(CommittedOffset(4, "", 1))),
+        (11, good_key, None),  # a tombstone
+        (12, b"g1", b"x"),
+        (13, b"g1", None),
+        (14, good_key, b"not json"),
+        (15, None, b"{}"),
+    ]
+    findings = check_offsets_records("__consumer_offsets", "_consumer_offsets", segment, records)
+    assert [f.drop for f in findings] == [
+        RecordToDrop("_consumer_offsets", segment.path, 3, offset) for offset in (12, 13, 14, 15)
+    ]
+    assert all(f.severity is Severity.ERROR and f.repairable for f in findings)
+    assert all(f.path == f"_consumer_offsets/{segment.path}" for f in findings)
+    assert "partition 3 offset 12" in findings[0].message
+    assert "not an offsets-table key" in findings[0].message
+    assert "not an offsets-table value" in findings[2].message
+    assert "no key" in findings[3].message
+    assert findings[0].to_json()["offset"] == 12 and findings[0].to_json()["partition"] == 3
 
 
 def test_stale_and_unreadable_broker_entries() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
+import pytest
 from pyspark.sql import SparkSession
 
 from compaction.cli import run_jobs
@@ -13,8 +15,17 @@ from compaction.defaults import JOBS
 from compaction.runner import JobOptions
 from lakelog.catalog import Catalog
 from lakelog.groups.assignors import TopicPartition
-from lakelog.groups.codec import OFFSETS_TABLE, OFFSETS_TOPIC, CommittedOffset
+from lakelog.groups.codec import (
+    OFFSETS_TABLE,
+    OFFSETS_TOPIC,
+    CommittedOffset,
+    OffsetKey,
+    encode_key,
+)
 from lakelog.groups.offsets_store import OffsetsStore
+from lakelog.internal_topics import issue_writer
+from lakelog.records import Record
+from lakelog.topic_log import AppendResult
 
 T = TopicPartition
 
@@ -63,6 +74,29 @@ def test_delete_tombstones_a_group(make_catalog: Callable[..., Catalog]) -> None
     assert store.fetch("g") == {} and store.groups() == {"keep"}
     assert offsets(OffsetsStore(make_catalog(), num_partitions=3), "g") == {}
     assert store.delete_group("g") == 0
+
+
+def test_records_that_do_not_decode_are_skipped_with_a_warning(
+    make_catalog: Callable[..., Catalog], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = OffsetsStore(make_catalog(), num_partitions=1)
+    store.commit("g1", {T("t", 0): CommittedOffset(3, "", 1)})
+    table = store.table()
+    assert table is not None
+    key = encode_key(OffsetKey("g1", "t", 0))
+    forged = [Record(b"x", key=b"g1"), Record(None, key=b"g1"), Record(b"[]", key=key)]
+    [written] = table.append_prepared([table.prepare(forged, writer=issue_writer(OFFSETS_TOPIC))])
+    assert isinstance(written, AppendResult)
+    store.commit("g2", {T("t", 1): CommittedOffset(8, "", 2)})
+    with caplog.at_level(logging.WARNING, "lakelog.groups.offsets_store"):
+        # a value that does not decode is not a tombstone: g1's offset stays
+        assert offsets(store, "g1") == {T("t", 0): 3}
+        assert store.groups() == {"g1", "g2"}
+        assert offsets(OffsetsStore(make_catalog(), num_partitions=1), "g2") == {T("t", 1): 8}
+    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(skipped) == 6  # each bad record, once per store that folded it
+    for offset in written.offsets:
+        assert any(f"{OFFSETS_TOPIC} partition 0 offset {offset}:" in m for m in skipped)
 
 
 def test_concurrent_creation_gives_one_table(make_catalog: Callable[..., Catalog]) -> None:

@@ -1,0 +1,157 @@
+"""Replacing live segments by rewritten ones in one Delta commit, offsets unchanged.
+
+Compaction, merging and retention (``compaction/``) and the doctor's repair of
+undecodable offsets-table records all end the same way: "remove these
+segments, add those" as one commit that lands whole or not at all, and only
+if every input is still live. Concurrent appends only add segments, so they
+never invalidate a rewrite; another job that removed an input does, and then
+nothing is committed and the new files are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.delta.actions import Action, RemoveFile
+from lakelog.delta.state import TableState
+from lakelog.errors import ConcurrentCommitError, CorruptRecordError, KafkaStorageError
+from lakelog.offset_index import Segment
+from lakelog.records import SEGMENT_SCHEMA
+from lakelog.segments import add_action, write_segment
+from lakelog.storage import join
+from lakelog.topic_log import TopicLog
+
+log = logging.getLogger(__name__)
+
+
+def commit_rewrite(
+    topic_log: TopicLog,
+    inputs: list[Segment],
+    outputs: list[Segment],
+    operation: str,
+    extra: list[Action] | None = None,
+    data_change: bool = True,
+) -> int:
+    """Replace ``inputs`` by ``outputs`` in one commit, if the inputs are all still live.
+
+    Returns the committed version. On any failure the outputs the log does
+    not reference are deleted (``discard_uncommitted``) and the error is raised.
+    """
+    input_paths = {s.path for s in inputs}
+    now = int(time.time() * 1000)
+
+    def build(state: TableState) -> list[Action]:
+        gone = [p for p in input_paths if p not in state.files]
+        if gone:
+            raise ConcurrentCommitError(
+                f"{len(gone)} segment(s) of {topic_log.name!r} were rewritten or removed by "
+                "another job while this one ran; nothing was committed, run it again"
+            )
+        actions: list[Action] = [
+            RemoveFile(
+                path=s.path,
+                deletion_timestamp=now,
+                data_change=data_change,
+                partition_values={"partition": str(s.partition)},
+                size=s.size_bytes,
+            )
+            for s in inputs
+        ]
+        actions += [add_action(s, data_change=data_change) for s in outputs]
+        actions += extra or []
+        return actions
+
+    try:
+        return topic_log.commit(build, operation, {"segments": str(len(inputs))})
+    except BaseException:
+        discard_uncommitted(topic_log, outputs)
+        raise
+
+
+def discard_uncommitted(topic_log: TopicLog, outputs: list[Segment]) -> None:
+    """Delete new files a failed commit left behind, unless the commit landed after all.
+
+    A commit PUT that failed in transit may still have been stored; deleting
+    its files then would break the table. Only files the refreshed log does
+    not reference are deleted; if the log cannot be read, they are left for
+    vacuum (as orphans, which vacuum removes after its orphan grace period).
+    """
+    if not outputs:
+        return
+    try:
+        topic_log.refresh()
+        live = topic_log.live_paths()
+    except Exception:
+        log.warning(
+            "cannot tell whether the commit to %s landed; leaving %d new segment(s) for vacuum",
+            topic_log.name,
+            len(outputs),
+            exc_info=True,
+        )
+        return
+    for segment in outputs:
+        if segment.path not in live:
+            topic_log.storage.delete(join(topic_log.table_path, segment.path))
+
+
+def drop_records(topic_log: TopicLog, doomed: Mapping[str, Collection[int]]) -> int:
+    """Rewrite segments without the given offsets, all in one commit; returns its version.
+
+    ``doomed`` maps a live segment's path (as in the Delta log) to offsets it
+    holds. Every other record keeps its offset and each new segment covers
+    exactly its predecessor's range, so log start offsets, high watermarks
+    and the density of the offset index are unchanged: a fetch of a dropped
+    offset lands on the next record, as after compaction.
+    """
+    topic_log.refresh()
+    live = {s.path: s for p in range(topic_log.num_partitions) for s in topic_log.segments(p)}
+    missing = sorted(set(doomed) - set(live))
+    if missing:
+        raise ConcurrentCommitError(
+            f"segment(s) {', '.join(missing)} of {topic_log.name!r} are no longer live "
+            "(compacted or removed since they were checked); check again"
+        )
+    inputs = [live[path] for path in sorted(doomed)]
+    outputs: list[Segment] = []
+    try:
+        for segment in inputs:
+            rows = _read_segment(topic_log, segment)
+            unwanted = pa.array(sorted(doomed[segment.path]), pa.int64())
+            kept = rows.filter(pc.invert(pc.is_in(rows.column("offset"), value_set=unwanted)))
+            outputs.append(
+                write_segment(
+                    topic_log.storage,
+                    topic_log.table_path,
+                    segment.partition,
+                    kept,
+                    topic_log.compression,
+                    base_offset=segment.base_offset,
+                    last_offset=segment.last_offset,
+                )
+            )
+    except BaseException:
+        for written in outputs:
+            topic_log.storage.delete(join(topic_log.table_path, written.path))
+        raise
+    return commit_rewrite(topic_log, inputs, outputs, "DELETE")
+
+
+def _read_segment(topic_log: TopicLog, segment: Segment) -> pa.Table:
+    storage = topic_log.storage
+    path = join(topic_log.table_path, segment.path)
+    try:
+        with storage.arrow_filesystem().open_input_file(storage.arrow_path(path)) as source:
+            table = pq.ParquetFile(source).read(columns=SEGMENT_SCHEMA.names)
+    except FileNotFoundError:
+        raise
+    except pa.ArrowInvalid as exc:
+        raise CorruptRecordError(f"segment {path} is not a readable Parquet file: {exc}") from exc
+    except OSError as exc:
+        raise KafkaStorageError(f"segment {path} could not be read: {exc}") from exc
+    return table.select(SEGMENT_SCHEMA.names).cast(SEGMENT_SCHEMA)
