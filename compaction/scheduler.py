@@ -49,6 +49,7 @@ from compaction.runner import JobOptions, Outcome, run_job
 from compaction.spark_session import spark_session
 from compaction.vacuum import DEFAULT_GRACE_MS
 from lakelog.catalog import Catalog
+from lakelog.cli.common import require_root_setting
 from lakelog.settings_files import load_layered
 
 log = logging.getLogger(__name__)
@@ -287,6 +288,7 @@ def run_command(args: argparse.Namespace) -> int:
         spark_master=getattr(args, "master", None),
         log_level=args.log_level,
     )
+    require_root_setting(settings)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -1,11 +1,19 @@
-"""The ``lakelog`` command: one sub-command per operator tool, mirroring Kafka's scripts."""
+"""The ``lakelog`` command: one sub-command per operator tool, mirroring Kafka's scripts.
+
+Like a Unix tool, a command whose standard output is closed early
+(``lakelog topics --describe | head -1``) stops quietly with status 141, the
+status a shell shows for a process ended by SIGPIPE.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from importlib.metadata import entry_points
 
+from lakelog import __version__
 from lakelog.cli import (
     acls,
     client_quotas,
@@ -23,12 +31,15 @@ from lakelog.errors import LakelogError
 #: Entry-point group through which server/, compaction/ and spark_connector/
 #: add their commands without the core importing them.
 COMMANDS_GROUP = "lakelog.commands"
+#: Exit status when standard output was closed: 128 + SIGPIPE, as a shell reports it.
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakelog", description="Kafka's log model on Delta Lake tables."
     )
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (topics, console_producer, console_consumer, consumer_groups, get_offsets, demo):
         module.register(sub)
@@ -36,7 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(sub)
+    for command in sub.choices.values():  # every Kafka tool takes --version too
+        add_version(command)
     return parser
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--version", action="version", version=__version__, help="print the version and exit"
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -51,7 +70,23 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser().parse_args(argv))
+    try:
+        code = run_command(build_parser().parse_args(argv))
+        sys.stdout.flush()  # a closed pipe must show here, not in the interpreter's last flush
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_STDOUT_CLOSED
+    return code
+
+
+def _discard_stdout() -> None:
+    """Send what stdout still buffers to /dev/null: flushing it at exit would fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file (an embedding program's stream)
+        pass
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -29,6 +30,7 @@ import httpx
 
 from lakelog import __version__
 from lakelog.client.errors import NetworkError
+from lakelog.client.retry import Backoff
 from lakelog.errors import (
     InvalidConfigError,
     InvalidRequestError,
@@ -164,6 +166,31 @@ def tls_verification(
     if not cafile and not certfile and not keyfile:
         return True
     return ssl_context([cafile] if cafile else [], certfile, keyfile)
+
+
+def describe_network_failure(exc: BaseException) -> str:
+    """Why a broker could not be reached, in an operator's words.
+
+    httpx wraps the socket error that says what really happened (refused,
+    unknown host, no SYN-ACK in time); the chain of causes is searched for it
+    so the message names the cause rather than the wrapper.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectTimeout):
+            return "connection timed out"
+        if isinstance(seen, httpx.TimeoutException):
+            return "connected, but no answer in time"
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return f"name not resolved ({seen.strerror or seen})"
+        if isinstance(seen, httpx.RemoteProtocolError):
+            return f"not an HTTP answer ({seen}); is it a lakelog broker?"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror[0].lower() + seen.strerror[1:]
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Connection:
@@ -372,6 +399,9 @@ class Connection:
         servers (an operator named them, and they may come back).
         """
         body = self._one_pass("GET", "/v1/brokers", None, None, None, None, None, True).json()
+        return self._adopt_brokers(body)
+
+    def _adopt_brokers(self, body: Any) -> list[str]:
         alive = [u.rstrip("/") for u in (b.get("url") for b in body.get("brokers", [])) if u]
         with self._lock:
             self.cluster_id = body.get("cluster_id", self.cluster_id)
@@ -382,6 +412,65 @@ class Connection:
                 self._current = merged[0]
             self._discovered_at = time.monotonic()
             return list(merged)
+
+    def bootstrap(self, timeout_ms: int, backoff: Backoff | None = None) -> None:
+        """Reach the cluster before the first request, or fail naming every broker tried and why.
+
+        Each bootstrap broker is tried in turn, and the list again after a
+        backoff, until one answers or ``timeout_ms`` has passed (every broker is
+        tried at least once; one attempt waits at most the connect timeout).
+        Requests retry network errors for their whole API timeout, which is
+        right once a cluster was reached (a broker restarting) and wrong before
+        (a wrong address would hang a command for a minute without a word).
+
+        Any answer from a lakelog broker counts as reached, even an error (an
+        authentication failure is the command's to report). A server that
+        answers with something else is not retried.
+        """
+        backoff = backoff or Backoff()
+        deadline = time.monotonic() + timeout_ms / 1000
+        causes: dict[str, str] = {}
+        attempts: dict[str, int] = dict.fromkeys(self._bootstrap, 0)
+        hopeless: set[str] = set()
+        passes = 0
+        while True:
+            for url in self._bootstrap:
+                if url in hopeless:
+                    continue
+                attempts[url] += 1
+                connect_s = max(min(self._connect_timeout_s, deadline - time.monotonic()), 0.001)
+                try:
+                    response = self._http.get(
+                        url + "/v1/brokers",
+                        timeout=httpx.Timeout(self._request_timeout_s, connect=connect_s),
+                    )
+                except httpx.TransportError as exc:
+                    causes[url] = describe_network_failure(exc)
+                    continue
+                body = _json_or_none(response)
+                if response.is_success and isinstance(body, dict) and "brokers" in body:
+                    self._adopt_brokers(body)
+                    self._answered(url)
+                    return
+                if isinstance(body, dict) and isinstance(body.get("error_code"), int):
+                    self._answered(url)  # a lakelog broker: the command reports its error
+                    return
+                causes[url] = f"HTTP {response.status_code} that is not a lakelog broker's answer"
+                if response.status_code < 500:
+                    hopeless.add(url)
+            passes += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or len(hopeless) == len(self._bootstrap):
+                break
+            time.sleep(min(backoff.delay_s(passes), remaining))
+        tried = "; ".join(
+            f"{url} ({causes[url]}, {attempts[url]} attempt{'s' if attempts[url] > 1 else ''})"
+            for url in self._bootstrap
+        )
+        raise NetworkError(
+            f"no broker reachable within {timeout_ms / 1000:g} s: {tried}",
+            brokers=list(self._bootstrap),
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -396,4 +485,11 @@ class Connection:
         self.close()
 
 
-__all__ = ["Connection", "error_from_response", "parse_bootstrap"]
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+__all__ = ["Connection", "describe_network_failure", "error_from_response", "parse_bootstrap"]
