@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lakelog.cli.common import (
     BOOTSTRAP_ENV,
@@ -23,6 +24,9 @@ from lakelog.cli.common import (
 from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
 from lakelog.client.errors import NetworkError
+from lakelog.errors import InvalidConfigError
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,14 @@ def connect(settings: ClientSettings) -> Iterator[Connection]:
         yield connection
     finally:
         connection.close()
+
+
+def build_client(factory: Callable[[], C], options: str) -> C:
+    """Build a client; its refusal of a setting (ValueError) becomes INVALID_CONFIG."""
+    try:
+        return factory()
+    except ValueError as exc:
+        raise InvalidConfigError(f"{options}: {exc}") from None
 
 
 @contextlib.contextmanager

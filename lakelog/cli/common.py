@@ -274,11 +274,12 @@ def _split_commas(item: str, lists: bool) -> list[str] | None:
 def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:
     """A topic selection as Kafka's tools read one: a regex that must match the whole name.
 
-    Commas separate alternatives (``a,b`` is ``a|b``), as in Kafka's include
-    lists; a plain topic name matches itself, since ``.`` also matches ``.``.
+    Commas separate alternatives (``a,b`` is ``a|b``) and spaces are dropped,
+    as in Kafka's include lists (no topic name has a space); a plain topic name
+    matches itself, since ``.`` also matches ``.``.
     """
     try:
-        return re.compile(text.strip().replace(",", "|"))
+        return re.compile("".join(text.split()).replace(",", "|"))
     except re.error as exc:
         raise InvalidRequestError(
             f"{option} {text!r} is not a valid regular expression: {exc}"

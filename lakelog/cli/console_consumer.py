@@ -25,7 +25,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from lakelog.cli.cluster import ClientSettings, client_settings, connect
+from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect
 from lakelog.cli.common import add_bootstrap, parse_key_values, select_topics, topic_pattern
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
@@ -191,8 +191,11 @@ def run(args: argparse.Namespace) -> int:
     options.setdefault("default_api_timeout_ms", settings.default_api_timeout_ms)
     _exit_on_sigterm()
     with connect(settings) as connection:
-        consumer = Consumer(
-            settings.bootstrap, group_id=args.group, connection=connection, **options
+        consumer = build_client(
+            lambda: Consumer(
+                settings.bootstrap, group_id=args.group, connection=connection, **options
+            ),
+            "--consumer-property",
         )
         try:
             if args.group is None:

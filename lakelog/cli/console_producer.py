@@ -17,7 +17,7 @@ import sys
 from concurrent.futures import Future
 from typing import Any
 
-from lakelog.cli.cluster import client_settings, connect
+from lakelog.cli.cluster import build_client, client_settings, connect
 from lakelog.cli.common import add_bootstrap, parse_key_values
 from lakelog.client import Producer, RecordMetadata
 from lakelog.errors import InvalidConfigError, InvalidRecordError
@@ -106,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
     options.update(producer_options(args.producer_property))
     with (
         connect(settings) as connection,
-        Producer(settings.bootstrap, connection=connection, **options) as producer,
+        build_client(
+            lambda: Producer(settings.bootstrap, connection=connection, **options),
+            "--producer-property",
+        ) as producer,
     ):
         if interactive:
             print(">", end="", flush=True)

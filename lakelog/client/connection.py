@@ -266,6 +266,10 @@ class Connection:
     def request_timeout_s(self) -> float:
         return self._request_timeout_s
 
+    @property
+    def connect_timeout_s(self) -> float:
+        return self._connect_timeout_s
+
     def _candidates(self) -> list[str]:
         """This pass's order: current broker first, then the ring; recent failures last."""
         with self._lock:
