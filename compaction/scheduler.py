@@ -62,7 +62,11 @@ class SchedulerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid", frozen=True)
 
-    root: str = Field("./data/lakelog", description="Storage root URL (path, file://, s3://).")
+    root: str = Field(
+        "./data/lakelog",
+        description="Storage root URL (path, file://, s3://). `lakelog scheduler` needs it "
+        "set (--root, config file or LAKELOG_ROOT); the default serves settings built in code.",
+    )
     spark_master: str | None = Field(
         None, description="Spark master; default local[2] (or spark-submit's)."
     )

@@ -187,6 +187,11 @@ def describe_network_failure(exc: BaseException) -> str:
             return f"name not resolved ({seen.strerror or seen})"
         if isinstance(seen, httpx.RemoteProtocolError):
             return f"not an HTTP answer ({seen}); is it a lakelog broker?"
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            detail = seen.verify_message or seen.reason or seen.strerror
+            return f"TLS certificate not trusted ({detail}); is the CA given (ssl.cafile)?"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS handshake failed ({seen.reason or seen.strerror})"
         if isinstance(seen, OSError) and seen.strerror:
             return seen.strerror[0].lower() + seen.strerror[1:]
         seen = seen.__cause__ or seen.__context__
@@ -450,6 +455,8 @@ class Connection:
                     )
                 except httpx.TransportError as exc:
                     causes[url] = describe_network_failure(exc)
+                    if _is_tls_failure(exc):  # the same certificates fail the same way again
+                        hopeless.add(url)
                     continue
                 body = _json_or_none(response)
                 if response.is_success and isinstance(body, dict) and "brokers" in body:
@@ -487,6 +494,15 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _json_or_none(response: httpx.Response) -> Any:
