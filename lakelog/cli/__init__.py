@@ -8,7 +8,6 @@ status a shell shows for a process ended by SIGPIPE.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from importlib.metadata import entry_points
@@ -71,22 +70,15 @@ def run_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        code = run_command(build_parser().parse_args(argv))
-        sys.stdout.flush()  # a closed pipe must show here, not in the interpreter's last flush
+        try:
+            code = run_command(build_parser().parse_args(argv))
+        finally:
+            # What is still buffered is written here, where a closed pipe is caught,
+            # not by the interpreter at exit (--help and --version exit through here too).
+            sys.stdout.flush()
     except BrokenPipeError:
-        _discard_stdout()
         return EXIT_STDOUT_CLOSED
     return code
-
-
-def _discard_stdout() -> None:
-    """Send what stdout still buffers to /dev/null: flushing it at exit would fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout is not a file (an embedding program's stream)
-        pass
 
 
 if __name__ == "__main__":

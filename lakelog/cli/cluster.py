@@ -1,9 +1,11 @@
 """How a CLI tool reaches its brokers: which URLs, which timeouts, and failing fast.
 
-A tool first makes sure a broker answers (``Connection.bootstrap``) within the
+A tool first makes sure a broker answers (``wait_for_cluster``) within the
 connect timeout, a few seconds by default, and only then runs its requests
-with the clients' usual retries. A wrong address therefore fails at once with
-one line naming every URL tried and why, instead of retrying for a minute.
+with the clients' usual retries. Those retry network errors for the whole API
+timeout, which is right once a cluster was reached (a broker restarting) and
+wrong before: a wrong address would hang the command for a minute without a
+word. So it fails at once, with one line naming every URL tried and why.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,6 +27,7 @@ from lakelog.cli.common import (
 from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
 from lakelog.client.errors import NetworkError
+from lakelog.client.retry import Backoff
 from lakelog.errors import InvalidConfigError
 
 C = TypeVar("C")
@@ -64,18 +68,50 @@ def open_connection(settings: ClientSettings) -> Connection:
     )
 
 
+def wait_for_cluster(connection: Connection, settings: ClientSettings) -> None:
+    """Probe the bootstrap brokers until one answers or the connect timeout has passed.
+
+    Every broker is tried at least once with the full connect timeout; later
+    passes, after a backoff, wait only for what is left. Raises NETWORK_EXCEPTION
+    naming each URL, why it failed and how often it was tried.
+    """
+    backoff = Backoff()
+    deadline = time.monotonic() + settings.connect_timeout_ms / 1000
+    pending = connection.bootstrap_servers
+    causes: dict[str, str] = {}
+    attempts = dict.fromkeys(pending, 0)
+    passes = 0
+    while pending:
+        remaining = None if passes == 0 else deadline - time.monotonic()
+        failures = connection.probe(pending, connect_timeout_s=remaining)
+        if not failures:
+            return
+        for failure in failures:
+            causes[failure.url] = failure.cause
+            attempts[failure.url] += 1
+        pending = [f.url for f in failures if not f.final]
+        passes += 1
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        if pending:
+            time.sleep(min(backoff.delay_s(passes), remaining))
+    tried = "; ".join(
+        f"{url} ({causes[url]}, {n} attempt{'s' if n > 1 else ''})" for url, n in attempts.items()
+    )
+    raise NetworkError(
+        f"no broker reachable within {settings.connect_timeout_ms / 1000:g} s: {tried}. "
+        f"{settings.advice} (--connect-timeout-ms waits longer)",
+        brokers=list(attempts),
+    )
+
+
 @contextlib.contextmanager
 def connect(settings: ClientSettings) -> Iterator[Connection]:
     """A connection to a cluster that answered; NETWORK_EXCEPTION saying what to check if none."""
     connection = open_connection(settings)
     try:
-        try:
-            connection.bootstrap(settings.connect_timeout_ms)
-        except NetworkError as exc:
-            raise NetworkError(
-                f"{exc.message}. {settings.advice} (--connect-timeout-ms waits longer)",
-                **exc.details,
-            ) from None
+        wait_for_cluster(connection, settings)
         yield connection
     finally:
         connection.close()

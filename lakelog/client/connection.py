@@ -24,13 +24,13 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from lakelog import __version__
 from lakelog.client.errors import NetworkError
-from lakelog.client.retry import Backoff
 from lakelog.errors import (
     InvalidConfigError,
     InvalidRequestError,
@@ -168,6 +168,15 @@ def tls_verification(
     return ssl_context([cafile] if cafile else [], certfile, keyfile)
 
 
+@dataclass(frozen=True)
+class ProbeFailure:
+    """Why one broker did not answer a probe; ``final`` when trying it again cannot help."""
+
+    url: str
+    cause: str
+    final: bool
+
+
 def describe_network_failure(exc: BaseException) -> str:
     """Why a broker could not be reached, in an operator's words.
 
@@ -274,6 +283,10 @@ class Connection:
     @property
     def connect_timeout_s(self) -> float:
         return self._connect_timeout_s
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        return list(self._bootstrap)
 
     def _candidates(self) -> list[str]:
         """This pass's order: current broker first, then the ring; recent failures last."""
@@ -422,66 +435,40 @@ class Connection:
             self._discovered_at = time.monotonic()
             return list(merged)
 
-    def bootstrap(self, timeout_ms: int, backoff: Backoff | None = None) -> None:
-        """Reach the cluster before the first request, or fail naming every broker tried and why.
+    def probe(
+        self, urls: Sequence[str] | None = None, connect_timeout_s: float | None = None
+    ) -> list[ProbeFailure]:
+        """One pass over ``urls`` (the bootstrap brokers) until one answers ``/v1/brokers``.
 
-        Each bootstrap broker is tried in turn, and the list again after a
-        backoff, until one answers or ``timeout_ms`` has passed (every broker is
-        tried at least once; one attempt waits at most the connect timeout).
-        Requests retry network errors for their whole API timeout, which is
-        right once a cluster was reached (a broker restarting) and wrong before
-        (a wrong address would hang a command for a minute without a word).
-
-        Any answer from a lakelog broker counts as reached, even an error (an
-        authentication failure is the command's to report). A server that
-        answers with something else is not retried.
+        Returns ``[]`` once a broker answered (its broker list is adopted, as
+        discovery would), else why each one failed. Any answer from a lakelog
+        broker counts, even an error: an authentication failure is for the
+        request that follows to report. Callers that must reach a cluster
+        before their first request (the CLI tools) repeat it until their own
+        deadline; a failure marked ``final`` would fail the same way again.
         """
-        backoff = backoff or Backoff()
-        deadline = time.monotonic() + timeout_ms / 1000
-        causes: dict[str, str] = {}
-        attempts: dict[str, int] = dict.fromkeys(self._bootstrap, 0)
-        hopeless: set[str] = set()
-        passes = 0
-        while True:
-            for url in self._bootstrap:
-                if url in hopeless:
-                    continue
-                attempts[url] += 1
-                connect_s = max(min(self._connect_timeout_s, deadline - time.monotonic()), 0.001)
-                try:
-                    response = self._http.get(
-                        url + "/v1/brokers",
-                        timeout=httpx.Timeout(self._request_timeout_s, connect=connect_s),
-                    )
-                except httpx.TransportError as exc:
-                    causes[url] = describe_network_failure(exc)
-                    if _is_tls_failure(exc):  # the same certificates fail the same way again
-                        hopeless.add(url)
-                    continue
-                body = _json_or_none(response)
-                if response.is_success and isinstance(body, dict) and "brokers" in body:
-                    self._adopt_brokers(body)
-                    self._answered(url)
-                    return
-                if isinstance(body, dict) and isinstance(body.get("error_code"), int):
-                    self._answered(url)  # a lakelog broker: the command reports its error
-                    return
-                causes[url] = f"HTTP {response.status_code} that is not a lakelog broker's answer"
-                if response.status_code < 500:
-                    hopeless.add(url)
-            passes += 1
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or len(hopeless) == len(self._bootstrap):
-                break
-            time.sleep(min(backoff.delay_s(passes), remaining))
-        tried = "; ".join(
-            f"{url} ({causes[url]}, {attempts[url]} attempt{'s' if attempts[url] > 1 else ''})"
-            for url in self._bootstrap
-        )
-        raise NetworkError(
-            f"no broker reachable within {timeout_ms / 1000:g} s: {tried}",
-            brokers=list(self._bootstrap),
-        )
+        connect_s = self._connect_timeout_s
+        if connect_timeout_s is not None:
+            connect_s = max(min(connect_s, connect_timeout_s), 0.001)
+        timeout = httpx.Timeout(self._request_timeout_s, connect=connect_s)
+        failures: list[ProbeFailure] = []
+        for url in self._bootstrap if urls is None else urls:
+            try:
+                response = self._http.get(url + "/v1/brokers", timeout=timeout)
+            except httpx.TransportError as exc:
+                failures.append(ProbeFailure(url, describe_network_failure(exc), _is_tls(exc)))
+                continue
+            body = _json_or_none(response)
+            if response.is_success and isinstance(body, dict) and "brokers" in body:
+                self._adopt_brokers(body)
+                self._answered(url)
+                return []
+            if isinstance(body, dict) and isinstance(body.get("error_code"), int):
+                self._answered(url)
+                return []
+            cause = f"HTTP {response.status_code} that is not a lakelog broker's answer"
+            failures.append(ProbeFailure(url, cause, response.status_code < 500))
+        return failures
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -496,7 +483,8 @@ class Connection:
         self.close()
 
 
-def _is_tls_failure(exc: BaseException) -> bool:
+def _is_tls(exc: BaseException) -> bool:
+    """A TLS failure: the same certificates fail the same way on every attempt."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, ssl.SSLError):
@@ -512,4 +500,10 @@ def _json_or_none(response: httpx.Response) -> Any:
         return None
 
 
-__all__ = ["Connection", "describe_network_failure", "error_from_response", "parse_bootstrap"]
+__all__ = [
+    "Connection",
+    "ProbeFailure",
+    "describe_network_failure",
+    "error_from_response",
+    "parse_bootstrap",
+]
