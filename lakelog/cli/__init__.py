@@ -8,6 +8,7 @@ status a shell shows for a process ended by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from importlib.metadata import entry_points
@@ -77,8 +78,19 @@ def main(argv: list[str] | None = None) -> int:
             # not by the interpreter at exit (--help and --version exit through here too).
             sys.stdout.flush()
     except BrokenPipeError:
+        _discard_stdout()
         return EXIT_STDOUT_CLOSED
     return code
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what a failed flush left buffered is flushed again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file descriptor (an embedding program's stream)
+        return
 
 
 if __name__ == "__main__":

@@ -9,13 +9,15 @@ from pathlib import Path
 
 from tests.fixtures.brokers import PROJECT
 
-#: Variables that point the tools somewhere; a test sets the ones it means.
-TARGET_VARIABLES = ("LAKELOG_ROOT", "LAKELOG_BOOTSTRAP_SERVER")
+#: Variables a user's shell does not have: those that point the tools somewhere (a test
+#: sets the ones it means), and unbuffered output (a tool's stdout into a pipe is
+#: block-buffered for a user, and flushed at exit).
+NOT_FROM_THE_TEST_RUN = ("LAKELOG_ROOT", "LAKELOG_BOOTSTRAP_SERVER", "PYTHONUNBUFFERED")
 
 
 def tool_env(**variables: str) -> dict[str, str]:
-    """This process's environment without the tools' target variables, plus ``variables``."""
-    env = {k: v for k, v in os.environ.items() if k not in TARGET_VARIABLES}
+    """This process's environment as a user's shell has it, plus ``variables``."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_FROM_THE_TEST_RUN}
     env["PYTHONPATH"] = str(PROJECT)
     env.update(variables)
     return env
