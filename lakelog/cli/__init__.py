@@ -47,9 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(sub)
-    for command in sub.choices.values():  # every Kafka tool takes --version too
-        add_version(command)
+    add_version_everywhere(sub)
     return parser
+
+
+def add_version_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Every Kafka tool takes --version, so every (sub-)command does too."""
+    for command in sub.choices.values():
+        add_version(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                add_version_everywhere(action)
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

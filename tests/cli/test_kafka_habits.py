@@ -30,6 +30,7 @@ FAST_GROUP = ["--consumer-property", "session.timeout.ms=2000,heartbeat.interval
 def test_version() -> None:
     assert lakelog("--version").stdout.strip() == __version__
     assert lakelog("topics", "--version").stdout.strip() == __version__
+    assert lakelog("broker", "start", "--version").stdout.strip() == __version__
 
 
 @pytest.mark.parametrize("make_root", ["local"], indirect=True)
