@@ -102,7 +102,15 @@ def test_kafka_habits_against_a_broker(
     _, consumed, _ = tool("console-consumer", *common, "--timeout-ms", "2000")
     assert sorted(consumed.split()) == ["a0", "a1", "b0"]
     _, consumed, _ = tool(
-        "console-consumer", *common, "--group", "habits", *FAST_GROUP, "--max-messages", "3"
+        "console-consumer",
+        *common,
+        "--group",
+        "habits",
+        *FAST_GROUP,
+        "--max-messages",
+        "3",
+        "--timeout-ms",
+        "60000",  # only ends the run if records are missing
     )
     assert sorted(consumed.split()) == ["a0", "a1", "b0"]
 
