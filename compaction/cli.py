@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from compaction.defaults import DEFAULT_GRACE_MS, JOBS
-from lakelog.cli.common import DEFAULT_ROOT
+from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, storage_root
 
 if TYPE_CHECKING:  # the heavy modules (Spark, delta-rs) are imported when a command runs
     from pyspark.sql import SparkSession
@@ -61,9 +61,9 @@ def register_scheduler(sub: SubParsers) -> None:
         "--config file or LAKELOG_* variables).",
     )
     add_common_arguments(parser)
-    parser.add_argument("--config", help="settings file (.properties or .json)")
+    parser.add_argument("--config", help="settings file (.properties or .json; default: none)")
     parser.add_argument("--once", action="store_true", help="run every job once and exit")
-    parser.add_argument("--log-level", help="debug, info, warning, error")
+    parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
     parser.set_defaults(run=run_scheduler)
 
 
@@ -79,8 +79,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root",
         default=argparse.SUPPRESS,
-        help="storage root URL: a path, file://, s3://bucket/prefix or hdfs:// "
-        "(default: $LAKELOG_ROOT or ./data/lakelog)",
+        help=f"storage root URL: {ROOT_KINDS} (default: ${ROOT_ENV}, or for the "
+        "scheduler root= in --config; one of them is required)",
     )
     parser.add_argument(
         "--master",
@@ -130,7 +130,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, jobs: tuple[str, ...]) ->
 
 
 def root_of(args: argparse.Namespace) -> str:
-    return str(getattr(args, "root", None) or DEFAULT_ROOT)
+    return storage_root(args)
 
 
 def lazy_spark(master: str | None) -> Callable[[], SparkSession]:

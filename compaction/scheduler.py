@@ -49,6 +49,7 @@ from compaction.runner import JobOptions, Outcome, run_job
 from compaction.spark_session import spark_session
 from compaction.vacuum import DEFAULT_GRACE_MS
 from lakelog.catalog import Catalog
+from lakelog.cli.common import require_root_setting
 from lakelog.settings_files import load_layered
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,11 @@ class SchedulerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid", frozen=True)
 
-    root: str = Field("./data/lakelog", description="Storage root URL (path, file://, s3://).")
+    root: str = Field(
+        "./data/lakelog",
+        description="Storage root URL (path, file://, s3://). `lakelog scheduler` needs it "
+        "set (--root, config file or LAKELOG_ROOT); the default serves settings built in code.",
+    )
     spark_master: str | None = Field(
         None, description="Spark master; default local[2] (or spark-submit's)."
     )
@@ -287,6 +292,7 @@ def run_command(args: argparse.Namespace) -> int:
         spark_master=getattr(args, "master", None),
         log_level=args.log_level,
     )
+    require_root_setting(settings)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

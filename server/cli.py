@@ -13,6 +13,7 @@ import sys
 
 import uvicorn
 
+from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import LakelogError
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
@@ -28,14 +29,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_start_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="broker config file (.properties or .json)")
-    parser.add_argument("--root", help="storage root URL (default ./data/lakelog)")
+    parser.add_argument("--config", help="broker config file (.properties or .json; default: none)")
+    parser.add_argument(
+        "--root",
+        help=f"storage root URL: {ROOT_KINDS} (default: ${ROOT_ENV}, else root= in --config; "
+        "one of them is required)",
+    )
     parser.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8082)")
     parser.add_argument("--broker-id", help="broker identity (default: random)")
     parser.add_argument("--advertised-url", help="URL clients should use for this broker")
     parser.add_argument("--linger-ms", type=int, help="group-commit linger (default 5)")
-    parser.add_argument("--log-level", help="debug, info, warning, error")
+    parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
 
 
 def run_start(args: argparse.Namespace) -> int:
@@ -49,6 +54,7 @@ def run_start(args: argparse.Namespace) -> int:
         linger_ms=args.linger_ms,
         log_level=args.log_level,
     )
+    require_root_setting(settings)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

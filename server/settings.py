@@ -23,7 +23,11 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 class BrokerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid", frozen=True)
 
-    root: str = Field("./data/lakelog", description="Storage root URL (path, file://, s3://).")
+    root: str = Field(
+        "./data/lakelog",
+        description="Storage root URL (path, file://, s3://). `lakelog broker start` needs it "
+        "set (--root, config file or LAKELOG_ROOT); the default serves settings built in code.",
+    )
     host: str = Field("127.0.0.1", description="Interface to listen on.")
     port: int = Field(8082, ge=0, le=65535, description="HTTP port (8082, as the REST Proxy).")
     broker_id: str = Field(

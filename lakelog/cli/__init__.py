@@ -1,11 +1,19 @@
-"""The ``lakelog`` command: one sub-command per operator tool, mirroring Kafka's scripts."""
+"""The ``lakelog`` command: one sub-command per operator tool, mirroring Kafka's scripts.
+
+Like a Unix tool, a command whose standard output is closed early
+(``lakelog topics --describe | head -1``) stops quietly with status 141, the
+status a shell shows for a process ended by SIGPIPE.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from importlib.metadata import entry_points
 
+from lakelog import __version__
 from lakelog.cli import (
     acls,
     client_quotas,
@@ -23,12 +31,15 @@ from lakelog.errors import LakelogError
 #: Entry-point group through which server/, compaction/ and spark_connector/
 #: add their commands without the core importing them.
 COMMANDS_GROUP = "lakelog.commands"
+#: Exit status when standard output was closed: 128 + SIGPIPE, as a shell reports it.
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakelog", description="Kafka's log model on Delta Lake tables."
     )
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (topics, console_producer, console_consumer, consumer_groups, get_offsets, demo):
         module.register(sub)
@@ -36,7 +47,23 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         entry.load()(sub)
+    add_version_everywhere(sub)
     return parser
+
+
+def add_version_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Every Kafka tool takes --version, so every (sub-)command does too."""
+    for command in sub.choices.values():
+        add_version(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                add_version_everywhere(action)
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--version", action="version", version=__version__, help="print the version and exit"
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -51,7 +78,27 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser().parse_args(argv))
+    try:
+        try:
+            code = run_command(build_parser().parse_args(argv))
+        finally:
+            # What is still buffered is written here, where a closed pipe is caught,
+            # not by the interpreter at exit (--help and --version exit through here too).
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_STDOUT_CLOSED
+    return code
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what a failed flush left buffered is flushed again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file descriptor (an embedding program's stream)
+        return
 
 
 if __name__ == "__main__":

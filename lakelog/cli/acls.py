@@ -18,8 +18,8 @@ import argparse
 import itertools
 from collections.abc import Iterable
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls
-from lakelog.client.admin import AdminClient
+from lakelog.cli.cluster import admin_client
+from lakelog.cli.common import add_bootstrap
 from lakelog.errors import InvalidConfigError
 from lakelog.security.acl import (
     CLUSTER_NAME,
@@ -39,15 +39,39 @@ from lakelog.security.acl import (
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
-    add_bootstrap(parser, required=True)
+    add_bootstrap(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove matching ACLs")
     action.add_argument("--list", action="store_true", help="list matching ACLs")
-    parser.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
-    parser.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
-    parser.add_argument("--allow-host", action="append", default=[], metavar="HOST")
-    parser.add_argument("--deny-host", action="append", default=[], metavar="HOST")
+    parser.add_argument(
+        "--allow-principal",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="principal the ACL allows, e.g. User:alice (repeatable)",
+    )
+    parser.add_argument(
+        "--deny-principal",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="principal the ACL denies (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="client address --allow-principal applies from (default: * = any)",
+    )
+    parser.add_argument(
+        "--deny-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="client address --deny-principal applies from (default: * = any)",
+    )
     parser.add_argument("--principal", help="--list/--remove: only this principal's ACLs")
     parser.add_argument(
         "--operation", action="append", default=[], help="Read, Write, Create, Delete, ..."
@@ -154,7 +178,7 @@ def describe(binding: AclBinding) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
+    with admin_client(args) as admin:
         if args.add:
             bindings = bindings_to_add(args)
             admin.create_acls(bindings)

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import argparse
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls, parse_key_values
-from lakelog.client.admin import AdminClient
+from lakelog.cli.cluster import admin_client
+from lakelog.cli.common import add_bootstrap, parse_key_values
 from lakelog.errors import InvalidConfigError
 from lakelog.security.quota import DEFAULT, QuotaEntity, parse_limits
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("client-quotas", help="set and show client quotas (kafka-configs)")
-    add_bootstrap(parser, required=True)
+    add_bootstrap(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true", help="change one entity's quotas")
     action.add_argument("--describe", action="store_true", help="show quota overrides")
@@ -47,7 +47,7 @@ def entity_of(args: argparse.Namespace) -> QuotaEntity:
 
 
 def run(args: argparse.Namespace) -> int:
-    with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
+    with admin_client(args) as admin:
         if args.alter:
             entity = entity_of(args)
             raw = parse_key_values(args.add_config, "--add-config")

@@ -5,31 +5,75 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from lakelog.client.connection import CAFILE_ENV, CLIENT_CERTFILE_ENV, CLIENT_KEYFILE_ENV
-from lakelog.errors import InvalidConfigError
+from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.numerals import is_unsigned_int
 from lakelog.settings_files import read_config_file
 
-DEFAULT_ROOT = os.environ.get("LAKELOG_ROOT", "./data/lakelog")
-DEFAULT_BOOTSTRAP = os.environ.get("LAKELOG_BOOTSTRAP_SERVER", "http://127.0.0.1:8082")
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
+#: Where the tools find their targets when no flag names one; read when a command runs.
+ROOT_ENV = "LAKELOG_ROOT"
+BOOTSTRAP_ENV = "LAKELOG_BOOTSTRAP_SERVER"
+FALLBACK_BOOTSTRAP = "http://127.0.0.1:8082"
+ROOT_KINDS = "a path, file://, s3://bucket/prefix or hdfs://"
 
 
-def add_root(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--root",
-        default=None,
-        help="storage root URL: a path, file://, s3://bucket/prefix or hdfs:// "
-        "(default: $LAKELOG_ROOT or ./data/lakelog)",
-    )
+def add_root(parser: argparse.ArgumentParser, *, instead_of_broker: bool = False) -> None:
+    """``--root``. Tools that can use a broker work on a root only when this flag is given."""
+    if instead_of_broker:
+        text = (
+            f"work directly on this storage root ({ROOT_KINDS}) instead of through a "
+            "broker; no default: without --root the tool talks to a broker"
+        )
+    else:
+        text = f"storage root URL: {ROOT_KINDS} (default: ${ROOT_ENV}; one of them is required)"
+    parser.add_argument("--root", default=None, help=text)
 
 
-def add_bootstrap(parser: argparse.ArgumentParser, required: bool = False) -> None:
+def storage_root(args: argparse.Namespace) -> str:
+    """The root a root-only tool works on: ``--root``, else ``$LAKELOG_ROOT``, else an error.
+
+    There is no built-in default: a default directory would silently create a
+    new, empty root wherever the command happens to run.
+    """
+    root = getattr(args, "root", None) or os.environ.get(ROOT_ENV)
+    if not root:
+        raise InvalidConfigError(missing_root_message())
+    return str(root)
+
+
+def missing_root_message(also: str = "") -> str:
+    return f"no storage root given: pass --root URL ({ROOT_KINDS}){also} or set ${ROOT_ENV}"
+
+
+def require_root_setting(settings: BaseSettings, also: str = ", root= in --config") -> None:
+    """A process's settings must name their root (flag, config file or environment)."""
+    if "root" not in settings.model_fields_set:
+        raise InvalidConfigError(missing_root_message(also))
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server",
-        default=None if not required else DEFAULT_BOOTSTRAP,
-        help="broker URL(s), comma separated (default: $LAKELOG_BOOTSTRAP_SERVER or "
-        "http://127.0.0.1:8082); host:port without a scheme means http",
+        default=None,
+        metavar="URLS",
+        help=f"broker URL(s), comma separated; host:port without a scheme means http "
+        f"(default: ${BOOTSTRAP_ENV}, else {FALLBACK_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--connect-timeout-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help=f"give up when no broker answered within this time (default: "
+        f"{DEFAULT_CONNECT_TIMEOUT_MS}, or socket.connection.setup.timeout.ms in "
+        "--command-config)",
     )
     add_client_security(parser)
 
@@ -56,42 +100,93 @@ COMMAND_CONFIG_KEYS = {
     "ssl.key.location": "ssl_keyfile",
     "client.id": "client_id",
 }
+#: ``--command-config`` timeouts (Kafka's client config names) and the setting they set.
+TIMEOUT_PROPERTIES = {
+    "socket.connection.setup.timeout.ms": "connect_timeout_ms",
+    "request.timeout.ms": "request_timeout_ms",
+    "default.api.timeout.ms": "default_api_timeout_ms",
+}
+#: How long a tool tries to reach its first broker: a few seconds, so a wrong
+#: address fails at once instead of after the one-minute API timeout.
+DEFAULT_CONNECT_TIMEOUT_MS = 5_000
 
 
 def add_client_security(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("security (docs/security.md)")
+    group = parser.add_argument_group("security and client settings (docs/security.md)")
     group.add_argument(
         "--command-config",
+        metavar="FILE",
         help="properties file: api.key=..., token=..., ssl.cafile=..., ssl.certfile=..., "
-        "ssl.keyfile=..., client.id=...",
+        "ssl.keyfile=..., client.id=..., socket.connection.setup.timeout.ms=..., "
+        "request.timeout.ms=..., default.api.timeout.ms=... (default: none)",
     )
     group.add_argument("--api-key", help="API key (default: $LAKELOG_API_KEY)")
     group.add_argument("--token", help="bearer JWT (default: $LAKELOG_TOKEN)")
-    group.add_argument("--ssl-cafile", help="CA bundle to verify https brokers")
     group.add_argument(
-        "--ssl-certfile", help="client certificate (PEM), for brokers requiring mutual TLS"
+        "--ssl-cafile",
+        metavar="FILE",
+        help=f"CA bundle to verify https brokers (default: ${CAFILE_ENV}, else the system CAs)",
     )
-    group.add_argument("--ssl-keyfile", help="private key of --ssl-certfile (PEM)")
+    group.add_argument(
+        "--ssl-certfile",
+        metavar="FILE",
+        help="client certificate (PEM), for brokers requiring mutual TLS "
+        f"(default: ${CLIENT_CERTFILE_ENV})",
+    )
+    group.add_argument(
+        "--ssl-keyfile",
+        metavar="FILE",
+        help=f"private key of --ssl-certfile (PEM) (default: ${CLIENT_KEYFILE_ENV})",
+    )
+
+
+def command_config(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--command-config`` properties by their dotted names; unknown names are refused."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    known = {**COMMAND_CONFIG_KEYS, **TIMEOUT_PROPERTIES}
+    properties: dict[str, str] = {}
+    for key, value in read_config_file(path).items():
+        name = key.replace("_", ".")
+        if name not in known:
+            raise InvalidConfigError(
+                f"{path}: unsupported property {name!r}; supported: {', '.join(sorted(known))}"
+            )
+        properties[name] = str(value)
+    return properties
 
 
 def security_options(args: argparse.Namespace) -> dict[str, str]:
     """The tool's credentials: flags beat ``--command-config``; unset ones are left out."""
-    options: dict[str, str] = {}
-    path = getattr(args, "command_config", None)
-    if path:
-        for key, value in read_config_file(path).items():
-            name = COMMAND_CONFIG_KEYS.get(key.replace("_", "."))
-            if name is None:
-                raise InvalidConfigError(
-                    f"{path}: unsupported property {key.replace('_', '.')!r}; supported: "
-                    f"{', '.join(sorted(COMMAND_CONFIG_KEYS))}"
-                )
-            options[name] = str(value)
+    options = {
+        COMMAND_CONFIG_KEYS[name]: value
+        for name, value in command_config(args).items()
+        if name in COMMAND_CONFIG_KEYS
+    }
     for name in ("api_key", "token", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
         value = getattr(args, name, None)
         if value:
             options[name] = value
     return options
+
+
+def timeout_options(args: argparse.Namespace) -> dict[str, int]:
+    """Client timeouts set by ``--command-config`` and ``--connect-timeout-ms`` (flag wins)."""
+    options: dict[str, int] = {}
+    for name, value in command_config(args).items():
+        if name in TIMEOUT_PROPERTIES:
+            options[TIMEOUT_PROPERTIES[name]] = _positive_ms(value, name)
+    flag = getattr(args, "connect_timeout_ms", None)
+    if flag is not None:
+        options["connect_timeout_ms"] = _positive_ms(str(flag), "--connect-timeout-ms")
+    return options
+
+
+def _positive_ms(text: str, what: str) -> int:
+    if not is_unsigned_int(text.strip()) or int(text) <= 0:
+        raise InvalidConfigError(f"{what} must be a positive number of milliseconds: {text!r}")
+    return int(text)
 
 
 @contextlib.contextmanager
@@ -112,8 +207,12 @@ def client_security(args: argparse.Namespace) -> Iterator[None]:
 
 
 def bootstrap_urls(value: str | None) -> list[str]:
-    """Kafka tools take host:port; brokers speak HTTP, so a missing scheme means http://."""
-    raw = value or DEFAULT_BOOTSTRAP
+    """Kafka tools take host:port; brokers speak HTTP, so a missing scheme means http://.
+
+    Without ``--bootstrap-server``: ``$LAKELOG_BOOTSTRAP_SERVER``, else the
+    local broker of the README's first command.
+    """
+    raw = value or os.environ.get(BOOTSTRAP_ENV) or FALLBACK_BOOTSTRAP
     urls = []
     for item in raw.split(","):
         item = item.strip().rstrip("/")
@@ -126,23 +225,66 @@ def bootstrap_urls(value: str | None) -> list[str]:
 
 
 def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:
-    """``k=v`` pairs (repeatable or comma separated, as Kafka's tools accept them)."""
+    """``k=v`` pairs, repeatable or comma separated, as Kafka's tools accept them.
+
+    A value may be Kafka's bracketed list, ``cleanup.policy=[compact,delete]``,
+    whose commas belong to the value; the brackets are dropped.
+    """
     result: dict[str, str] = {}
     for item in items or []:
         for pair in _split_pairs(item):
             key, sep, value = pair.partition("=")
             if not sep or not key.strip():
                 raise InvalidConfigError(f"{what} {pair!r} is not of the form name=value")
-            result[key.strip()] = value.strip()
+            value = value.strip()
+            if len(value) >= 2 and value[0] == "[" and value[-1] == "]":
+                value = value[1:-1]
+            result[key.strip()] = value
     return result
 
 
 def _split_pairs(item: str) -> list[str]:
-    # "cleanup.policy=compact,delete" must stay one pair: split on commas that start a new k=v.
+    # Outside brackets, "cleanup.policy=compact,delete" stays one pair too: only a
+    # comma that starts a new k=v splits.
     pairs: list[str] = []
-    for piece in item.split(","):
+    for piece in _split_commas(item, lists=True) or _split_commas(item, lists=False) or []:
         if "=" in piece or not pairs:
             pairs.append(piece)
         else:
             pairs[-1] += "," + piece
     return pairs
+
+
+def _split_commas(item: str, lists: bool) -> list[str] | None:
+    """Split at commas, except (with ``lists``) inside a ``=[...]`` value; None if one is open."""
+    pieces: list[str] = []
+    start, in_list = 0, False
+    for i, char in enumerate(item):
+        if in_list:
+            in_list = char != "]"
+        elif lists and char == "[" and item[i - 1 : i] == "=":
+            in_list = True
+        elif char == ",":
+            pieces.append(item[start:i])
+            start = i + 1
+    pieces.append(item[start:])
+    return None if in_list else pieces
+
+
+def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:
+    """A topic selection as Kafka's tools read one: a regex that must match the whole name.
+
+    Commas separate alternatives (``a,b`` is ``a|b``) and spaces are dropped,
+    as in Kafka's include lists (no topic name has a space); a plain topic name
+    matches itself, since ``.`` also matches ``.``.
+    """
+    try:
+        return re.compile("".join(text.split()).replace(",", "|"))
+    except re.error as exc:
+        raise InvalidRequestError(
+            f"{option} {text!r} is not a valid regular expression: {exc}"
+        ) from None
+
+
+def select_topics(names: Iterable[str], pattern: re.Pattern[str]) -> list[str]:
+    return sorted(n for n in names if pattern.fullmatch(n))

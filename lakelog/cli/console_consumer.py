@@ -1,44 +1,77 @@
 """``lakelog console-consumer``: kafka-console-consumer.sh over the HTTP brokers.
 
 Prints values (and, with ``--property print.key=true`` etc., keys, offsets,
-partitions, timestamps) of every partition of a topic, or of one partition
-from ``--offset``. Starts at the end unless ``--from-beginning``; stops after
-``--max-messages`` or after ``--timeout-ms`` without a new record.
+partitions, timestamps) of every partition of a topic, of every topic whose
+whole name ``--include`` matches, or of one partition from ``--offset``.
+Starts at the end unless ``--from-beginning``; stops after ``--max-messages``
+or after ``--timeout-ms`` without a new record.
 
 With ``--group G`` it is a member of consumer group G, as Kafka's is: the
 group assigns it partitions, it starts from the group's committed offsets
 (``--from-beginning`` only sets ``auto.offset.reset=earliest`` for partitions
 without one) and commits automatically and on exit. SIGTERM and Ctrl-C exit
 cleanly, so the group rebalances at once instead of after the session timeout.
+So does a closed standard output (``| head``): what was not printed is not
+committed.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import time
 from types import FrameType
 from typing import Any
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls, parse_key_values
+from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect
+from lakelog.cli.common import add_bootstrap, parse_key_values, select_topics, topic_pattern
 from lakelog.client import AdminClient, Consumer, TopicPartition
-from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.client.connection import Connection
+from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
 from lakelog.records import TIMESTAMP_TYPE_NAMES, ConsumerRecord
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("console-consumer", help="print the records of a topic")
-    add_bootstrap(parser, required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--from-beginning", action="store_true")
-    parser.add_argument("--partition", type=int)
+    add_bootstrap(parser)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topic", help="the topic to consume")
+    source.add_argument(
+        "--include",
+        metavar="REGEX",
+        help="consume every topic whose whole name this regular expression matches "
+        "(commas separate alternatives); with --group, topics created later join too",
+    )
+    parser.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset (default: only new records); with --group, only "
+        "partitions without a committed offset",
+    )
+    parser.add_argument(
+        "--partition", type=int, help="consume only this partition of --topic (default: all)"
+    )
     parser.add_argument("--offset", help="a number, earliest or latest (needs --partition)")
-    parser.add_argument("--max-messages", type=int)
-    parser.add_argument("--timeout-ms", type=int, help="exit after this long without records")
-    parser.add_argument("--property", action="append", help="print.key=true, key.separator=:")
-    parser.add_argument("--group", help="consume as a member of this consumer group")
+    parser.add_argument(
+        "--max-messages", type=int, help="exit after printing this many (default: no limit)"
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=int,
+        help="exit after this long without records (default: wait for ever)",
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        help="formatter settings: print.key, print.partition, print.offset, "
+        "print.timestamp, print.headers, print.value=true/false, key.separator",
+    )
+    parser.add_argument(
+        "--group", help="consume as a member of this consumer group (default: no group)"
+    )
     parser.add_argument(
         "--consumer-property",
         action="append",
@@ -145,32 +178,55 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidRequestError("--offset needs --partition")
     if args.offset is not None and args.from_beginning:
         raise InvalidRequestError("--offset and --from-beginning cannot be used together")
+    if args.partition is not None and args.topic is None:
+        raise InvalidRequestError("--partition needs --topic")
     if args.group is not None and args.partition is not None:
         raise InvalidRequestError("--group and --partition cannot be used together")
     formatter = Formatter(parse_key_values(args.property, "--property"))
+    pattern = None if args.include is None else topic_pattern(args.include, "--include")
     options = consumer_options(args.consumer_property)
     options.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
-    urls = bootstrap_urls(args.bootstrap_server)
-    consumed = 0
+    settings = client_settings(args)
+    options.setdefault("request_timeout_ms", settings.request_timeout_ms)
+    options.setdefault("default_api_timeout_ms", settings.default_api_timeout_ms)
     _exit_on_sigterm()
-    if args.group is not None:
-        consumer = Consumer(urls, group_id=args.group, **options)
-        consumer.subscribe([args.topic])
-    else:
-        consumer = Consumer(urls, **options)
+    with connect(settings) as connection:
+        consumer = build_client(
+            lambda: Consumer(
+                settings.bootstrap, group_id=args.group, connection=connection, **options
+            ),
+            "--consumer-property",
+        )
+        try:
+            if args.group is None:
+                _assign(consumer, connection, settings, args, pattern)
+            elif pattern is not None:
+                consumer.subscribe(pattern=pattern)
+            else:
+                consumer.subscribe([args.topic])
+            return _consume(consumer, formatter, args)
+        finally:
+            consumer.close()
+
+
+def _consume(consumer: Consumer, formatter: Formatter, args: argparse.Namespace) -> int:
+    consumed = 0
     try:
-        if args.group is None:
-            _assign(consumer, urls, args)
         idle_since = time.monotonic()
         while args.max_messages is None or consumed < args.max_messages:
             # Never poll more than will be printed: the rest would be committed unseen.
             limit = None if args.max_messages is None else args.max_messages - consumed
             batch = consumer.poll(timeout_ms=500, max_records=limit)
             records = sorted(
-                (r for rs in batch.values() for r in rs), key=lambda r: (r.partition, r.offset)
+                (r for rs in batch.values() for r in rs),
+                key=lambda r: (r.topic, r.partition, r.offset),
             )
-            for record in records:
-                print(formatter.format(record), flush=True)
+            for i, record in enumerate(records):
+                try:
+                    print(formatter.format(record), flush=True)
+                except BrokenPipeError:
+                    _rewind(consumer, records[i:])  # commit only what was printed
+                    raise
                 consumed += 1
             if records:
                 idle_since = time.monotonic()
@@ -182,18 +238,47 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        consumer.close()
         print(f"Processed a total of {consumed} messages", file=sys.stderr, flush=True)
     return 0
 
 
-def _assign(consumer: Consumer, urls: list[str], args: argparse.Namespace) -> None:
-    if args.partition is not None:
-        partitions = [args.partition]
-    else:
-        with AdminClient(urls) as admin:
-            partitions = sorted(admin.topic_offsets(args.topic))
-    tps = [TopicPartition(args.topic, p) for p in partitions]
+def _rewind(consumer: Consumer, unprinted: list[ConsumerRecord]) -> None:
+    """Move each partition back to its first record that was polled but not printed."""
+    first: dict[TopicPartition, int] = {}
+    for record in unprinted:
+        first.setdefault(TopicPartition(record.topic, record.partition), record.offset)
+    for tp, offset in first.items():
+        consumer.seek(tp, offset)
+
+
+def _assign(
+    consumer: Consumer,
+    connection: Connection,
+    settings: ClientSettings,
+    args: argparse.Namespace,
+    pattern: re.Pattern[str] | None,
+) -> None:
+    with AdminClient(
+        settings.bootstrap,
+        default_api_timeout_ms=settings.default_api_timeout_ms,
+        connection=connection,
+    ) as admin:
+        if pattern is not None:
+            # internal topics ("_" prefix) are left out, as a group's pattern subscription does
+            names = [n for n in admin.list_topics() if not n.startswith("_")]
+            topics = select_topics(names, pattern)
+            if not topics:
+                raise UnknownTopicOrPartitionError(f"no topic matches --include {args.include!r}")
+        else:
+            topics = [args.topic]
+        if args.partition is not None:
+            tps = [TopicPartition(args.topic, args.partition)]
+        else:
+            tps = [
+                TopicPartition(topic, p)
+                for topic in topics
+                for p in sorted(admin.topic_offsets(topic))
+            ]
     consumer.assign(tps)
     if args.offset is not None:
         _seek(consumer, tps[0], args.offset)

@@ -3,6 +3,11 @@
 One record per stdin line. ``--property parse.key=true`` splits each line at
 ``key.separator`` (default a tab) into key and value; ``--producer-property``
 passes Kafka producer settings (acks, linger.ms, batch.size, ...).
+
+Records are batched (``linger.ms``) and sent while stdin is still read; with
+``--sync`` each one is acknowledged before the next line is read, as Kafka's
+``--sync``, and the first failure stops the tool, so every line before the
+one named in the error is stored and none after it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import sys
 from concurrent.futures import Future
 from typing import Any
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls, parse_key_values
+from lakelog.cli.cluster import build_client, client_settings, connect
+from lakelog.cli.common import add_bootstrap, parse_key_values
 from lakelog.client import Producer, RecordMetadata
 from lakelog.errors import InvalidConfigError, InvalidRecordError
 
@@ -33,11 +39,28 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("console-producer", help="produce stdin lines to a topic")
-    add_bootstrap(parser, required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--property", action="append", help="parse.key=true, key.separator=:")
-    parser.add_argument("--producer-property", action="append", help="e.g. acks=all")
-    parser.add_argument("--partition", type=int, help="send every record to this partition")
+    add_bootstrap(parser)
+    parser.add_argument("--topic", required=True, help="topic to produce to")
+    parser.add_argument(
+        "--property",
+        action="append",
+        help="line reader settings: parse.key=true splits each line at key.separator "
+        "(default: a tab) into key and value",
+    )
+    parser.add_argument(
+        "--producer-property",
+        action="append",
+        help="producer configs with Kafka's names, e.g. acks=all, linger.ms=5",
+    )
+    parser.add_argument(
+        "--partition", type=int, help="send every record to this partition (default: by key)"
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="send each record synchronously: acknowledged before the next line is read; "
+        "stop at the first failure",
+    )
     parser.set_defaults(run=run)
 
 
@@ -78,12 +101,19 @@ def run(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
     failures = 0
     futures: list[Future[RecordMetadata]] = []
-    with Producer(
-        bootstrap_urls(args.bootstrap_server), **producer_options(args.producer_property)
-    ) as producer:
+    settings = client_settings(args)
+    options: dict[str, Any] = {"request_timeout_ms": settings.request_timeout_ms}
+    options.update(producer_options(args.producer_property))
+    with (
+        connect(settings) as connection,
+        build_client(
+            lambda: Producer(settings.bootstrap, connection=connection, **options),
+            "--producer-property",
+        ) as producer,
+    ):
         if interactive:
             print(">", end="", flush=True)
-        for raw in sys.stdin:
+        for number, raw in enumerate(sys.stdin, 1):
             line = raw.rstrip("\n").rstrip("\r")
             try:
                 key, value = split_line(line, parse_key, separator)
@@ -91,7 +121,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"Error: {exc}", file=sys.stderr)
                 failures += 1
                 continue
-            futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
+            future = producer.send(args.topic, value, key=key, partition=args.partition)
+            if args.sync:
+                producer.flush(None)
+                error = future.exception()
+                if error is not None:
+                    print(f"Error: line {number} was not stored: {error}", file=sys.stderr)
+                    return 1
+            else:
+                futures.append(future)
             if interactive:
                 print(">", end="", flush=True)
         producer.flush(None)

@@ -1,7 +1,7 @@
 """``lakelog consumer-groups``: kafka-consumer-groups.sh over the brokers' group API.
 
-``--list``, ``--describe`` (offsets and lag; ``--members``; ``--state``),
-``--delete`` and ``--reset-offsets``. Resets are planned by the broker
+``--list``, ``--describe`` (``--offsets``, the default: offsets and lag;
+``--members``; ``--state``), ``--delete`` and ``--reset-offsets``. Resets are planned by the broker
 (``POST /v1/groups/{g}/offsets:reset``) so the CLI and the HTTP admin API give
 the same answer; as in Kafka a reset is a dry run unless ``--execute`` is
 given, and executing is refused while the group has active members.
@@ -10,10 +10,12 @@ given, and executing is refused while the group has active members.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls
+from lakelog.cli.cluster import admin_client
+from lakelog.cli.common import add_bootstrap
 from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
 from lakelog.client.structs import TopicPartition
 from lakelog.errors import GroupIdNotFoundError, InvalidRequestError
@@ -32,7 +34,7 @@ SCENARIOS: dict[str, str] = {
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("consumer-groups", help="list, describe, delete and reset groups")
-    add_bootstrap(parser, required=True)
+    add_bootstrap(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true", help="offsets and lag of groups")
@@ -41,21 +43,51 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--group", action="append", help="a group id (repeatable)")
     target.add_argument("--all-groups", action="store_true", help="every group")
-    parser.add_argument("--members", action="store_true", help="--describe: the members")
-    parser.add_argument("--state", action="store_true", help="--describe: state and coordinator")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument(
+        "--offsets",
+        action="store_true",
+        help="--describe: committed offsets, log end offsets and lag per partition (the default)",
+    )
+    view.add_argument("--members", action="store_true", help="--describe: the members")
+    view.add_argument("--state", action="store_true", help="--describe: state and coordinator")
     parser.add_argument("--verbose", action="store_true", help="--members: with assignments")
     parser.add_argument(
         "--topic", action="append", help="--reset-offsets: T or T:p1,p2 (repeatable)"
     )
     parser.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
     scenario = parser.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true")
-    scenario.add_argument("--to-latest", action="store_true")
-    scenario.add_argument("--to-current", action="store_true")
-    scenario.add_argument("--to-offset", type=int, metavar="N")
-    scenario.add_argument("--shift-by", type=int, metavar="N")
-    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    scenario.add_argument(
+        "--to-earliest", action="store_true", help="--reset-offsets: to the log start offset"
+    )
+    scenario.add_argument(
+        "--to-latest", action="store_true", help="--reset-offsets: to the log end offset"
+    )
+    scenario.add_argument(
+        "--to-current",
+        action="store_true",
+        help="--reset-offsets: to the committed offset, clamped into the log",
+    )
+    scenario.add_argument(
+        "--to-offset", type=int, metavar="N", help="--reset-offsets: to offset N, clamped"
+    )
+    scenario.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="--reset-offsets: committed offset plus N (negative moves back), clamped",
+    )
+    scenario.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="--reset-offsets: to the first offset at or after this time (UTC unless an "
+        "offset such as +02:00 is given)",
+    )
+    scenario.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="--reset-offsets: to the first offset at or after now minus this ISO-8601 duration",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the plan (the default)")
     mode.add_argument("--execute", action="store_true", help="apply the plan")
@@ -63,7 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
+    with admin_client(args) as admin:
         if args.list:
             for listing in sorted(admin.list_groups(), key=lambda g: g.group_id):
                 print(listing.group_id)
@@ -93,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
                 )
                 rows += [(group, r) for r in planned]
             print(format_reset(rows))
+            if not args.execute:
+                print(
+                    "Dry run: no offsets were changed. Run the same command with --execute "
+                    "to apply this plan.",
+                    file=sys.stderr,
+                )
     return 0
 
 

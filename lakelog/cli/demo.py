@@ -10,7 +10,7 @@ import argparse
 import time
 
 from lakelog.catalog import Catalog
-from lakelog.cli.common import DEFAULT_ROOT, add_root
+from lakelog.cli.common import add_root, storage_root
 from lakelog.cli.topics import format_description
 from lakelog.records import Record
 
@@ -18,13 +18,17 @@ from lakelog.records import Record
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("demo", help="create a topic, append records, read them back")
     add_root(parser)
-    parser.add_argument("--topic", default="quickstart-events")
-    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument(
+        "--topic", default="quickstart-events", help="topic to use (default: quickstart-events)"
+    )
+    parser.add_argument(
+        "--records", type=int, default=10_000, help="records to append (default: 10000)"
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = Catalog(args.root or DEFAULT_ROOT)
+    catalog = Catalog(storage_root(args))
     if args.topic not in catalog.list_topics():
         catalog.create_topic(args.topic, 3)
         print(f"Created topic {args.topic} with 3 partitions in {catalog.url}")

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from tqdm import tqdm
 
-from lakelog.cli.common import DEFAULT_ROOT, add_root
+from lakelog.cli.common import add_root, storage_root
 from lakelog.doctor import Finding, ScanOptions, repair, scan_root
 from lakelog.doctor.scan import DEFAULT_BROKER_STALE_S, DEFAULT_GRACE_S
 from lakelog.offset_index import Segment
@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_root(parser)
-    parser.add_argument("--topic", help="check only this topic (root-wide checks are skipped)")
+    parser.add_argument(
+        "--topic", help="check only this topic (root-wide checks are skipped; default: all)"
+    )
     parser.add_argument(
         "--repair", action="store_true", help="delete what is safe to delete, drop bad records"
     )
@@ -71,7 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    storage = open_storage(args.root or DEFAULT_ROOT)
+    storage = open_storage(storage_root(args))
     show_bar = not args.json and sys.stderr.isatty()
 
     def progress(items: Iterable[Segment], total: int, label: str) -> Iterable[Segment]:

@@ -1,19 +1,30 @@
-"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line."""
+"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line.
+
+As Kafka's tool: ``--topic`` is a regular expression matching whole topic
+names, every topic without it; ``--partitions`` keeps those partition ids of
+the matched topics.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from lakelog.cli.common import add_bootstrap, bootstrap_urls
-from lakelog.client import AdminClient, TopicPartition
-from lakelog.errors import InvalidRequestError
+from lakelog.cli.cluster import admin_client
+from lakelog.cli.common import add_bootstrap, select_topics, topic_pattern
+from lakelog.client import TopicPartition
+from lakelog.client.offsets import OffsetSpec
+from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("get-offsets", help="earliest, latest or by-time offsets")
-    add_bootstrap(parser, required=True)
-    parser.add_argument("--topic", required=True)
+    add_bootstrap(parser)
+    parser.add_argument(
+        "--topic",
+        help="regular expression matching whole topic names, commas separating "
+        "alternatives (default: every topic)",
+    )
     parser.add_argument("--partitions", help="comma-separated partition ids (default: all)")
     parser.add_argument(
         "--time", default="-1", help="-1/latest (default), -2/earliest, or a timestamp in ms"
@@ -21,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_time(value: str) -> str | int:
+def parse_time(value: str) -> OffsetSpec:
     text = value.strip().lower()
     if text in ("-1", "latest"):
         return "latest"
@@ -34,19 +45,35 @@ def parse_time(value: str) -> str | int:
     )
 
 
+def parse_partitions(value: str | None) -> set[int] | None:
+    if not value:
+        return None
+    try:
+        return {int(p) for p in value.split(",") if p.strip()}
+    except ValueError:
+        raise InvalidRequestError(f"--partitions {value!r} is not a list of ids") from None
+
+
 def run(args: argparse.Namespace) -> int:
     spec = parse_time(args.time)
-    with AdminClient(bootstrap_urls(args.bootstrap_server)) as admin:
-        if args.partitions:
-            try:
-                partitions = [int(p) for p in args.partitions.split(",") if p.strip()]
-            except ValueError:
-                raise InvalidRequestError(
-                    f"--partitions {args.partitions!r} is not a list of ids"
-                ) from None
-        else:
-            partitions = sorted(admin.topic_offsets(args.topic))
-        found = admin.list_offsets({TopicPartition(args.topic, p): spec for p in partitions})  # type: ignore[misc]
-        for tp in sorted(found, key=lambda t: t.partition):
+    wanted = parse_partitions(args.partitions)
+    with admin_client(args) as admin:
+        topics = admin.list_topics()
+        if args.topic:
+            topics = select_topics(topics, topic_pattern(args.topic))
+            if not topics:
+                raise UnknownTopicOrPartitionError(f"no topic matches --topic {args.topic!r}")
+        tps = [
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in sorted(admin.topic_offsets(topic))
+            if wanted is None or p in wanted
+        ]
+        if wanted is not None and not tps:
+            raise UnknownTopicOrPartitionError(
+                f"no partition {args.partitions} in {', '.join(topics) or 'any topic'}"
+            )
+        found = admin.list_offsets(dict.fromkeys(tps, spec))
+        for tp in tps:
             print(f"{tp.topic}:{tp.partition}:{found[tp].offset}")
     return 0

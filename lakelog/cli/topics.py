@@ -1,7 +1,10 @@
 """``lakelog topics``: Kafka's kafka-topics.sh, over a broker or directly on a storage root.
 
-``--bootstrap-server`` goes through a broker's admin API (what an operator
-normally uses); ``--root`` edits the storage root directly (no broker needed).
+By default it goes through a broker's admin API, as Kafka's tool does
+(``--bootstrap-server``, else ``$LAKELOG_BOOTSTRAP_SERVER``, else the local
+broker); only ``--root`` makes it edit a storage root directly, without a
+broker. ``--topic`` is a regular expression for ``--list`` and ``--describe``
+(Kafka's reading); ``--create``, ``--alter`` and ``--delete`` take one name.
 """
 
 from __future__ import annotations
@@ -11,16 +14,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakelog.catalog import Catalog, TopicDescription
+from lakelog.cli.cluster import admin_client
 from lakelog.cli.common import (
-    DEFAULT_ROOT,
     add_bootstrap,
     add_root,
-    bootstrap_urls,
     parse_key_values,
+    select_topics,
+    topic_pattern,
 )
 from lakelog.client.admin import AdminClient
 from lakelog.client.admin import TopicDescription as RemoteDescription
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
 
 
 @dataclass(frozen=True)
@@ -79,17 +83,45 @@ class DescribedTopic:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
     add_bootstrap(parser)
-    add_root(parser)
+    add_root(parser, instead_of_broker=True)
     action = parser.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true", help=f"{name} topics")
-    parser.add_argument("--topic", help="topic name")
-    parser.add_argument("--partitions", type=int, help="partition count (create, alter)")
-    parser.add_argument("--replication-factor", type=int, help="accepted for compatibility")
-    parser.add_argument("--config", action="append", help="name=value (create)")
-    parser.add_argument("--add-config", action="append", help="name=value (alter)")
-    parser.add_argument("--delete-config", action="append", help="name (alter)")
-    parser.add_argument("--if-not-exists", action="store_true")
+    parser.add_argument(
+        "--topic",
+        help="topic name; with --list and --describe a regular expression matching whole "
+        "names, commas separating alternatives (default: every topic)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        help="partition count (--create, default 1; --alter: the new total, never fewer)",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        help="accepted for compatibility: durability comes from the storage, not replicas",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        help="--create: name=value, repeatable or comma separated; list values as "
+        "name=[v1,v2] (default: the broker's defaults)",
+    )
+    parser.add_argument(
+        "--add-config",
+        action="append",
+        help="--alter: name=value to set, repeatable or comma separated; list values as "
+        "name=[v1,v2]",
+    )
+    parser.add_argument(
+        "--delete-config", action="append", help="--alter: name of an override to remove"
+    )
+    parser.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="--create: do nothing if the topic exists (instead of TOPIC_ALREADY_EXISTS)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -161,19 +193,25 @@ class _BrokerAdmin:
 def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
-    if args.bootstrap_server:
-        with AdminClient(bootstrap_urls(args.bootstrap_server)) as client:
-            return _run(args, _BrokerAdmin(client))
-    catalog = Catalog(args.root or DEFAULT_ROOT)
-    try:
-        return _run(args, _RootAdmin(catalog))
-    finally:
-        catalog.close()
+    if args.root:
+        catalog = Catalog(args.root)
+        try:
+            return _run(args, _RootAdmin(catalog))
+        finally:
+            catalog.close()
+    with admin_client(args) as client:
+        return _run(args, _BrokerAdmin(client))
+
+
+def _selected(args: argparse.Namespace, admin: _Admin) -> list[str]:
+    """The topics --list/--describe show: all, or those --topic matches in full."""
+    names = admin.list_topics()
+    return names if not args.topic else select_topics(names, topic_pattern(args.topic))
 
 
 def _run(args: argparse.Namespace, admin: _Admin) -> int:
     if args.list:
-        for name in admin.list_topics():
+        for name in _selected(args, admin):
             print(name)
     elif args.create:
         name = _need_topic(args)
@@ -183,7 +221,10 @@ def _run(args: argparse.Namespace, admin: _Admin) -> int:
         admin.create(name, args.partitions or 1, configs, args.replication_factor)
         print(f"Created topic {name}.")
     elif args.describe:
-        for name in [args.topic] if args.topic else admin.list_topics():
+        names = _selected(args, admin)
+        if args.topic and not names:
+            raise UnknownTopicOrPartitionError(f"no topic matches --topic {args.topic!r}")
+        for name in names:
             print(format_description(admin.describe(name)))
     elif args.alter:
         name = _need_topic(args)

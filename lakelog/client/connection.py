@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -166,6 +168,45 @@ def tls_verification(
     return ssl_context([cafile] if cafile else [], certfile, keyfile)
 
 
+@dataclass(frozen=True)
+class ProbeFailure:
+    """Why one broker did not answer a probe; ``final`` when trying it again cannot help."""
+
+    url: str
+    cause: str
+    final: bool
+
+
+def describe_network_failure(exc: BaseException) -> str:
+    """Why a broker could not be reached, in an operator's words.
+
+    httpx wraps the socket error that says what really happened (refused,
+    unknown host, no SYN-ACK in time); the chain of causes is searched for it
+    so the message names the cause rather than the wrapper.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectTimeout):
+            return "connection timed out"
+        if isinstance(seen, httpx.TimeoutException):
+            return "connected, but no answer in time"
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return f"name not resolved ({seen.strerror or seen})"
+        if isinstance(seen, httpx.RemoteProtocolError):
+            return f"not an HTTP answer ({seen}); is it a lakelog broker?"
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            detail = seen.verify_message or seen.reason or seen.strerror
+            return f"TLS certificate not trusted ({detail}); is the CA given (ssl.cafile)?"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS handshake failed ({seen.reason or seen.strerror})"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror[0].lower() + seen.strerror[1:]
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {exc}"
+
+
 class Connection:
     """Thread-safe access to a cluster: ``request()`` returns a 2xx response or raises.
 
@@ -238,6 +279,14 @@ class Connection:
     @property
     def request_timeout_s(self) -> float:
         return self._request_timeout_s
+
+    @property
+    def connect_timeout_s(self) -> float:
+        return self._connect_timeout_s
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        return list(self._bootstrap)
 
     def _candidates(self) -> list[str]:
         """This pass's order: current broker first, then the ring; recent failures last."""
@@ -372,6 +421,9 @@ class Connection:
         servers (an operator named them, and they may come back).
         """
         body = self._one_pass("GET", "/v1/brokers", None, None, None, None, None, True).json()
+        return self._adopt_brokers(body)
+
+    def _adopt_brokers(self, body: Any) -> list[str]:
         alive = [u.rstrip("/") for u in (b.get("url") for b in body.get("brokers", [])) if u]
         with self._lock:
             self.cluster_id = body.get("cluster_id", self.cluster_id)
@@ -382,6 +434,41 @@ class Connection:
                 self._current = merged[0]
             self._discovered_at = time.monotonic()
             return list(merged)
+
+    def probe(
+        self, urls: Sequence[str] | None = None, connect_timeout_s: float | None = None
+    ) -> list[ProbeFailure]:
+        """One pass over ``urls`` (the bootstrap brokers) until one answers ``/v1/brokers``.
+
+        Returns ``[]`` once a broker answered (its broker list is adopted, as
+        discovery would), else why each one failed. Any answer from a lakelog
+        broker counts, even an error: an authentication failure is for the
+        request that follows to report. Callers that must reach a cluster
+        before their first request (the CLI tools) repeat it until their own
+        deadline; a failure marked ``final`` would fail the same way again.
+        """
+        connect_s = self._connect_timeout_s
+        if connect_timeout_s is not None:
+            connect_s = max(min(connect_s, connect_timeout_s), 0.001)
+        timeout = httpx.Timeout(self._request_timeout_s, connect=connect_s)
+        failures: list[ProbeFailure] = []
+        for url in self._bootstrap if urls is None else urls:
+            try:
+                response = self._http.get(url + "/v1/brokers", timeout=timeout)
+            except httpx.TransportError as exc:
+                failures.append(ProbeFailure(url, describe_network_failure(exc), _is_tls(exc)))
+                continue
+            body = _json_or_none(response)
+            if response.is_success and isinstance(body, dict) and "brokers" in body:
+                self._adopt_brokers(body)
+                self._answered(url)
+                return []
+            if isinstance(body, dict) and isinstance(body.get("error_code"), int):
+                self._answered(url)
+                return []
+            cause = f"HTTP {response.status_code} that is not a lakelog broker's answer"
+            failures.append(ProbeFailure(url, cause, response.status_code < 500))
+        return failures
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -396,4 +483,27 @@ class Connection:
         self.close()
 
 
-__all__ = ["Connection", "error_from_response", "parse_bootstrap"]
+def _is_tls(exc: BaseException) -> bool:
+    """A TLS failure: the same certificates fail the same way on every attempt."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+__all__ = [
+    "Connection",
+    "ProbeFailure",
+    "describe_network_failure",
+    "error_from_response",
+    "parse_bootstrap",
+]

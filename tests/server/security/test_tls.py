@@ -97,12 +97,15 @@ def test_produce_and_fetch_over_https(
     with untrusting, pytest.raises(LakelogError, match="CERTIFICATE_VERIFY_FAILED"):
         untrusting.request("GET", "/v1/topics", failover=False)
 
-    # the console tools verify with --ssl-cafile
+    # the console tools verify with --ssl-cafile, and without it say why they cannot connect
     code = lakelog_main(
         ["topics", "--bootstrap-server", broker.url, "--ssl-cafile", str(cert), "--list"]
     )
     out, err = capsys.readouterr()
     assert code == 0 and "secure" in out, err
+    code = lakelog_main(["topics", "--bootstrap-server", broker.url, "--list"])
+    out, err = capsys.readouterr()
+    assert code == 1 and f"{broker.url} (TLS certificate not trusted" in err, err
 
 
 def test_mutual_tls_clients_and_brokers_forwarding_to_each_other(
