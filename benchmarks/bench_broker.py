@@ -1373,7 +1373,8 @@ def goal_notes(report: Report, cfg: BrokerBenchConfig) -> list[str]:
     notes = []
     for fmt, goal in (("json", 300_000.0), ("arrow", 1_000_000.0)):
         # Throughput is the saturated rate: the best of the connection counts tried for the
-        # biggest requests of the format (the 1,000-record JSON, 10,000-record Arrow).
+        # biggest requests of the format (1,000-record JSON, 10,000-record Arrow: the request
+        # sizes the goals are set for).
         plans = [p for p in cfg.produce_plan if p.fmt == fmt]
         biggest = max((p.records for p in plans), default=0)
         found = [

@@ -12,8 +12,8 @@ it, and the old files stay on storage until a vacuum after a grace period,
 so readers holding an older snapshot keep working.
 
 Tombstone rule: a tombstone that is the latest record of its key is dropped
-once its own timestamp is older than ``now - delete.retention.ms`` (DESIGN.md:
-"drops tombstones older than delete.retention.ms"). Kafka (KIP-534) instead
+once its own timestamp is older than ``now - delete.retention.ms`` (the rule
+of docs/architecture.md, "Maintenance jobs"). Kafka (KIP-534) instead
 counts delete.retention.ms from the first cleaning that saw the tombstone;
 the two agree for tombstones produced with the current time.
 

@@ -60,9 +60,9 @@ def _stats_millis(value: object) -> int:
         return int(value)
     text = str(value).replace("Z", "+00:00")
     parsed = datetime.fromisoformat(text)
-    # Fix: ``int(parsed.timestamp() * 1000)`` went through a float and truncated,
-    # so e.g. "1970-01-01T00:00:01.001Z" gave 1000; and a stats value without a
-    # zone was read in the host's local time. Integer arithmetic, naive = UTC.
+    # Integer arithmetic: ``int(parsed.timestamp() * 1000)`` goes through a float and
+    # truncates ("1970-01-01T00:00:01.001Z" would give 1000). A stats value without a
+    # zone is UTC, never the host's local time.
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
@@ -194,9 +194,9 @@ class OffsetIndex:
                     self._partitions[partition].remove(action.path)
             elif isinstance(action, AddFile):
                 segment = segment_from_add(action)
-                # Fix: in Delta an add of a path that is already live replaces the
-                # earlier add (as TableState.files does); inserting it again left a
-                # duplicate segment behind that a later remove did not take out.
+                # In Delta an add of a path that is already live replaces the earlier
+                # add (as TableState.files does): one segment per path, so a later
+                # remove takes it out entirely.
                 previous = self._partition_of.get(segment.path)
                 if previous is not None:
                     self._partitions[previous].remove(segment.path)

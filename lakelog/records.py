@@ -1,8 +1,9 @@
 """Records: what producers send, what consumers get, and their Arrow/Delta schema.
 
-The stored columns follow DESIGN.md. ``timestamp`` is Delta's ``timestamp``
-type (microseconds, UTC) holding Kafka's millisecond timestamps; ``partition``
-is the Delta partition column, so it lives in the file path, not in the file.
+The stored columns are those of docs/architecture.md, "Stored columns".
+``timestamp`` is Delta's ``timestamp`` type (microseconds, UTC) holding Kafka's
+millisecond timestamps; ``partition`` is the Delta partition column, so it
+lives in the file path, not in the file.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class ConfigDef:
                 value = int(text)
             elif self.kind == "double":
                 value = float(text)
-                # Fix: float() accepts "nan", and NaN passed the minimum/maximum checks
+                # float() accepts "nan", which would pass the minimum/maximum checks
                 # below because every comparison with it is false.
                 if math.isnan(value):
                     raise ValueError(text)

@@ -1,6 +1,6 @@
 """One topic's partitioned log on its Delta table: append, read by offset, offsets.
 
-The commit protocol (DESIGN.md, "Offsets without a coordinator"): the high
+The commit protocol (docs/architecture.md, "Offsets without a coordinator"): the high
 watermark of partition p is the version of the Delta app transaction
 ``lakelog.partition.<p>``. An append writes its segments for offsets starting
 at those watermarks and commits them, with transactions carrying the new

@@ -207,9 +207,9 @@ class ProduceBatcher:
             staged.set()
             await self._release(topic, items)
         elapsed = time.perf_counter() - started
-        # Fix: every attempt was observed as a group commit, including batches that wrote
-        # nothing (all refused, or all duplicate retries), so the commit latency and records
-        # per commit histograms counted records that were never committed.
+        # Only a group that wrote records is observed as a commit: one whose requests were
+        # all refused or all duplicate retries committed nothing, and must not count in the
+        # commit latency or records-per-commit histograms.
         written = [
             item
             for item, result in zip(items, results, strict=True)
@@ -247,8 +247,8 @@ class ProduceBatcher:
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""
         self._closing = True
-        # Fix: only the current queue per name was flushed; a queue replaced by a newer log
-        # of the same topic kept lingering, and its requests never got an answer.
+        # Queues replaced by a newer log of the same topic are flushed too: every queued
+        # request gets an answer.
         queues = [*self._queues.values(), *self._replaced]
         for queue in queues:
             queue.wakeup.set()

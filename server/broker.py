@@ -70,9 +70,10 @@ class Broker:
         self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
         self.registry = BrokerRegistry(self.storage, settings)
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
-        # Fix: was a set of id(topic_log); a TopicLog of a deleted/recreated topic can be
-        # freed and its id reused by the next one, which then never got its append listener
-        # (no cache, no long-poll wakeups) nor the cache.forget() of the old topic's batches.
+        # Keyed by topic name and holding the TopicLog itself, not id(topic_log): a freed log
+        # of a deleted topic can hand its id to the log of the recreated topic, which must
+        # still get its append listener (cache, long-poll wakeups) and the old topic's
+        # batches forgotten.
         self._wired: dict[str, TopicLog] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
         self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -153,8 +154,8 @@ class Broker:
         return result
 
     def _count_written(self, topic: str, records: int, result: AppendResult) -> None:
-        # Fix: records_in was counted before the commit, so requests later refused
-        # (out-of-order sequence, failed commit) and duplicate retries were counted too.
+        # Counted only after the commit and only for new records: refused requests
+        # (out-of-order sequence, failed commit) and duplicate retries wrote nothing.
         if not result.duplicate:
             self.metrics.records_in.labels(topic).inc(records)
 
@@ -221,8 +222,8 @@ class Broker:
         hwm = topic_log.high_watermark(partition)
         start = topic_log.log_start_offset(partition)
         if start <= offset < hwm:
-            # Fix: a commit landing between reading hwm and the cache could make the answer
-            # reach past the high watermark it reports; never serve beyond that snapshot.
+            # A commit can land between reading hwm and the cache; the answer never reaches
+            # past the high watermark it reports.
             limit = min(max_records, hwm - offset)
             cached = self.cache.read(topic_log.name, partition, offset, limit)
             if cached is not None:

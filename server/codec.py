@@ -34,8 +34,8 @@ def decode_data(value: Any, fmt: DataFormat, where: str) -> bytes | None:
     if value is None:
         return None
     if fmt == "json":
-        # Fix: the request parser accepts NaN/Infinity, which were stored as is and later
-        # served inside a response body that no JSON parser accepts.
+        # The request parser accepts NaN/Infinity; refuse them here, or they would be stored
+        # and later served inside a response body that no JSON parser accepts.
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except ValueError:
@@ -70,7 +70,7 @@ def encode_data(data: bytes | None, fmt: DataFormat, where: str) -> Any:
     if fmt == "string":
         return text
     try:
-        # Fix: json.loads accepts NaN/Infinity, which then made the fetch response invalid JSON.
+        # json.loads accepts NaN/Infinity; a fetch response holding them would be invalid JSON.
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError:
         raise InvalidRequestError(
@@ -96,11 +96,10 @@ def parse_arrow_stream(body: bytes) -> pa.Table:
         table = reader.read_all()
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise InvalidRequestError(f"malformed Arrow IPC stream: {exc}") from exc
-    # Fix: a repeated column name made later lookups raise KeyError (answered 500).
+    # Columns are looked up by name below, so each name must appear once.
     repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
     if repeated:
         raise InvalidRecordError(f"Arrow columns appear more than once: {repeated}")
-    # Fix: producer_id/sequence columns were accepted and stored without any sequence check.
     forged = [n for n in table.column_names if n in _PRODUCER_COLUMNS]
     if forged:
         raise InvalidRecordError(

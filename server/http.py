@@ -140,8 +140,8 @@ async def request_validation_handler(request: Request, exc: Exception) -> JSONRe
     if request.url.path.startswith(TOPIC_PATH) and any(
         tuple(e.get("loc", ())) == ("path", "topic") for e in exc.errors()
     ):
-        # Fix: an over-long topic name in the path answered INVALID_REQUEST (42), while the
-        # same name in a create body answers INVALID_TOPIC_EXCEPTION (17) as Kafka does.
+        # A bad topic name answers INVALID_TOPIC_EXCEPTION (17) as Kafka does, whether it
+        # comes in the path or in a create body, not the generic INVALID_REQUEST (42).
         error = _topic_name_error(request.path_params.get("topic", "")) or error
     response = error_response(error)
     response.status_code = 400

@@ -30,7 +30,7 @@ class RecordIn(RequestBody):
     key: Any = None
     value: Any = None
     partition: int | None = Field(None, ge=0, le=2**31 - 1)
-    # Fix: was le=2**62, documenting timestamps the log refuses (after year 9999) as valid.
+    # The same bound the log enforces (year 9999), so the documented range is the real one.
     timestamp_ms: int | None = Field(None, ge=0, le=MAX_TIMESTAMP_MS)
     headers: list[HeaderIn] = Field(default_factory=list)
 

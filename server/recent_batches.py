@@ -64,9 +64,9 @@ class RecentBatches:
             return
         with self._lock:
             cached = self._batches.setdefault((topic, partition), _Partition())
-            # Fix: a second batch at the same base (the topic was deleted and created again)
-            # replaced the first in _order only; the first stayed readable in _batches forever
-            # and its bytes were never released. The newer batch is the truth: drop the older.
+            # A second batch at the same base (the topic was deleted and created again) is
+            # the truth: the older one leaves both _order and _batches, and its bytes are
+            # released, so it can never be read again.
             old = self._order.pop((topic, partition, batch.base), None)
             if old is not None:
                 cached.remove(old)
@@ -88,7 +88,7 @@ class RecentBatches:
             cached = self._batches.get((topic, partition))
             batches = cached.batches if cached is not None else []
             i = bisect.bisect_right(cached.bases, offset) - 1 if cached is not None else -1
-            # Fix: max_records <= 0 returned an empty table, which callers index ([-1]).
+            # Never answer an empty table: callers index the answer ([-1]).
             if i < 0 or offset >= batches[i].end or max_records <= 0:
                 self.misses += 1
                 return None

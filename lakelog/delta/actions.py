@@ -2,8 +2,9 @@
 
 lakelog writes Delta commit files itself (one small put-if-absent per commit)
 instead of going through a general-purpose writer: the append path then costs
-one object write, and the commit protocol of DESIGN.md (one app transaction per
-partition carrying its high watermark) is explicit code rather than a side
+one object write, and the commit protocol (one app transaction per partition
+carrying its high watermark; docs/architecture.md, "Offsets without a
+coordinator") is explicit code rather than a side
 effect. Only the subset of the Delta protocol that the tables use is modelled;
 anything else found in a log is kept as raw JSON so it survives untouched.
 """

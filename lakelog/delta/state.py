@@ -36,9 +36,9 @@ def check_protocol(protocol: Protocol) -> None:
         set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES
         | set(protocol.writer_features or ()) - SUPPORTED_WRITER_FEATURES
     )
-    # Fix: legacy (pre-feature) versions imply features too and were let through:
-    # reader 2 means column mapping, writer 4/5/6 add change data feed and
-    # generated columns / column mapping / identity columns, none implemented.
+    # Legacy (pre-feature) versions imply features too: reader 2 means column
+    # mapping, writer 4/5/6 add change data feed and generated columns / column
+    # mapping / identity columns, none implemented.
     if protocol.min_reader_version == 2:
         unknown.append("columnMapping (reader version 2)")
     if protocol.min_writer_version in (4, 5, 6):
