@@ -45,6 +45,19 @@ class UnknownServerError(LakelogError):
     """An unexpected failure; the message says what failed."""
 
 
+# ``name`` is Kafka's error name here (ImportError's module ``name`` is not used).
+class MissingDependencyError(UnknownServerError, ImportError):  # type: ignore[misc]
+    """A part of lakelog was imported or run without the packages it needs.
+
+    Also an ``ImportError``, so code that probes for optional parts with
+    ``except ImportError`` keeps working. The message names what to install
+    (the pip extra) or, in a Spark Python worker, which interpreter to set.
+    """
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class OffsetOutOfRangeError(LakelogError):
     code = 1
     name = "OFFSET_OUT_OF_RANGE"
@@ -357,4 +370,8 @@ def _all_subclasses(cls: type[LakelogError]) -> list[type[LakelogError]]:
     return found
 
 
-_BY_CODE: dict[int, type[LakelogError]] = {c.code: c for c in _all_subclasses(LakelogError)}
+#: Kafka's error codes; -1 (UNKNOWN_SERVER_ERROR) is the fallback of ``error_for_code``
+#: and is shared by more than one class, so it is never looked up here.
+_BY_CODE: dict[int, type[LakelogError]] = {
+    c.code: c for c in _all_subclasses(LakelogError) if c.code != UnknownServerError.code
+}
