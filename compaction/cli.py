@@ -144,7 +144,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, jobs: tuple[str, ...]) ->
             help="delete never-committed files older than this "
             "(default: the larger of --grace-ms and one day)",
         )
-    if "retention" in jobs or "compact" in jobs:
+    if {"retention", "compact", "merge"} & set(jobs):
         parser.add_argument(
             "--now-ms",
             type=int,

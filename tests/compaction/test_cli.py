@@ -7,9 +7,11 @@ import py_compile
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from compaction.job import build_parser as job_parser
 from compaction.report import read_history
@@ -55,6 +57,41 @@ def test_command_errors_are_clear(
     out = capsys.readouterr().out
     assert re.search(r"compact\s+plain\s+skipped: not a compacted topic", out)
     assert read_history(catalog.storage).num_rows == 0  # skips are not recorded
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_maintain_then_forced_compaction_leaves_each_key_once(
+    root: RootSpec, catalog: Catalog, spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """produce, `lakelog maintain`, `lakelog compact --force`: every key once, its latest value.
+
+    Appends of 50 records over 40 keys, the last one included, written ten
+    minutes ago on a topic with segment.ms of one minute: every segment is
+    rolled, so merging must leave nothing that cleaning cannot reach.
+    """
+    catalog.create_topic("orders", 2, {"cleanup.policy": "compact", "segment.ms": "60000"})
+    log = catalog.topic("orders")
+    written = int(time.time() * 1000) - 10 * 60_000
+    latest: dict[bytes, bytes] = {}
+    for batch in range(12):
+        records = []
+        for i in range(50):
+            key, value = f"k{(batch * 7 + i) % 40}".encode(), f"v{batch}-{i}".encode()
+            records.append(Record(value, key=key, timestamp_ms=written + batch))
+            latest[key] = value
+        log.append(records)
+
+    def lakelog(*args: str) -> str:
+        assert lakelog_main([*args, "--root", root.url, "--no-progress"]) == 0
+        return capsys.readouterr().out
+
+    maintained = lakelog("maintain")
+    assert re.search(r"^compact\s+orders\s+partitions=2", maintained, re.M), maintained
+    forced = lakelog("compact", "--topic", "orders", "--force")
+    assert re.search(r"^compact\s+orders\s+partitions=2", forced, re.M), forced
+    rows = [(key, value) for _, _, key, value, _ in read_all(log)]
+    assert sorted(key for key, _ in rows if key is not None) == sorted(latest)
+    assert dict(rows) == latest
 
 
 @pytest.mark.slow
