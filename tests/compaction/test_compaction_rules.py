@@ -64,7 +64,7 @@ def test_dirty_ratio_lags_and_head(catalog: Catalog, spark: SparkSession) -> Non
 
     # 2. Below min.cleanable.dirty.ratio nothing is due (and Spark is not even started).
     put(day + 2, "c")  # 8: the new head; offsets 5..7 are now dirty and cleanable later
-    later = day + 2 * HOUR
+    later = day + 2 + HOUR  # the head is exactly max.compaction.lag.ms old at step 3: active
     cleanable = log.segments(0)[:-1]
     dirty = sum(s.size_bytes for s in cleanable[1:])
     ratio = dirty / sum(s.size_bytes for s in cleanable)
@@ -84,7 +84,13 @@ def test_dirty_ratio_lags_and_head(catalog: Catalog, spark: SparkSession) -> Non
     # Fetching a compacted-away offset lands on the next record present (Kafka semantics).
     assert log.read(0, 0, max_records=1).records.column("offset").to_pylist() == [4]
 
-    # 4. Everything is clean now: nothing is due, even with max.compaction.lag.ms.
+    # 4. Once older than max.compaction.lag.ms, the head counts as rolled (Kafka's
+    #    maxSegmentMs; Kafka would roll it at its next append) and is cleaned in turn.
+    rolled = compact_topic(catalog, "profiles", spark, now_ms=later + DAY)
+    assert rolled.status == "ok" and rolled.records_in == 4 and rolled.records_out == 3
+    assert _keys(read_all(log)) == [(4, b"b"), (7, b"a"), (8, b"c")]
+
+    # 5. Everything is clean now: nothing is due, even with max.compaction.lag.ms.
     assert compact_topic(catalog, "profiles", _no_spark, now_ms=later + DAY).status == "skipped"
 
 
