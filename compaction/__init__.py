@@ -6,4 +6,4 @@ it, importing this package raises ``MissingDependencyError`` naming the extra.
 
 from lakelog.extras import require_extra
 
-require_extra("spark", "the maintenance jobs (compaction/)")
+require_extra("spark", "compaction/ (the maintenance jobs)")

@@ -62,3 +62,27 @@ def spark_session(master: str | None = None, app_name: str = "lakelog") -> Spark
         .config("spark.driver.memory", os.environ.get("LAKELOG_SPARK_DRIVER_MEMORY", "2g"))
         .getOrCreate()
     )
+
+
+def stop_spark(session: SparkSession, timeout_s: float = 120.0) -> None:
+    """Stop the session and end the JVM this process started for it, waiting for it to exit.
+
+    ``session.stop()`` leaves Spark's JVM running until the Python process
+    exits. In a notebook that exit is the kernel being killed, its whole
+    process group with it, while the JVM's shutdown hooks delete Spark's temp
+    directories (an ``IOException: Failed to delete`` on the kernel's stderr).
+    Closing the JVM's stdin makes it exit on its own, hooks included, while
+    nothing disturbs it. A later ``spark_session()`` starts a new JVM. Under
+    spark-submit the JVM started this process and is left alone.
+    """
+    session.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return
+    gateway.shutdown()
+    if process.stdin is not None:
+        process.stdin.close()  # the JVM exits at EOF on its stdin (PythonGatewayServer)
+    process.wait(timeout=timeout_s)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -43,7 +43,7 @@ from lakelog.extras import require_extra
 
 # Spark's Python workers import this package too; they need only PySpark (delta-rs,
 # the rest of the extra, is for compaction/).
-require_extra("spark", "the Spark connector (spark_connector/)", ("pyspark",))
+require_extra("spark", "spark_connector/ (the Spark data source)", ("pyspark",))
 
 from spark_connector.source import FORMAT, LakelogDataSource  # noqa: E402
 from spark_connector.sql import (  # noqa: E402
