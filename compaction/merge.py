@@ -3,8 +3,9 @@
 Brokers write one segment per partition per group commit, so a busy topic
 accumulates many small files. Spark reads runs of consecutive small segments
 (up to segment.bytes and segment.ms per run; never a partition's active
-segment, see ``planner.active_segment``) and writes each run as one segment; the commit swaps them atomically with ``dataChange=false``, since no
-record changes. Each task owns whole runs, so merging needs no shuffle.
+segment, see ``planner.active_segment``) and writes each run as one segment;
+the commit swaps them atomically with ``dataChange=false``, since no record
+changes. Each task owns whole runs, so merging needs no shuffle.
 """
 
 from __future__ import annotations

@@ -111,9 +111,7 @@ def max_segment_ms(config: TopicConfig) -> int:
     return segment_ms
 
 
-def active_segment(
-    segments: Sequence[Segment], config: TopicConfig, now_ms: int
-) -> Segment | None:
+def active_segment(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> Segment | None:
     """The partition's active segment: its newest one, until Kafka would have rolled it.
 
     Kafka appends to one open segment and rolls it once it holds segment.bytes
@@ -135,9 +133,7 @@ def active_segment(
     return newest
 
 
-def rolled_segments(
-    segments: Sequence[Segment], config: TopicConfig, now_ms: int
-) -> list[Segment]:
+def rolled_segments(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> list[Segment]:
     """Every segment but the active one: what compaction and merging may rewrite."""
     if active_segment(segments, config, now_ms) is None:
         return list(segments)

@@ -46,7 +46,7 @@ def group(name: str) -> set[str]:
         if name == "core"
         else PROJECT_META["optional-dependencies"][name]
     )
-    names = {canonicalize_name(Requirement(r).name) for r in raw}
+    names = {str(canonicalize_name(Requirement(r).name)) for r in raw}
     return names - {"lakelog"}
 
 
