@@ -43,12 +43,39 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def register(sub: SubParsers) -> None:
-    for name, (jobs, help_text) in COMMANDS.items():
-        parser = sub.add_parser(name, help=help_text, description=help_text)
-        add_common_arguments(parser)
-        add_job_arguments(parser, jobs)
-        parser.set_defaults(run=run_command, jobs=jobs, command_name=name)
+    """Every maintenance command (``compaction/job.py``'s parser)."""
+    for name in COMMANDS:
+        register_job_command(sub, name)
     register_scheduler(sub)
+
+
+def register_job_command(sub: SubParsers, name: str) -> None:
+    jobs, help_text = COMMANDS[name]
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    add_common_arguments(parser)
+    add_job_arguments(parser, jobs)
+    parser.set_defaults(run=run_command, jobs=jobs, command_name=name)
+
+
+# The ``lakelog.commands`` entry points: one per command (see pyproject.toml).
+def register_compact(sub: SubParsers) -> None:
+    register_job_command(sub, "compact")
+
+
+def register_retention(sub: SubParsers) -> None:
+    register_job_command(sub, "retention")
+
+
+def register_merge(sub: SubParsers) -> None:
+    register_job_command(sub, "merge")
+
+
+def register_vacuum(sub: SubParsers) -> None:
+    register_job_command(sub, "vacuum")
+
+
+def register_maintain(sub: SubParsers) -> None:
+    register_job_command(sub, "maintain")
 
 
 def register_scheduler(sub: SubParsers) -> None:
@@ -117,7 +144,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, jobs: tuple[str, ...]) ->
             help="delete never-committed files older than this "
             "(default: the larger of --grace-ms and one day)",
         )
-    if "retention" in jobs or "compact" in jobs:
+    if {"retention", "compact", "merge"} & set(jobs):
         parser.add_argument(
             "--now-ms",
             type=int,

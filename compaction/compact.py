@@ -1,6 +1,6 @@
 """Key-based compaction of a topic on Spark, with Kafka's semantics.
 
-Per partition the planner picks the cleanable tail (never the newest segment,
+Per partition the planner picks the cleanable tail (never the active segment,
 nothing younger than min.compaction.lag.ms) and decides from the dirty ratio
 and max.compaction.lag.ms whether cleaning is due. Spark reads that tail,
 keeps for every key only its record with the highest offset, drops tombstones

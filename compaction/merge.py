@@ -2,9 +2,10 @@
 
 Brokers write one segment per partition per group commit, so a busy topic
 accumulates many small files. Spark reads runs of consecutive small segments
-(up to segment.bytes and segment.ms per run) and writes each run as one
-segment; the commit swaps them atomically with ``dataChange=false``, since no
-record changes. Each task owns whole runs, so merging needs no shuffle.
+(up to segment.bytes and segment.ms per run; never a partition's active
+segment, see ``planner.active_segment``) and writes each run as one segment;
+the commit swaps them atomically with ``dataChange=false``, since no record
+changes. Each task owns whole runs, so merging needs no shuffle.
 """
 
 from __future__ import annotations
@@ -41,16 +42,23 @@ def merge_topic(
     topic: str,
     spark: SparkLike,
     *,
+    now_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
+    """Merge the runs of small rolled segments of every partition (never the active one).
+
+    ``now_ms`` is the clock that decides whether the newest segment is still
+    active (segment.ms); the wall clock by default.
+    """
     started = time.perf_counter()
     report = JobReport("merge", topic)
     topic_log = catalog.topic(topic)
     topic_log.refresh()
     config = topic_log.config
+    now = now_ms if now_ms is not None else wall_ms()
     by_partition: list[tuple[int, list[SegmentGroup]]] = []
     for p in range(topic_log.num_partitions):
-        groups = plan_merge(p, topic_log.segments(p), config)
+        groups = plan_merge(p, topic_log.segments(p), config, now)
         if groups:
             by_partition.append((p, groups))
     if not by_partition:

@@ -3,7 +3,7 @@
 The planners see a partition as its list of segments (offset range, record
 count, bytes, min/max timestamp) plus the topic config and the clock, and
 return plans the jobs execute. Keeping the decisions here makes Kafka's rules
-(the untouched head, the dirty ratio, the lags, retention by time and size,
+(the active segment, the dirty ratio, the lags, retention by time and size,
 merge targets) testable without a cluster.
 """
 
@@ -98,17 +98,59 @@ def group_segments(
     return groups
 
 
+def max_segment_ms(config: TopicConfig) -> int:
+    """How long a segment stays open for appends: Kafka's ``LogConfig.maxSegmentMs``.
+
+    segment.ms, or max.compaction.lag.ms when a compacted topic sets a smaller
+    one, so that a record can always be cleaned within that lag.
+    """
+    segment_ms = int(config.get("segment.ms"))
+    max_lag = int(config.get("max.compaction.lag.ms"))
+    if config.compacted and max_lag > 0:
+        return min(segment_ms, max_lag)
+    return segment_ms
+
+
+def active_segment(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> Segment | None:
+    """The partition's active segment: its newest one, until Kafka would have rolled it.
+
+    Kafka appends to one open segment and rolls it once it holds segment.bytes
+    or its first batch's newest record is older than ``max_segment_ms``; no
+    job ever touches the open segment. Every lakelog append writes a sealed
+    segment of its own, so the newest segment plays the open one (the records
+    since the last roll) while it is within those limits, and counts as
+    rolled once past them, without waiting for another append. Nothing else
+    is ever active, so merging (which never folds the active segment) cannot
+    leave records that no cleaning pass may reach until new data arrives.
+    """
+    if not segments:
+        return None
+    newest = segments[-1]
+    if newest.num_records == 0 or newest.size_bytes >= int(config.get("segment.bytes")):
+        return None
+    if now_ms - newest.max_timestamp_ms > max_segment_ms(config):
+        return None
+    return newest
+
+
+def rolled_segments(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> list[Segment]:
+    """Every segment but the active one: what compaction and merging may rewrite."""
+    if active_segment(segments, config, now_ms) is None:
+        return list(segments)
+    return list(segments)[:-1]
+
+
 def cleanable_segments(
     segments: Sequence[Segment], config: TopicConfig, now_ms: int
 ) -> list[Segment]:
-    """The tail compaction may touch: not the newest segment, nothing younger than the lag.
+    """The tail compaction may touch: not the active segment, nothing younger than the lag.
 
     Stops at the first segment that is too young, so the cleanable range is
     always a prefix of the log and the head stays byte-for-byte untouched.
     """
     lag = int(config.get("min.compaction.lag.ms"))
     result = []
-    for segment in list(segments)[:-1]:  # the newest segment is the active one
+    for segment in rolled_segments(segments, config, now_ms):
         if segment.max_timestamp_ms > now_ms - lag:
             break
         result.append(segment)
@@ -192,10 +234,18 @@ def plan_retention(
 
 
 def plan_merge(
-    partition: int, segments: Sequence[Segment], config: TopicConfig
+    partition: int, segments: Sequence[Segment], config: TopicConfig, now_ms: int
 ) -> list[SegmentGroup]:
-    """Runs of small segments to merge; single-segment groups need no work and are dropped."""
+    """Runs of small rolled segments to merge; single-segment groups need no work.
+
+    The active segment is never folded in: a merged segment holding it would
+    itself be the newest, and old dirty records would ride along into the one
+    segment no cleaning pass reads.
+    """
     groups = group_segments(
-        partition, segments, int(config.get("segment.bytes")), int(config.get("segment.ms"))
+        partition,
+        rolled_segments(segments, config, now_ms),
+        int(config.get("segment.bytes")),
+        int(config.get("segment.ms")),
     )
     return [g for g in groups if len(g.segments) > 1]

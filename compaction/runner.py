@@ -98,7 +98,7 @@ def run_job(
                 progress=progress,
             )
         elif job == "merge":
-            report = merge_topic(catalog, topic, spark, progress=progress)
+            report = merge_topic(catalog, topic, spark, now_ms=options.now_ms, progress=progress)
         elif job == "vacuum":
             report = vacuum_topic(
                 catalog,

@@ -3,7 +3,9 @@
 Local mode by default (``local[2]``, or ``$LAKELOG_SPARK_MASTER``), any master
 via ``--master``, or whatever spark-submit set up. Python workers must run the
 interpreter lakelog is installed in, so ``PYSPARK_PYTHON`` defaults to this
-one (spark-submit users set ``spark.pyspark.python`` instead).
+one for a session started here (spark-submit users set ``spark.pyspark.python``
+instead), and a local session started elsewhere (``SparkSession.builder`` in a
+notebook) is made to use it too when ``PYSPARK_PYTHON`` is unset.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from spark_connector.worker_python import use_driver_python_for_workers
 
 
 def under_spark_submit() -> bool:
@@ -29,11 +33,14 @@ def spark_session(master: str | None = None, app_name: str = "lakelog") -> Spark
     """
     active = SparkSession.getActiveSession()
     if active is not None:
+        use_driver_python_for_workers(active)
         return active
     if SparkContext._active_spark_context is not None:
         # A session exists but is not active in this thread: join it as it is, since
         # builder options would silently change the configuration of a shared session.
-        return SparkSession.builder.getOrCreate()
+        joined = SparkSession.builder.getOrCreate()
+        use_driver_python_for_workers(joined)
+        return joined
     if under_spark_submit() and not master:
         return SparkSession.builder.getOrCreate()  # keeps even spark-submit's --name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -55,3 +62,27 @@ def spark_session(master: str | None = None, app_name: str = "lakelog") -> Spark
         .config("spark.driver.memory", os.environ.get("LAKELOG_SPARK_DRIVER_MEMORY", "2g"))
         .getOrCreate()
     )
+
+
+def stop_spark(session: SparkSession, timeout_s: float = 120.0) -> None:
+    """Stop the session and end the JVM this process started for it, waiting for it to exit.
+
+    ``session.stop()`` leaves Spark's JVM running until the Python process
+    exits. In a notebook that exit is the kernel being killed, its whole
+    process group with it, while the JVM's shutdown hooks delete Spark's temp
+    directories (an ``IOException: Failed to delete`` on the kernel's stderr).
+    Closing the JVM's stdin makes it exit on its own, hooks included, while
+    nothing disturbs it. A later ``spark_session()`` starts a new JVM. Under
+    spark-submit the JVM started this process and is left alone.
+    """
+    session.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return
+    gateway.shutdown()
+    if process.stdin is not None:
+        process.stdin.close()  # the JVM exits at EOF on its stdin (PythonGatewayServer)
+    process.wait(timeout=timeout_s)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -5,11 +5,19 @@ storage root; ``catalog.topic(name)`` gives a topic's ``TopicLog`` to append
 to and read from.
 """
 
-from lakelog.catalog import Catalog, TopicDescription, connect
 from lakelog.errors import LakelogError
-from lakelog.records import ConsumerRecord, Record
-from lakelog.topic_config import TopicConfig
-from lakelog.topic_log import AppendResult, FetchResult, PartitionState, TopicLog
+from lakelog.extras import missing_core_module
+
+try:
+    from lakelog.catalog import Catalog, TopicDescription, connect
+    from lakelog.records import ConsumerRecord, Record
+    from lakelog.topic_config import TopicConfig
+    from lakelog.topic_log import AppendResult, FetchResult, PartitionState, TopicLog
+except ModuleNotFoundError as exc:  # e.g. a Spark worker running a Python without lakelog
+    error = missing_core_module(exc)
+    if error is None:
+        raise
+    raise error from exc
 
 __version__ = "0.1.0"
 

@@ -45,6 +45,19 @@ class UnknownServerError(LakelogError):
     """An unexpected failure; the message says what failed."""
 
 
+# ``name`` is Kafka's error name here (ImportError's module ``name`` is not used).
+class MissingDependencyError(UnknownServerError, ImportError):  # type: ignore[misc]
+    """A part of lakelog was imported or run without the packages it needs.
+
+    Also an ``ImportError``, so code that probes for optional parts with
+    ``except ImportError`` keeps working. The message names what to install
+    (the pip extra) or, in a Spark Python worker, which interpreter to set.
+    """
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class OffsetOutOfRangeError(LakelogError):
     code = 1
     name = "OFFSET_OUT_OF_RANGE"
@@ -368,10 +381,12 @@ def _all_subclasses(cls: type[LakelogError]) -> list[type[LakelogError]]:
 
 def _classes_by_code() -> dict[int, type[LakelogError]]:
     """One class per code; a subclass sharing its parent's code is a more specific case of
-    it (``InternalTopicError``) and never stands for the code on its own."""
+    it (``InternalTopicError``) and never stands for the code on its own. -1
+    (UNKNOWN_SERVER_ERROR) is the fallback of ``error_for_code`` and is never looked up."""
     found: dict[int, type[LakelogError]] = {}
     for cls in _all_subclasses(LakelogError):
-        found.setdefault(cls.code, cls)
+        if cls.code != UnknownServerError.code:
+            found.setdefault(cls.code, cls)
     return found
 
 

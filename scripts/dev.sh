@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up the project on a fresh machine and run it or its tests.
-#   bash scripts/dev.sh run   -> install, then start a broker on localhost:8082 over ./data/lakelog
-#   bash scripts/dev.sh test  -> install with dev extras, then ruff, mypy and the whole test suite
+#   bash scripts/dev.sh run   -> install the broker extra, then start a broker on localhost:8082 over ./data/lakelog
+#   bash scripts/dev.sh test  -> install the dev extras, then ruff, mypy and the whole test suite
+# Installs go into ./.venv and are skipped when it already holds them for this
+# pyproject.toml (scripts/install_state.py; delete .venv/lakelog-install.json to force one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,22 +11,29 @@ PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), "lakelog needs Python 3.11"'
 
-setup() {
+# install EXTRAS: lakelog in editable mode with EXTRAS (comma separated), unless already there.
+install() {
+    local extras=$1
     if [ ! -x .venv/bin/python ]; then
         "$PYTHON" -m venv .venv
     fi
+    if .venv/bin/python scripts/install_state.py current .venv "$extras"; then
+        return
+    fi
+    echo "== installing lakelog[$extras] into .venv" >&2
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet --editable ".[dev]"
+    .venv/bin/python -m pip install --quiet --editable ".[$extras]"
+    .venv/bin/python scripts/install_state.py record .venv "$extras"
 }
 
 case "${1:-}" in
     run)
-        setup
+        install broker
         shift
         exec .venv/bin/lakelog broker start --root "${LAKELOG_ROOT:-./data/lakelog}" "$@"
         ;;
     test)
-        setup
+        install dev
         shift
         echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
         echo "== mypy"; .venv/bin/mypy lakelog server compaction spark_connector tests benchmarks

@@ -30,11 +30,23 @@ Modules, one job each: ``options`` (parsing, pure), ``planning`` (filters,
 splits, rate limits, pure), ``offsets`` (offset options -> offsets, pure),
 ``topics`` (the driver's view of the root), ``reading`` (in tasks),
 ``batch_reader``/``stream_reader`` (Spark's reader interfaces), ``staging``
-and ``writers`` (writes), ``source`` (the DataSource), ``sql`` (helpers).
+and ``writers`` (writes), ``source`` (the DataSource), ``sql`` (helpers),
+``worker_python`` (the interpreter Spark's Python workers run).
+
+Installed by the ``spark`` extra (``pip install 'lakelog[spark]'``); without
+it, importing this package raises ``MissingDependencyError`` naming the extra.
+Spark's Python workers import it too: one started with a Python that lacks
+lakelog's modules fails with a message naming PYSPARK_PYTHON.
 """
 
-from spark_connector.source import FORMAT, LakelogDataSource
-from spark_connector.sql import (
+from lakelog.extras import require_extra
+
+# Spark's Python workers import this package too; they need only PySpark (delta-rs,
+# the rest of the extra, is for compaction/).
+require_extra("spark", "spark_connector/ (the Spark data source)", ("pyspark",))
+
+from spark_connector.source import FORMAT, LakelogDataSource  # noqa: E402
+from spark_connector.sql import (  # noqa: E402
     parse_json_value,
     register,
     register_topics,

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from lakelog import __version__
 from lakelog.cli import (
@@ -26,13 +27,45 @@ from lakelog.cli import (
     topics,
 )
 from lakelog.cli.common import client_security
-from lakelog.errors import LakelogError
+from lakelog.errors import LakelogError, MissingDependencyError
 
 #: Entry-point group through which server/, compaction/ and spark_connector/
-#: add their commands without the core importing them.
+#: add their commands without the core importing them. Each entry is named as
+#: the command it adds.
 COMMANDS_GROUP = "lakelog.commands"
 #: Exit status when standard output was closed: 128 + SIGPIPE, as a shell reports it.
 EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def add_unavailable(sub: SubParsers, name: str, error: MissingDependencyError) -> None:
+    """``lakelog <name>`` for a command whose part is not installed: it prints why.
+
+    It takes any arguments (so the user sees the install hint, not a usage
+    error about the options they typed) and exits 1.
+    """
+    extra = error.details.get("extra")
+    hint = f"not installed: pip install 'lakelog[{extra}]'" if extra else "not installed"
+    parser = sub.add_parser(name, help=f"({hint})", add_help=False, prefix_chars="\0")
+    parser.add_argument("arguments", nargs="*")
+
+    def run(args: argparse.Namespace) -> int:
+        raise error
+
+    parser.set_defaults(run=run)
+
+
+def register_plugins(sub: SubParsers) -> None:
+    """Add the commands of the installed parts (see ``COMMANDS_GROUP``)."""
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except MissingDependencyError as exc:  # the part's extra is not installed
+            add_unavailable(sub, entry.name, exc)
+            continue
+        register(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for module in (acls, client_quotas, doctor):
         module.register(sub)
-    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        entry.load()(sub)
+    register_plugins(sub)
     add_version_everywhere(sub)
     return parser
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from lakelog.partitioner import partition_for_key
-from tests.fixtures.brokers import BrokerProcess, broker_env
+from tests.fixtures.brokers import PROJECT, BrokerProcess, broker_env
 from tests.fixtures.roots import RootSpec
+
+VENV_BIN = Path(sys.executable).parent
 
 
 def lakelog(
@@ -143,3 +148,45 @@ def test_quickstart(
         env, "topics", "--create", "--topic", "../x", "--bootstrap-server", server, check=False
     )
     assert bad.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in bad.stderr
+
+
+def readme_quickstart() -> str:
+    """The README's shell quickstart: the block after "With the broker running"."""
+    text = (PROJECT / "README.md").read_text()
+    match = re.search(
+        r"With the broker\s+running, from another shell:\s+```bash\n(.*?)```", text, re.DOTALL
+    )
+    assert match is not None
+    return match.group(1)
+
+
+def test_readme_quickstart_shows_the_records_it_produced(
+    tmp_path: Path, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """The README's commands, as written, against a fresh broker (its port for 8082)."""
+    broker = start_broker(RootSpec(str(tmp_path / "root")))
+    script = readme_quickstart()
+    assert "localhost:8082" in script
+    address = broker.url.removeprefix("http://")
+    script = script.replace("localhost:8082", address).replace(".venv/bin/", f"{VENV_BIN}/")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    created, produced, *fetched = (json.loads(line) for line in lines[:5])
+    assert created["name"] == "quickstart-events"
+    where = {r["partition"] for r in produced["records"]}
+    assert partition_for_key(b"user-1", 3) in where
+    assert [f["partition"] for f in fetched] == [0, 1, 2]
+    records = [(f["partition"], r["key"], r["value"]) for f in fetched for r in f["records"]]
+    assert {(key, value) for _, key, value in records} == {("user-1", "hello"), (None, "world")}
+    assert {p for p, _, _ in records} == where  # each where the produce answer said
+    consumed = {tuple(line.split("\t")) for line in lines[5:]}
+    assert {row[1:] for row in consumed} == {("user-1", "hello"), ("null", "world")}
+    assert "Processed a total of 2 messages" in done.stderr

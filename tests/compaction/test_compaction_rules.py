@@ -6,7 +6,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 from compaction.compact import compact_topic
-from compaction.planner import group_segments, plan_compaction, plan_retention
+from compaction.planner import (
+    active_segment,
+    cleanable_segments,
+    group_segments,
+    plan_compaction,
+    plan_merge,
+    plan_retention,
+)
 from lakelog import Catalog, Record
 from lakelog.offset_index import Segment
 from lakelog.topic_config import TopicConfig
@@ -57,7 +64,7 @@ def test_dirty_ratio_lags_and_head(catalog: Catalog, spark: SparkSession) -> Non
 
     # 2. Below min.cleanable.dirty.ratio nothing is due (and Spark is not even started).
     put(day + 2, "c")  # 8: the new head; offsets 5..7 are now dirty and cleanable later
-    later = day + 2 * HOUR
+    later = day + 2 + HOUR  # the head is exactly max.compaction.lag.ms old at step 3: active
     cleanable = log.segments(0)[:-1]
     dirty = sum(s.size_bytes for s in cleanable[1:])
     ratio = dirty / sum(s.size_bytes for s in cleanable)
@@ -77,7 +84,13 @@ def test_dirty_ratio_lags_and_head(catalog: Catalog, spark: SparkSession) -> Non
     # Fetching a compacted-away offset lands on the next record present (Kafka semantics).
     assert log.read(0, 0, max_records=1).records.column("offset").to_pylist() == [4]
 
-    # 4. Everything is clean now: nothing is due, even with max.compaction.lag.ms.
+    # 4. Once older than max.compaction.lag.ms, the head counts as rolled (Kafka's
+    #    maxSegmentMs; Kafka would roll it at its next append) and is cleaned in turn.
+    rolled = compact_topic(catalog, "profiles", spark, now_ms=later + DAY)
+    assert rolled.status == "ok" and rolled.records_in == 4 and rolled.records_out == 3
+    assert _keys(read_all(log)) == [(4, b"b"), (7, b"a"), (8, b"c")]
+
+    # 5. Everything is clean now: nothing is due, even with max.compaction.lag.ms.
     assert compact_topic(catalog, "profiles", _no_spark, now_ms=later + DAY).status == "skipped"
 
 
@@ -118,3 +131,41 @@ def test_empty_segments_do_not_break_merge_groups() -> None:
     groups = group_segments(0, segs, target_bytes=1000, max_span_ms=DAY)
     assert [len(g.segments) for g in groups] == [3]
     assert [len(g.segments) for g in group_segments(0, segs, 1000, 5)] == [2, 1]
+
+
+def test_the_newest_segment_is_active_only_within_kafkas_roll_limits() -> None:
+    """Active = Kafka's open segment: the newest, until segment.bytes / segment.ms is passed."""
+    segs = [_seg(0, 9, 100, T0, T0 + 1), _seg(10, 19, 100, T0 + 2, T0 + 3)]
+    compacted = {"cleanup.policy": "compact"}
+    fresh = T0 + 3 + HOUR  # default segment.ms is 7 days
+    assert active_segment(segs, TopicConfig(compacted), fresh) == segs[-1]
+    assert cleanable_segments(segs, TopicConfig(compacted), fresh) == segs[:1]
+    # Older than segment.ms: Kafka would roll it at its next append; here it is rolled now.
+    a_week = T0 + 3 + 7 * DAY + 1
+    assert active_segment(segs, TopicConfig(compacted), a_week) is None
+    assert cleanable_segments(segs, TopicConfig(compacted), a_week) == segs
+    short = TopicConfig({**compacted, "segment.ms": str(HOUR)})
+    assert active_segment(segs, short, T0 + 3 + HOUR) == segs[-1]
+    assert active_segment(segs, short, T0 + 3 + HOUR + 1) is None
+    # A smaller max.compaction.lag.ms rolls a compacted topic's segment sooner (maxSegmentMs).
+    lagged = TopicConfig({**compacted, "max.compaction.lag.ms": str(MINUTE)})
+    assert active_segment(segs, lagged, T0 + 3 + MINUTE + 1) is None
+    assert active_segment(segs, TopicConfig({"max.compaction.lag.ms": str(MINUTE)}), fresh)
+    # Full (segment.bytes reached) or empty: not active either.
+    assert active_segment(segs, TopicConfig({**compacted, "segment.bytes": "100"}), fresh) is None
+    assert (
+        active_segment([segs[0], _seg(10, 19, 0, 0, 0, n=0)], TopicConfig(compacted), fresh) is None
+    )
+
+
+def test_merging_never_folds_the_active_segment() -> None:
+    """Folding it would make one newest segment of old dirty records that nothing cleans."""
+    segs = [_seg(i * 10, i * 10 + 9, 100, T0 + i, T0 + i) for i in range(4)]
+    config = TopicConfig({"cleanup.policy": "compact"})
+    (group,) = plan_merge(0, segs, config, now_ms=T0 + HOUR)
+    assert group.segments == tuple(segs[:3])
+    # Once rolled (past segment.ms), the newest is merged like any other segment.
+    (group,) = plan_merge(0, segs, config, now_ms=T0 + 8 * DAY)
+    assert group.segments == tuple(segs)
+    # A partition whose only other segment is the active one has nothing to merge.
+    assert plan_merge(0, segs[2:], config, now_ms=T0 + HOUR) == []

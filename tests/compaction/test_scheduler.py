@@ -120,8 +120,10 @@ def test_a_failing_job_is_logged_and_retried_next_interval(
 @pytest.mark.parametrize("make_root", ["local"], indirect=True)
 def test_once_runs_every_job_with_one_spark_session(catalog: Catalog, spark: SparkSession) -> None:
     catalog.create_topic("users", 1, {"cleanup.policy": "compact"})
+    catalog.create_topic("clicks", 1)  # small segments for merging (compaction leaves one)
     for i in range(4):
         catalog.topic("users").append([Record(f"v{i}".encode(), key=f"u{i % 2}".encode())])
+        catalog.topic("clicks").append([Record(f"c{i}".encode())])
     settings = SchedulerSettings(root=catalog.url, log_vacuum_grace_ms=0)
     scheduler = Scheduler(settings, catalog=catalog, spark=spark)
     assert scheduler.run(once=True) == 0

@@ -318,7 +318,7 @@ def test_dockerfile_base_image_and_java() -> None:
     runs = " ".join(i.args for i in dockerfile_stages()[-1] if i.keyword == "RUN")
     assert re.search(r"apt-get install\b[^;&]*\bdefault-jre-headless\b", runs)
     every_run = [i.args for stage in dockerfile_stages() for i in stage if i.keyword == "RUN"]
-    assert any(re.search(r"\bpip install \.(\s|$)", run) for run in every_run)
+    assert any(re.search(r'\bpip install "\.\[all\]"(\s|$)', run) for run in every_run)
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
     assert ">=3.11" in requires, "python:3.11-slim no longer satisfies requires-python"
 

@@ -14,6 +14,9 @@ the JVMs of the Spark notebooks) never overlap.
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -56,8 +59,11 @@ def read_notebook(path: Path) -> NotebookNode:
     return nb
 
 
-def execute(name: str, env: dict[str, str]) -> NotebookNode:
-    """Run every cell of ``notebooks/<name>.ipynb`` in a new kernel, in the notebooks folder."""
+def execute(name: str, env: dict[str, str], stderr: Path | None = None) -> NotebookNode:
+    """Run every cell of ``notebooks/<name>.ipynb`` in a new kernel, in the notebooks folder.
+
+    ``stderr`` receives the kernel's own stderr (and that of the JVM it starts).
+    """
     nb = read_notebook(NOTEBOOKS / f"{name}.ipynb")
     client = NotebookClient(
         nb,
@@ -65,8 +71,18 @@ def execute(name: str, env: dict[str, str]) -> NotebookNode:
         timeout=420,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
-    client.execute(env=env)
+    if stderr is None:
+        client.execute(env=env)
+        return nb
+    with stderr.open("wb") as sink:
+        client.execute(env=env, stderr=sink)
     return nb
+
+
+def assert_spark_stopped_cleanly(stderr: Path) -> None:
+    """No Java exception on the kernel's stderr: Spark ended before the kernel was shut down."""
+    text = stderr.read_text(errors="replace")
+    assert "Exception" not in text, text[-4000:]
 
 
 def outputs(nb: NotebookNode) -> list[NotebookNode]:
@@ -123,6 +139,24 @@ def test_quickstart_runs_against_a_broker_twice(
     assert "24 records read" in second
 
 
+def test_the_readme_command_prints_the_quickstart_results(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
+) -> None:
+    """The README's command runs the notebook and prints its cells with their outputs."""
+    readme = (PROJECT / "README.md").read_text()
+    (command,) = re.findall(r"^\.venv/bin/jupyter nbconvert .*$", readme, re.MULTILINE)
+    broker = start_broker(RootSpec(str(tmp_path / "root")))
+    env = {**kernel_env, "LAKELOG_BROKER_URL": broker.url}
+    args = shlex.split(command.replace(".venv/bin/", f"{Path(sys.executable).parent}/"))
+    done = subprocess.run(
+        args, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "created quickstart-events" in done.stdout
+    assert "12 records read" in done.stdout
+    assert re.search(r"^ *partition \d offset \d+$", done.stdout, re.MULTILINE)
+
+
 def _cluster_env(
     start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
 ) -> dict[str, str]:
@@ -135,27 +169,33 @@ def _cluster_env(
 def test_analytics_notebook(
     start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
 ) -> None:
-    nb = execute("analytics", _cluster_env(start_broker, tmp_path, kernel_env))
+    stderr = tmp_path / "kernel.stderr"
+    nb = execute("analytics", _cluster_env(start_broker, tmp_path, kernel_env), stderr)
     assert images(nb) == 1
+    assert_spark_stopped_cleanly(stderr)
 
 
 @pytest.mark.timeout(900)
 def test_compaction_notebook(
     start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
 ) -> None:
-    nb = execute("compaction", _cluster_env(start_broker, tmp_path, kernel_env))
+    stderr = tmp_path / "kernel.stderr"
+    nb = execute("compaction", _cluster_env(start_broker, tmp_path, kernel_env), stderr)
     text = text_of(nb)
     assert "latest values preserved for 25 keys" in text
     assert images(nb) == 1
+    assert_spark_stopped_cleanly(stderr)
 
 
 @pytest.mark.timeout(900)
 def test_streaming_notebook(
     start_broker: Callable[..., BrokerProcess], tmp_path: Path, kernel_env: dict[str, str]
 ) -> None:
-    nb = execute("streaming", _cluster_env(start_broker, tmp_path, kernel_env))
+    stderr = tmp_path / "kernel.stderr"
+    nb = execute("streaming", _cluster_env(start_broker, tmp_path, kernel_env), stderr)
     assert "word counts match what was produced" in text_of(nb)
     assert images(nb) == 1
+    assert_spark_stopped_cleanly(stderr)
 
 
 def test_notebooks_leave_nothing_in_their_folder() -> None:

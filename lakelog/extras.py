@@ -1,0 +1,103 @@
+"""What each part of lakelog needs installed, and the clear error when it is missing.
+
+``pip install lakelog`` installs the core: the library, the Python client and
+the CLI tools that talk to brokers or work on a root. The brokers
+(``server/``), the maintenance jobs (``compaction/``) and the Spark data
+source (``spark_connector/``) need more, installed by pip extras
+(``lakelog[broker]``, ``lakelog[spark]``, ``lakelog[all]``). Each part checks
+its modules when it is imported, so a missing extra is one message naming
+the command that installs it rather than a ``ModuleNotFoundError`` from deep
+inside. A Python with none of the core's modules (typically one of Spark's
+Python workers started with the wrong interpreter) gets a message saying
+which interpreter setting to change.
+
+Standard library only (plus ``lakelog.errors``, which is too): this module
+runs before anything it checks for is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from importlib.util import find_spec
+
+from lakelog.errors import MissingDependencyError
+
+#: The top-level modules the core imports (``pyproject.toml``'s dependencies).
+CORE_MODULES = (
+    "pyarrow",
+    "numpy",
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "pydantic",
+    "pydantic_settings",
+    "httpx",
+    "tqdm",
+)
+
+#: extra -> the top-level modules the part it installs imports.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "broker": ("fastapi", "starlette", "uvicorn", "msgspec", "prometheus_client", "jwt"),
+    "spark": ("pyspark", "deltalake"),
+}
+
+#: Set in the processes Spark starts to run Python code (data sources, UDFs, mapInArrow).
+_SPARK_WORKER_MODULE = "pyspark.worker_util"
+
+
+def missing_modules(modules: Iterable[str]) -> list[str]:
+    """The modules of ``modules`` this interpreter cannot find (nothing is imported)."""
+    return [name for name in modules if find_spec(name) is None]
+
+
+def install_hint(extra: str) -> str:
+    return f"pip install 'lakelog[{extra}]'"
+
+
+def require_extra(extra: str, part: str, modules: Iterable[str] | None = None) -> None:
+    """Raise ``MissingDependencyError`` naming the extra if a module ``part`` needs is missing.
+
+    ``part`` says what needs it, e.g. "the broker (server/)"; ``modules``
+    (default: every module of the extra) are the ones it imports.
+    """
+    missing = missing_modules(EXTRA_MODULES[extra] if modules is None else modules)
+    if missing:
+        raise MissingDependencyError(
+            f"{part} needs {', '.join(missing)}, which {sys.executable} cannot import; "
+            f"install lakelog with the {extra!r} extra: {install_hint(extra)}",
+            extra=extra,
+            missing=missing,
+        )
+
+
+def in_spark_worker() -> bool:
+    """True in a Python process Spark started to run tasks or plan a Python data source."""
+    return _SPARK_WORKER_MODULE in sys.modules
+
+
+def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | None:
+    """The error to raise when importing the core failed on ``exc`` (None: not ours).
+
+    A core module missing means lakelog runs in a Python it was not installed
+    in; in a Spark worker that is the worker interpreter Spark was told to
+    use, which the message says how to change.
+    """
+    module = (exc.name or "").partition(".")[0]
+    if module not in CORE_MODULES:
+        return None
+    message = (
+        f"lakelog needs the module {module!r}, which the Python running here "
+        f"({sys.executable}) cannot import: lakelog is not installed in it"
+    )
+    if in_spark_worker():
+        message += (
+            ". This is one of Spark's Python workers, which run PYSPARK_PYTHON (or "
+            "spark.pyspark.python under spark-submit; `python3` from PATH when neither is "
+            "set): set it to the Python lakelog is installed in, e.g. the driver's "
+            "(spark_connector.register and compaction.spark_session do so themselves in "
+            "local mode when it is unset)"
+        )
+    else:
+        message += "; install it there (pip install lakelog) or use the Python it is installed in"
+    return MissingDependencyError(message, missing=[module])
