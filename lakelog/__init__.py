@@ -6,6 +6,7 @@ to and read from.
 """
 
 from lakelog.catalog import Catalog, TopicDescription, connect
+from lakelog.commit_stats import CommitStats
 from lakelog.errors import LakelogError
 from lakelog.records import ConsumerRecord, Record
 from lakelog.topic_config import TopicConfig
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AppendResult",
     "Catalog",
+    "CommitStats",
     "ConsumerRecord",
     "FetchResult",
     "LakelogError",
