@@ -41,6 +41,14 @@ class ProducerLoad:
         except BaseException as exc:  # raised again in the test's thread by check()
             self.error = exc
 
+    def value(self, n: int) -> bytes:
+        """The value of the ``n``-th send (counting from 0)."""
+        return f"{self.prefix}-{n}".encode()
+
+    def acknowledged(self, n: int) -> bool:
+        """True once the ``n``-th send has been acknowledged."""
+        return self.value(n) in self.ledger.acknowledged
+
     def check(self) -> None:
         """Raise the sending thread's exception, if it died of one."""
         if self.error is not None:
@@ -48,7 +56,7 @@ class ProducerLoad:
 
     def _send_until_stopped(self) -> None:
         while not self._stop.is_set():
-            value = f"{self.prefix}-{self.count}".encode()
+            value = self.value(self.count)
             key = f"k{self.count % 17}".encode()
             self.ledger.sent(value, self.producer.send(self.topic, value, key=key))
             self.count += 1
