@@ -10,6 +10,7 @@ from lakelog.extras import missing_core_module
 
 try:
     from lakelog.catalog import Catalog, TopicDescription, connect
+    from lakelog.commit_stats import CommitStats
     from lakelog.records import ConsumerRecord, Record
     from lakelog.topic_config import TopicConfig
     from lakelog.topic_log import AppendResult, FetchResult, PartitionState, TopicLog
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AppendResult",
     "Catalog",
+    "CommitStats",
     "ConsumerRecord",
     "FetchResult",
     "LakelogError",

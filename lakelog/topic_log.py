@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.commit_stats import CommitStats
 from lakelog.delta.actions import Action, CommitInfo, Metadata, Txn
 from lakelog.delta.checkpoint import (
     AddRowCache,
@@ -388,12 +389,26 @@ class TopicLog:
         # many such appends there are (the promise ends with the last of them).
         self._reserved: dict[int, int] = {}
         self._staged: dict[int, int] = {}
+        # Replaced, never mutated, and only under the write lock: readers need no lock.
+        self._commit_stats = CommitStats()
 
     # -- snapshot ------------------------------------------------------------
 
     @property
     def version(self) -> int:
         return self._state.version
+
+    @property
+    def commit_stats(self) -> CommitStats:
+        """This writer's commits, lost races and renumberings since the log was opened."""
+        return self._commit_stats
+
+    def _count(self, **increments: int) -> None:
+        """Add to the commit counters; called with the write lock held."""
+        stats = self._commit_stats
+        self._commit_stats = replace(
+            stats, **{name: getattr(stats, name) + n for name, n in increments.items()}
+        )
 
     @property
     def metadata(self) -> Metadata:
@@ -512,6 +527,8 @@ class TopicLog:
                     committed = self._delta.try_commit(version, [*actions, info], ready)
                 except KafkaStorageError as exc:
                     committed = self._resolve_failed_put(commit_id, version, exc)
+                    if committed:
+                        self._count(recognised_after_error=1)
                 with self._state_lock:
                     if committed:
                         if self._state.version == version - 1:
@@ -520,10 +537,13 @@ class TopicLog:
                         else:
                             self.refresh()
                         self._maybe_checkpoint(version)
+                        self._count(commits=1)
                         return version
                     self.refresh()
                     if self._committed_by_us(commit_id, version):
+                        self._count(commits=1, recognised_after_error=1)
                         return version
+                self._count(lost_races=1)
                 attempt += 1
                 if time.monotonic() > deadline:
                     raise ConcurrentCommitError(
@@ -917,6 +937,7 @@ class TopicLog:
                 old = prepared.segments.pop(p, None)
                 if old is not None:  # never committed: nobody can be reading it
                     self.storage.delete(join(self.table_path, old.path))
+                    self._count(renumbered_segments=1)
             written = self._write_segments(
                 {p: with_offsets(by_partition[p], bases[p]) for p in stale}
             )

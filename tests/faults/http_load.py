@@ -4,6 +4,10 @@ Unlike the client library these are not idempotent: a request that got no
 answer and is sent again may be stored twice, which the ledger allows only
 for records with such an unanswered attempt. Refused requests (429, 503) are
 retried with the same records, as a Kafka client retries retriable errors.
+
+A producer thread that fails (a non-retriable refusal, a request refused on
+every attempt) fails ``run`` with its exception: an assertion raised in a
+thread and left there would only be a warning, and the test would pass.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -50,28 +55,38 @@ class HttpProducers:
         self.error_names: Counter[str] = Counter()
         self.offered_bytes = 0
         self._lock = threading.Lock()
+        self._failed = threading.Event()
 
     def run(self) -> None:
-        threads = [
-            threading.Thread(target=self._thread, args=(t,), daemon=True)
-            for t in range(self.shape[0])
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        """Send everything; raises the first producer thread's exception, if any."""
+        threads = self.shape[0]
+        with ThreadPoolExecutor(threads, thread_name_prefix=f"http-producer-{self.topic}") as pool:
+            running = [pool.submit(self._thread, t) for t in range(threads)]
+            try:
+                for future in running:
+                    future.result()
+            finally:
+                self._failed.set()  # the other threads stop at their next request
 
     def _thread(self, t: int) -> None:
         _, requests, records, record_bytes = self.shape
-        with httpx.Client(base_url=self.url, timeout=60) as http:
-            for r in range(requests):
-                prefix = f"{self.topic}-{t}-{r}"
-                values = [padded(f"{prefix}-{i}-", record_bytes) for i in range(records)]
-                self._send(http, values)
+        try:
+            with httpx.Client(base_url=self.url, timeout=60) as http:
+                for r in range(requests):
+                    if self._failed.is_set():
+                        return
+                    prefix = f"{self.topic}-{t}-{r}"
+                    values = [padded(f"{prefix}-{i}-", record_bytes) for i in range(records)]
+                    self._send(http, values)
+        except BaseException:
+            self._failed.set()
+            raise
 
     def _send(self, http: httpx.Client, values: list[str]) -> None:
         body = {"records": [{"value": v} for v in values]}
         for _ in range(self.attempts):
+            if self._failed.is_set():
+                return
             with self._lock:
                 self.offered_bytes += sum(len(v) for v in values)
             try:

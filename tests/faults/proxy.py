@@ -7,15 +7,50 @@ without being told anything. ``latency_s`` delays every chunk forwarded in
 either direction, which is how "slow storage" is injected. moto keeps its
 objects in memory, so the store itself is never restarted: its data survive
 the outage exactly as a real store's would.
+
+``drop_response_to(pattern)`` makes an answer go missing: the next request
+whose request line matches is forwarded whole, so the store carries it out,
+and the store's answer is never passed on; the client's connection is closed
+instead (and with ``then_stop``, the proxy stops, so that the client cannot
+ask the store what happened either). That is the ambiguous outcome of a
+commit PUT: it landed, and the writer got an error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import threading
 import time
+from dataclasses import dataclass, field
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close a connection now, even while a pipe thread is blocked reading it.
+
+    ``close`` alone does not end a ``recv`` another thread is blocked in (the
+    socket lives on until it returns), so the peer would see nothing; the
+    shutdown wakes that thread and tells the peer at once.
+    """
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+@dataclass
+class _Connection:
+    """One client connection: whether the answer to its current request is to be dropped."""
+
+    client: socket.socket
+    upstream: socket.socket
+    #: The request line whose answer must not reach the client (None: pass answers on).
+    dropping: bytes | None = None
+    #: The last bytes the client sent, to find a request line split between two reads.
+    recent: bytes = field(default=b"")
 
 
 class TcpProxy:
@@ -30,10 +65,20 @@ class TcpProxy:
         self._accept_thread: threading.Thread | None = None
         self.port = port
         self.connections = 0
+        #: Request lines whose answers were dropped, in order.
+        self.dropped: list[bytes] = []
+        self._drop_pattern: re.Pattern[bytes] | None = None
+        self._stop_after_drop = False
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def drop_response_to(self, pattern: bytes, *, then_stop: bool = False) -> None:
+        """Drop the answer to the next request whose request line matches ``pattern``."""
+        with self._lock:
+            self._drop_pattern = re.compile(pattern)
+            self._stop_after_drop = then_stop
 
     def start(self) -> None:
         listener = socket.socket()
@@ -57,9 +102,7 @@ class TcpProxy:
         with self._lock:
             sockets, self._sockets = self._sockets, set()
         for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                sock.close()
+            _reset(sock)
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -76,10 +119,13 @@ class TcpProxy:
             with self._lock:
                 self._sockets.update((client, upstream))
                 self.connections += 1
+            connection = _Connection(client, upstream)
             for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+                threading.Thread(
+                    target=self._pipe, args=(src, dst, connection), daemon=True
+                ).start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, connection: _Connection) -> None:
         try:
             while True:
                 data = src.recv(65536)
@@ -87,6 +133,12 @@ class TcpProxy:
                     break
                 if self.latency_s:
                     time.sleep(self.latency_s)
+                if src is connection.client:
+                    # Armed before the request is forwarded, so before its answer can come.
+                    self._arm(connection, data)
+                elif connection.dropping is not None and not data.startswith(b"HTTP/1.1 100"):
+                    self._drop(connection)
+                    break
                 dst.sendall(data)
         except OSError:
             pass  # the other side (or stop()) closed the connection: the pipe is done
@@ -96,3 +148,25 @@ class TcpProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 with self._lock:
                     self._sockets.discard(sock)
+
+    def _arm(self, connection: _Connection, data: bytes) -> None:
+        """Mark the connection if ``data`` starts the request whose answer is to be dropped."""
+        connection.recent = (connection.recent + data)[-8192:]
+        with self._lock:
+            pattern = self._drop_pattern
+            found = pattern.search(connection.recent) if pattern is not None else None
+            if found is not None:
+                self._drop_pattern = None  # one answer only
+                connection.dropping = found.group(0)
+
+    def _drop(self, connection: _Connection) -> None:
+        """Lose the answer: reset the client's connection, the answer left unread."""
+        assert connection.dropping is not None
+        with self._lock:
+            self.dropped.append(connection.dropping)
+            stop = self._stop_after_drop
+        if stop:
+            self.stop()
+            return
+        for sock in (connection.client, connection.upstream):
+            _reset(sock)

@@ -72,6 +72,7 @@ def test_corrupt_segment_and_corrupt_commit(
     garbage.write_bytes(b'{"add": {"path": "partition=0/x.parquet", "si')
 
     broker = start_broker(root)
+    damaged = ledger.mark()
     with httpx.Client(base_url=broker.url, timeout=30) as http:
         broken = fetch(http, "damaged", 1)
         print(f"corrupt segment: HTTP {broken.status_code} {broken.text[:300]}")
@@ -96,4 +97,12 @@ def test_corrupt_segment_and_corrupt_commit(
             assert values(fetch(http, "other", p)) == [f"other-{p}-{i}" for i in range(5)]
             assert produce(http, "other", p, 1, tag="-after", ledger=ledger) == [5]
     assert broker.process.poll() is None
-    check("corruption-other-topic", root, "other", ledger, idempotent=True)
+    check(
+        "corruption-other-topic",
+        root,
+        "other",
+        ledger,
+        idempotent=True,
+        recovered=damaged,
+        min_acknowledged_after=3,
+    )

@@ -77,6 +77,9 @@ def test_slow_storage_throttles_instead_of_buffering(
         broker.url, "slow", ledger, threads=6, requests=20, records=40, record_bytes=8_000
     )
     sampler = RssSampler(broker.process.pid)
+    # Slow, not down: the fault lasts the whole load, and every request of it (retried
+    # after each 429) must be acknowledged while it lasts.
+    slowed = ledger.mark()
     proxy.latency_s = 0.03
     try:
         load.run()
@@ -92,4 +95,13 @@ def test_slow_storage_throttles_instead_of_buffering(
     assert load.error_names["THROTTLING_QUOTA_EXCEEDED"] > 0, "no backpressure was applied"
     assert load.offered_bytes > RSS_ALLOWANCE
     assert peak - baseline < RSS_ALLOWANCE, f"broker RSS grew {(peak - baseline) >> 20} MiB"
-    check("slow-storage", root, "slow", ledger, idempotent=False)
+    threads, requests, records, _ = load.shape
+    check(
+        "slow-storage",
+        root,
+        "slow",
+        ledger,
+        idempotent=False,
+        recovered=slowed,
+        min_acknowledged_after=threads * requests * records,
+    )

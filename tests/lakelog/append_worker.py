@@ -4,15 +4,37 @@ Each batch holds ``--batch`` records spread over every partition, values
 ``<worker>-<batch>-<i>``. After an append returns (the commit is durable), one
 line per record ``partition offset value`` is appended to the ack file and
 fsynced: the ack file is the set of acknowledged records.
+
+With ``--gate DIR`` the worker opens the topic, creates ``DIR/<worker>.ready``
+and appends only once ``DIR/go`` exists, so that the test can start every
+worker at the same moment (process start-up takes longer than many appends).
+With ``--stats PATH`` it writes its ``TopicLog.commit_stats`` there as JSON
+when it is done.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
+import time
+from pathlib import Path
 
 from lakelog import Record, connect
+
+#: How long a gated worker waits for the go file before giving up.
+GATE_TIMEOUT_S = 120.0
+
+
+def wait_at_gate(gate: Path, worker: str) -> None:
+    (gate / f"{worker}.ready").touch()
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not (gate / "go").exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"worker {worker}: no go at {gate} within {GATE_TIMEOUT_S:g} s")
+        time.sleep(0.001)
 
 
 def main(argv: list[str]) -> None:
@@ -23,9 +45,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--batches", type=int, default=0, help="0: until killed")
     parser.add_argument("--batch", type=int, default=6)
     parser.add_argument("--acks", required=True)
+    parser.add_argument("--gate", type=Path, help="start appending when GATE/go exists")
+    parser.add_argument("--stats", type=Path, help="write the commit counters here at the end")
     args = parser.parse_args(argv)
     log = connect(args.root).topic(args.topic)
     partitions = log.num_partitions
+    if args.gate is not None:
+        wait_at_gate(args.gate, args.worker)
     with open(args.acks, "a", encoding="utf-8") as acks:
         n = 0
         while args.batches == 0 or n < args.batches:
@@ -42,6 +68,8 @@ def main(argv: list[str]) -> None:
             acks.flush()
             os.fsync(acks.fileno())
             n += 1
+    if args.stats is not None:
+        args.stats.write_text(json.dumps(dataclasses.asdict(log.commit_stats)))
     log.close()
 
 

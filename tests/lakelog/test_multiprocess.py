@@ -1,7 +1,16 @@
-"""Several OS processes appending to one topic, and appenders killed with SIGKILL."""
+"""Several OS processes appending to one topic, and appenders killed with SIGKILL.
+
+Both tests prove that the race they are about happened, not only that the
+log looks right afterwards: the concurrent writers report their lost commit
+races and renumbered segments (``TopicLog.commit_stats``), and the kill must
+fall between an append's segment writes and its commit, which leaves segment
+files no Delta commit references.
+"""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import signal
 import subprocess
@@ -12,14 +21,28 @@ from pathlib import Path
 
 import pytest
 
-from lakelog import Catalog, Record
+from lakelog import Catalog, CommitStats, Record
+from lakelog.cli import main as lakelog_cli
+from lakelog.storage import join
 from tests.fixtures.roots import RootSpec
 
 pytestmark = pytest.mark.slow
 
+#: Appends per concurrent writer: enough for the writers to overlap many times.
+CONCURRENT_BATCHES = 30
+#: SIGKILLs allowed until one falls between an append's segment writes and its commit.
+MAX_KILLS = 6
+#: Records the two appenders must have had acknowledged before they are killed.
+ACKS_BEFORE_KILL = 60
+
 
 def _spawn(
-    root: RootSpec, worker: str, acks: Path, batches: int, env: dict[str, str]
+    root: RootSpec,
+    worker: str,
+    acks: Path,
+    batches: int,
+    env: dict[str, str],
+    *options: str,
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -36,10 +59,24 @@ def _spawn(
             str(batches),
             "--acks",
             str(acks),
+            *options,
         ],
         env=env,
         stderr=subprocess.PIPE,
     )
+
+
+def _open_gate(gate: Path, workers: list[str], procs: list[subprocess.Popen[bytes]]) -> None:
+    """Wait until every worker has opened the topic, then let them all append at once."""
+    deadline = time.monotonic() + 120
+    while not all((gate / f"{w}.ready").exists() for w in workers):
+        for proc in procs:
+            if proc.poll() is not None:
+                _, err = proc.communicate()
+                raise AssertionError(f"a worker exited before the start: {err.decode()}")
+        assert time.monotonic() < deadline, "the workers never got ready"
+        time.sleep(0.01)
+    (gate / "go").touch()
 
 
 def _env(root: RootSpec, request: pytest.FixtureRequest) -> dict[str, str]:
@@ -87,15 +124,21 @@ def test_concurrent_processes_get_dense_unique_offsets(
     catalog = Catalog(root.url, s3=root.s3)
     catalog.create_topic("t", 3)
     env = _env(root, request)
-    workers = 3
-    batches = 15
-    ack_files = [tmp_path / f"acks{w}" for w in range(workers)]
-    procs = [_spawn(root, f"w{w}", ack_files[w], batches, env) for w in range(workers)]
+    names = ["w0", "w1", "w2"]
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    ack_files = [tmp_path / f"acks-{w}" for w in names]
+    stats_files = [tmp_path / f"stats-{w}.json" for w in names]
+    procs = [
+        _spawn(root, w, acks, CONCURRENT_BATCHES, env, "--gate", str(gate), "--stats", str(stats))
+        for w, acks, stats in zip(names, ack_files, stats_files, strict=True)
+    ]
+    _open_gate(gate, names, procs)
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err.decode()
     acked = _read_acks(ack_files)
-    assert len(acked) == workers * batches * 6
+    assert len(acked) == len(names) * CONCURRENT_BATCHES * 6
     contents = _log_contents(catalog)
     assert sum(len(rows) for rows in contents.values()) == len(acked)
     _assert_dense_and_holds(contents, acked)
@@ -107,24 +150,85 @@ def test_concurrent_processes_get_dense_unique_offsets(
             per_worker[worker].append(int(batch))
         for sequence in per_worker.values():
             assert sequence == sorted(sequence)
+    # The writers did race: versions were lost to another writer, and segments
+    # renumbered after those losses, so the dense offsets above came out of the
+    # re-numbering path, not out of writers that happened to take turns.
+    stats = [CommitStats(**json.loads(path.read_text())) for path in stats_files]
+    writers = [value.split("-")[0] for _, value in contents[0]]
+    switches = sum(1 for a, b in itertools.pairwise(writers) if a != b)
+    print(f"commit stats {stats}; writer switches in partition 0: {switches}")
+    assert [s.commits for s in stats] == [CONCURRENT_BATCHES] * len(names)
+    assert sum(s.lost_races for s in stats) > 0, stats
+    assert sum(s.renumbered_segments for s in stats) > 0, stats
 
 
-def test_sigkill_loses_nothing_acknowledged_and_shows_no_half_batch(
-    root: RootSpec, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
+def _orphan_segments(root: RootSpec) -> set[str]:
+    """Files in the topic's table directory that no add action of its Delta log names.
+
+    Nothing in these tests removes a segment, so the adds of the current
+    snapshot are every add the log ever had.
+    """
     catalog = Catalog(root.url, s3=root.s3)
-    catalog.create_topic("t", 3)
-    env = _env(root, request)
-    ack_files = [tmp_path / "acks-a", tmp_path / "acks-b"]
-    procs = [_spawn(root, name, path, 0, env) for name, path in zip("ab", ack_files, strict=True)]
+    try:
+        log = catalog.topic("t")
+        log.refresh()
+        live = {join(log.table_path, path) for path in log.live_paths()}
+        delta_log = join(log.table_path, "_delta_log") + "/"
+        stored = {
+            f.path
+            for f in catalog.storage.walk_files(log.table_path)
+            if not f.path.startswith(delta_log)
+        }
+        return stored - live
+    finally:
+        catalog.close()
+
+
+def _kill_appenders(root: RootSpec, env: dict[str, str], tmp_path: Path, round_: int) -> list[Path]:
+    """Start two appenders, SIGKILL both after some acknowledgements; their ack files."""
+    ack_files = [tmp_path / f"acks-{name}{round_}" for name in "ab"]
+    procs = [
+        _spawn(root, f"{name}{round_}", path, 0, env)
+        for name, path in zip("ab", ack_files, strict=True)
+    ]
     deadline = time.monotonic() + 120
-    while len(_read_acks(ack_files)) < 60 and time.monotonic() < deadline:
+    while len(_read_acks(ack_files)) < ACKS_BEFORE_KILL:
+        for proc in procs:
+            if proc.poll() is not None:
+                _, err = proc.communicate()
+                raise AssertionError(f"an appender died before the kill: {err.decode()}")
+        assert time.monotonic() < deadline, "the appenders acknowledged too little"
         time.sleep(0.05)
     for proc in procs:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    return ack_files
+
+
+def test_sigkill_loses_nothing_acknowledged_and_shows_no_half_batch(
+    root: RootSpec,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    catalog = Catalog(root.url, s3=root.s3)
+    catalog.create_topic("t", 3)
+    env = _env(root, request)
+    # Kill until a kill falls inside an append, between its segment writes and its
+    # commit: the segments it leaves, named by no commit, are the proof.
+    ack_files: list[Path] = []
+    orphans: set[str] = set()
+    kills = 0
+    while not orphans:
+        assert kills < MAX_KILLS, f"none of {kills} kills fell between segment writes and commit"
+        ack_files += _kill_appenders(root, env, tmp_path, kills)
+        kills += 1
+        orphans = _orphan_segments(root)
+    with capsys.disabled():  # capsys is here for the doctor's report
+        print(f"{kills} kill(s); {len(orphans)} uncommitted segment(s) left: {sorted(orphans)}")
     acked = _read_acks(ack_files)
-    assert len(acked) >= 60
+    assert len(acked) >= ACKS_BEFORE_KILL * kills
     contents = _log_contents(Catalog(root.url, s3=root.s3))
     _assert_dense_and_holds(contents, acked)
     batches: dict[str, int] = defaultdict(int)
@@ -133,6 +237,19 @@ def test_sigkill_loses_nothing_acknowledged_and_shows_no_half_batch(
             worker, batch, _ = value.split("-")
             batches[f"{worker}-{batch}"] += 1
     assert set(batches.values()) == {6}, "a batch is only partly visible"
+
+    # The operator's clean-up deletes exactly those leftovers; every record stays.
+    if root.s3 is not None:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = lakelog_cli(["doctor", "--root", root.url, "--json", "--repair", "--grace-seconds", "0"])
+    report = json.loads(capsys.readouterr().out)
+    assert {f["path"] for f in report["repaired"]} == orphans, report
+    assert code == 0, report
+    assert _orphan_segments(root) == set()
+    assert _log_contents(Catalog(root.url, s3=root.s3)) == contents
+
     # The table is still writable after the crash.
     follow = catalog.topic("t")
     follow.refresh()

@@ -1,0 +1,30 @@
+"""What one writer's commits to a topic went through, counted since the topic was opened.
+
+Writers share a table with no coordinator, so contention shows only in the
+commit loop: a version another writer took first, segments written again at
+new offsets because that writer moved their partitions, a commit whose PUT
+reported a failure but which had landed (found by its commit id). These
+counts let an operator see that contention and tests prove that the paths
+handling it ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStats:
+    """Counts only grow; a snapshot is immutable (``TopicLog.commit_stats``)."""
+
+    #: Table versions this writer committed.
+    commits: int = 0
+    #: Attempts that lost their version to another writer (each is retried at the next).
+    lost_races: int = 0
+    #: Segments written again at new offsets because their partition moved on after
+    #: they were written (another writer won a version, or an earlier staged append
+    #: of this writer failed).
+    renumbered_segments: int = 0
+    #: Commits whose PUT reported an error or a conflict although it had landed,
+    #: recognised by their commit id instead of being written again.
+    recognised_after_error: int = 0
