@@ -154,6 +154,17 @@ class InvalidRequestError(LakelogError):
     http_status = 400
 
 
+class SchemaMismatchError(InvalidRequestError):
+    """Well-formed JSON or a parameter that does not match the route's schema: a wrong type,
+    a missing or unknown field, a value out of range.
+
+    Still Kafka's INVALID_REQUEST (42), but HTTP 422 as the routes document, so an HTTP
+    client tells "the body is not JSON" (400) from "the JSON is not what this route takes".
+    """
+
+    http_status = 422
+
+
 class KafkaStorageError(LakelogError):
     """The storage root could not be read or written; usually transient."""
 

@@ -20,6 +20,7 @@ from lakelog.errors import (
     InvalidTopicError,
     LakelogError,
     RecordListTooLargeError,
+    SchemaMismatchError,
 )
 from lakelog.numerals import is_unsigned_int
 from lakelog.topic_config import validate_topic_name
@@ -63,13 +64,13 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in [
-        (400, "Bad request: malformed body or parameter, invalid name or config"),
+        (400, "Bad request: malformed JSON, invalid name, offset or config"),
         (404, "Unknown topic or partition"),
         (409, "Conflict, e.g. the topic already exists"),
         (413, "Body or record too large"),
         (415, "Unsupported content type"),
         (416, "Offset out of range"),
-        (422, "Request does not match the schema"),
+        (422, "Body or parameter does not match the schema (type, field, range)"),
         (429, "Produce buffer full: retry after a backoff"),
         (500, "Unexpected server error"),
         (503, "Storage unavailable: retry"),
@@ -96,15 +97,19 @@ async def lakelog_error_handler(request: Request, exc: Exception) -> JSONRespons
     return error_response(exc)
 
 
-def validation_error(exc: ValidationError | RequestValidationError) -> LakelogError:
-    """Pydantic's complaint as INVALID_REQUEST, naming the fields at fault."""
+def validation_error(exc: ValidationError | RequestValidationError) -> InvalidRequestError:
+    """Pydantic's complaint as INVALID_REQUEST, naming the fields at fault.
+
+    A body that is not JSON at all is a bad request (400); JSON or a parameter that does
+    not match the schema is SchemaMismatchError (422), as every native route documents.
+    """
     problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{where or 'body'}: {err.get('msg')}")
-    malformed = any(e.get("type") == "json_invalid" for e in exc.errors())
-    message = ("malformed JSON: " if malformed else "invalid request: ") + "; ".join(problems)
-    return InvalidRequestError(message[:2000])
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return InvalidRequestError(("malformed JSON: " + "; ".join(problems))[:2000])
+    return SchemaMismatchError(("invalid request: " + "; ".join(problems))[:2000])
 
 
 TOPIC_PATH = "/v1/topics/"
@@ -136,16 +141,14 @@ def _unroutable_topic(request: Request) -> InvalidTopicError | None:
 
 async def request_validation_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    error = validation_error(exc)
+    error: LakelogError = validation_error(exc)
     if request.url.path.startswith(TOPIC_PATH) and any(
         tuple(e.get("loc", ())) == ("path", "topic") for e in exc.errors()
     ):
         # A bad topic name answers INVALID_TOPIC_EXCEPTION (17) as Kafka does, whether it
         # comes in the path or in a create body, not the generic INVALID_REQUEST (42).
         error = _topic_name_error(request.path_params.get("topic", "")) or error
-    response = error_response(error)
-    response.status_code = 400
-    return response
+    return error_response(error)
 
 
 #: Paths whose next segment is a topic name (``/v3/clusters/{cluster_id}/topics/`` too).

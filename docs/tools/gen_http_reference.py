@@ -180,9 +180,11 @@ def render(document: JSONObj) -> str:
         "with Kafka's error codes (see [troubleshooting.md](troubleshooting.md)); the REST "
         "Proxy APIs answer with Confluent's error bodies. Native request bodies are strict: "
         'no unknown field, and no coercion (a number must be a JSON number, `"3"` is '
-        "refused, a flag a JSON boolean, a string a JSON string); a body that does not match "
-        "its schema is refused with HTTP 400 and `INVALID_REQUEST` (42), naming each field "
-        "at fault.",
+        "refused, a flag a JSON boolean, a string a JSON string). A body or parameter that "
+        "does not match its schema (wrong type, missing, unknown or out-of-range field) is "
+        "refused with HTTP 422 and `INVALID_REQUEST` (42), naming each field at fault; a body "
+        "that is not JSON at all, and a well-typed value lakelog itself refuses (an invalid "
+        "topic name, offset or config), answer HTTP 400.",
         "",
         "## Operations",
         "",

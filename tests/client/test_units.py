@@ -26,11 +26,14 @@ from lakelog.client.structs import RecordMetadata
 from lakelog.client.wire import ARROW_STREAM, decode_fetch, encode_produce
 from lakelog.errors import (
     InvalidConfigError,
+    InvalidRequestError,
     KafkaStorageError,
     LakelogError,
     OffsetOutOfRangeError,
+    SchemaMismatchError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    error_for_code,
 )
 from lakelog.records import Record
 
@@ -72,6 +75,17 @@ def test_error_bodies_become_their_kafka_classes() -> None:
     assert type(unknown) is UnknownServerError and unknown.details["error_code"] == 9999
     proxy = error_from_response(_response(502, b"<html>bad gateway</html>"))
     assert isinstance(proxy, NetworkError) and proxy.retriable
+
+
+def test_schema_mismatch_422_is_invalid_request() -> None:
+    """The brokers answer a body that does not match its schema with 422 and INVALID_REQUEST
+    (42); the client raises the same class as for any other INVALID_REQUEST, not retried."""
+    body = _error(42, "INVALID_REQUEST")
+    body["message"] = "invalid request: partitions: Input should be a valid integer"
+    error = error_from_response(_response(422, body))
+    assert type(error) is InvalidRequestError and not error.retriable
+    assert "partitions" in error.message
+    assert error_for_code(SchemaMismatchError.code) is InvalidRequestError
 
 
 def _error(code: int, name: str, retriable: bool = False) -> dict[str, object]:

@@ -138,16 +138,16 @@ def test_malformed_and_misshapen_produce_bodies(bad: BadInput) -> None:
         "malformed JSON",
     )
     bad.expect(bad.produce(content=b"", headers=json_type), 400, 42, "JSON")
-    bad.expect(bad.produce(json=[{"value": "x"}]), 400, 42, "object")
-    bad.expect(bad.produce(json={"records": "x"}), 400, 42, "records")
-    bad.expect(bad.produce(json={"records": []}), 400, 42, "records")
-    bad.expect(bad.produce(json={"recs": [{"value": "x"}]}), 400, 42, "records", "recs")
-    bad.expect(bad.produce(json={"records": [{"valu": "x"}]}), 400, 42, "valu")
+    bad.expect(bad.produce(json=[{"value": "x"}]), 422, 42, "object")
+    bad.expect(bad.produce(json={"records": "x"}), 422, 42, "records")
+    bad.expect(bad.produce(json={"records": []}), 422, 42, "records")
+    bad.expect(bad.produce(json={"recs": [{"value": "x"}]}), 422, 42, "records", "recs")
+    bad.expect(bad.produce(json={"records": [{"valu": "x"}]}), 422, 42, "valu")
     bad.expect(
-        bad.produce(json={"records": [{"value": "x", "partition": "one"}]}), 400, 42, "partition"
+        bad.produce(json={"records": [{"value": "x", "partition": "one"}]}), 422, 42, "partition"
     )
     bad.expect(
-        bad.produce(json={"records": [{"value": "x", "partition": -1}]}), 400, 42, "partition"
+        bad.produce(json={"records": [{"value": "x", "partition": -1}]}), 422, 42, "partition"
     )
     bad.expect(bad.produce(json={"records": [{"value": 5}]}), 400, 87, "records[0].value", "string")
     bad.expect(
@@ -157,7 +157,7 @@ def test_malformed_and_misshapen_produce_bodies(bad: BadInput) -> None:
         "records[0].headers[0]",
     )
     bad.expect(
-        bad.produce(json={"records": [{"value": "x"}], "key_format": "xml"}), 400, 42, "key_format"
+        bad.produce(json={"records": [{"value": "x"}], "key_format": "xml"}), 422, 42, "key_format"
     )
     bad.expect(
         bad.produce(json={"records": [{"value": "x"}], "producer_id": 1}),
@@ -200,12 +200,12 @@ def test_malformed_and_misshapen_produce_bodies(bad: BadInput) -> None:
     # A timestamp the log cannot store, and one before the epoch.
     bad.expect(
         bad.produce(json={"records": [{"value": "x", "timestamp_ms": 2**62}]}),
-        400,
+        422,
         42,
         "timestamp_ms",
     )
     bad.expect(
-        bad.produce(json={"records": [{"value": "x", "timestamp_ms": -1}]}), 400, 42, "timestamp_ms"
+        bad.produce(json={"records": [{"value": "x", "timestamp_ms": -1}]}), 422, 42, "timestamp_ms"
     )
     # Unsupported content types.
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/xml"):
@@ -387,14 +387,14 @@ def test_bad_parameters_and_sequence_gap(bad: BadInput) -> None:
     bad.expect(bad.fetch(0, offset="abc"), 400, 42, "offset", "abc")
     bad.expect(bad.fetch(0, offset="-5"), 400, 42, "offset", "-5")
     bad.expect(bad.fetch(0, offset="²"), 400, 42, "offset")
-    bad.expect(bad.fetch(0, max_records=0), 400, 42, "max_records")
-    bad.expect(bad.fetch(0, max_records="many"), 400, 42, "max_records")
-    bad.expect(bad.fetch(0, max_bytes=-1), 400, 42, "max_bytes")
+    bad.expect(bad.fetch(0, max_records=0), 422, 42, "max_records")
+    bad.expect(bad.fetch(0, max_records="many"), 422, 42, "max_records")
+    bad.expect(bad.fetch(0, max_bytes=-1), 422, 42, "max_bytes")
     bad.expect(bad.fetch(0, max_wait_ms=5_000), 400, 42, "max_wait_ms", "1000")
-    bad.expect(bad.fetch(0, format="xml"), 400, 42, "format")
-    bad.expect(bad.fetch(0, value_format="utf-16"), 400, 42, "value_format")
-    bad.expect(bad.fetch("first"), 400, 42, "partition")
-    bad.expect(bad.fetch(-1), 400, 42, "partition")
+    bad.expect(bad.fetch(0, format="xml"), 422, 42, "format")
+    bad.expect(bad.fetch(0, value_format="utf-16"), 422, 42, "value_format")
+    bad.expect(bad.fetch("first"), 422, 42, "partition")
+    bad.expect(bad.fetch(-1), 422, 42, "partition")
     # Stored values that are not JSON cannot be fetched in the json format.
     bad.expect(bad.fetch(0, value_format="json"), 400, 42, "not JSON", "offset 0")
     offsets = "/v1/topics/t/partitions/0/offsets"
@@ -406,13 +406,13 @@ def test_bad_parameters_and_sequence_gap(bad: BadInput) -> None:
         )
     bad.expect(
         bad.produce(json={"records": [{"value": "x"}]}, params={"partition": "one"}),
-        400,
+        422,
         42,
         "partition",
     )
     bad.expect(
         bad.produce(json={"records": [{"value": "x"}]}, params={"producer_id": -1, "sequence": 0}),
-        400,
+        422,
         42,
         "producer_id",
     )
@@ -449,13 +449,13 @@ def test_bad_admin_requests(bad: BadInput) -> None:
         bad.http.post("/v1/topics/t/partitions", json={"count": 1}), 400, 37, "2 partitions", "1"
     )
     bad.expect(bad.http.post("/v1/topics/t/partitions", json={"count": 2}), 400, 37, "2 partitions")
-    bad.expect(bad.http.post("/v1/topics/t/partitions", json={"count": 0}), 400, 42, "count")
-    bad.expect(bad.http.post("/v1/topics/t/partitions", json={}), 400, 42, "count")
+    bad.expect(bad.http.post("/v1/topics/t/partitions", json={"count": 0}), 422, 42, "count")
+    bad.expect(bad.http.post("/v1/topics/t/partitions", json={}), 422, 42, "count")
     bad.expect(
-        bad.http.post("/v1/topics", json={"name": "n", "partitions": 0}), 400, 42, "partitions"
+        bad.http.post("/v1/topics", json={"name": "n", "partitions": 0}), 422, 42, "partitions"
     )
     bad.expect(
-        bad.http.post("/v1/topics", json={"name": "n", "partitions": 10_001}), 400, 42, "partitions"
+        bad.http.post("/v1/topics", json={"name": "n", "partitions": 10_001}), 422, 42, "partitions"
     )
     bad.expect(
         bad.http.post("/v1/topics", json={"name": "n", "configs": {"bogus": "1"}}), 400, 40, "bogus"
@@ -473,7 +473,7 @@ def test_bad_admin_requests(bad: BadInput) -> None:
         38,
         "replication factor",
     )
-    bad.expect(bad.http.post("/v1/topics", json={"partitions": 1}), 400, 42, "name")
+    bad.expect(bad.http.post("/v1/topics", json={"partitions": 1}), 422, 42, "name")
     bad.expect(
         bad.http.post("/v1/topics", content=b"{", headers={"content-type": "application/json"}),
         400,
@@ -503,9 +503,27 @@ def test_bad_admin_requests(bad: BadInput) -> None:
         40,
         "min.compaction.lag.ms",
     )
-    bad.expect(bad.http.patch("/v1/topics/t/configs", json={"sett": {}}), 400, 42, "sett")
+    bad.expect(bad.http.patch("/v1/topics/t/configs", json={"sett": {}}), 422, 42, "sett")
     assert bad.checked >= 18
     check_numbers_must_be_numbers(bad)
+
+
+def test_schema_mismatch_is_422_and_malformed_json_400(bad: BadInput) -> None:
+    """Every native route documents 422 for a request that does not match its schema: JSON
+    of the wrong shape answers 422 naming the field, JSON that does not parse 400, and a
+    well-typed value lakelog refuses 400; none of them stores anything."""
+    create = {"name": "n", "partitions": "3"}
+    body = bad.expect(bad.http.post("/v1/topics", json=create), 422, 42, "partitions")
+    assert set(body) == {"error_code", "error", "message", "retriable"}, body
+    assert "n" not in bad.http.get("/v1/topics").json()["topics"]
+    bad.expect(bad.fetch(0, max_records="ten"), 422, 42, "max_records")
+    malformed = b'{"name": "n", "partitions": 3'
+    json_type = {"content-type": "application/json"}
+    bad.expect(bad.http.post("/v1/topics", content=malformed, headers=json_type), 400, 42, "JSON")
+    bad.expect(bad.produce(content=b'{"records": [', headers=json_type), 400, 42, "JSON")
+    bad.expect(bad.fetch(0, offset="ten"), 400, 42, "offset", "ten")
+    bad.expect(bad.http.post("/v1/topics", json={"name": "a b"}), 400, 17, "a b")
+    assert "n" not in bad.http.get("/v1/topics").json()["topics"]
 
 
 def check_numbers_must_be_numbers(bad: BadInput) -> None:
@@ -539,22 +557,22 @@ def check_numbers_must_be_numbers(bad: BadInput) -> None:
         ("post", "/v1/groups/g/offsets", {"generation_id": "-1", "offsets": []}, "generation_id"),
     ]
     for method, path, body, field in integers:
-        bad.expect(bad.http.request(method, path, json=body), 400, 42, field, "valid integer")
+        bad.expect(bad.http.request(method, path, json=body), 422, 42, field, "valid integer")
     bad.expect(
         bad.http.post("/v1/topics", json={"name": "n", "configs": {"retention.ms": 1000}}),
-        400,
+        422,
         42,
         "configs.retention.ms",
         "valid string",
     )
-    bad.expect(bad.http.post("/v1/topics", json={"name": 7}), 400, 42, "name", "valid string")
+    bad.expect(bad.http.post("/v1/topics", json={"name": 7}), 422, 42, "name", "valid string")
     reset = {"topics": [{"topic": "t"}], "to": {"earliest": "true"}}
     bad.expect(
-        bad.http.post("/v1/groups/g/offsets:reset", json=reset), 400, 42, "to.earliest", "boolean"
+        bad.http.post("/v1/groups/g/offsets:reset", json=reset), 422, 42, "to.earliest", "boolean"
     )
     quotas = {"entity": {"user": "alice"}, "set": {"producer_byte_rate": "1024"}}
     bad.expect(
-        bad.http.patch("/v1/quotas", json=quotas), 400, 42, "set.producer_byte_rate", "valid number"
+        bad.http.patch("/v1/quotas", json=quotas), 422, 42, "set.producer_byte_rate", "valid number"
     )
 
 
