@@ -84,8 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_version_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Every Kafka tool takes --version, so every (sub-)command does too."""
+    """Every Kafka tool takes --version, so every (sub-)command does too.
+
+    A command whose part is not installed takes no options at all (``add_unavailable``):
+    whatever it is given, it answers with the install hint.
+    """
     for command in sub.choices.values():
+        if "-" not in command.prefix_chars:
+            continue
         add_version(command)
         for action in command._actions:
             if isinstance(action, argparse._SubParsersAction):

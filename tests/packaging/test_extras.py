@@ -180,6 +180,12 @@ def test_a_command_whose_extra_is_missing_says_what_to_install() -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "pip install 'lakelog[spark]'" in done.stderr
 
+    # --version is added to every command, but one whose extra is missing takes no options:
+    # it still gives the install hint.
+    done = python(f"sys.argv[1:] = ['maintain', '--version']\n{run}", "pyspark")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "pip install 'lakelog[spark]'" in done.stderr
+
     helped = python(f"sys.argv[1:] = ['--help']\n{run}", "pyspark")
     assert helped.returncode == 0
     assert "(not installed: pip install 'lakelog[spark]')" in helped.stdout
