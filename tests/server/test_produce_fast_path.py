@@ -54,7 +54,7 @@ EDGE_CASES: list[tuple[bytes, Route]] = [
     (b"[]", "refused"),
     (b"", "refused"),
     (b'{"records":[{"value":"a","partition":1.5}]}', "refused"),
-    (b'{"records":[{"value":"a","partition":true}]}', "models"),  # pydantic reads true as 1
+    (b'{"records":[{"value":"a","partition":true}]}', "refused"),  # strict: a boolean is not a partition
     (b'{"records":[{"value":"a","partition":-1}]}', "refused"),
     (b'{"records":[{"value":"a","partition":2147483648}]}', "refused"),
     (b'{"records":[{"value":"a","timestamp_ms":253402300800000}]}', "refused"),
