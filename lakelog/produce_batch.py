@@ -77,7 +77,9 @@ class ProduceBatch:
         """The one builder of produce tables. Arrow columns of the schema's type are taken
         without a copy (the broker's fast JSON decoder relies on it); other Arrow types are
         cast, Python sequences converted (``timestamp`` in ms since the epoch, ``headers``
-        as lists of ``{"key", "value"}``), and ``None`` is a column of nulls."""
+        as lists of ``{"key", "value"}``), and ``None`` is a column of nulls. Columns are
+        trusted as well-formed Arrow; data from outside the process goes through
+        ``from_arrow``, which checks it in full first."""
         given: Mapping[str, Column] = {
             "partition": partition,
             "timestamp": timestamp,
