@@ -152,24 +152,6 @@ class ConsumerRecord:
         return TIMESTAMP_TYPE_NAMES.get(self.timestamp_type, "NoTimestampType")
 
 
-def records_to_table(records: Sequence[Record]) -> pa.Table:
-    """Produce input as Arrow columns (the shape every append path converges on)."""
-    return pa.table(
-        {
-            "partition": pa.array([r.partition for r in records], pa.int32()),
-            "timestamp": pa.array([r.timestamp_ms for r in records], TIMESTAMP_TYPE),
-            "key": pa.array([r.key for r in records], pa.binary()),
-            "value": pa.array([r.value for r in records], pa.binary()),
-            "headers": pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS_TYPE
-            ),
-            "producer_id": pa.nulls(len(records), pa.int64()),
-            "sequence": pa.nulls(len(records), pa.int32()),
-        },
-        schema=PRODUCE_SCHEMA,
-    )
-
-
 def table_to_records(topic: str, partition: int, table: pa.Table) -> list[ConsumerRecord]:
     """Segment rows (already filtered to one partition) as consumer records."""
     columns = {

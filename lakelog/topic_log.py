@@ -61,10 +61,10 @@ from lakelog.produce import (
     prepare_batch,
     producer_txn,
 )
+from lakelog.produce_batch import ProduceInput
 from lakelog.records import (
     SEGMENT_SCHEMA,
     ConsumerRecord,
-    Record,
     table_to_records,
     with_offsets,
 )
@@ -629,7 +629,7 @@ class TopicLog:
 
     def prepare(
         self,
-        records: Sequence[Record] | pa.Table,
+        records: ProduceInput,
         producer_id: int | None = None,
         base_sequence: int | None = None,
         *,
@@ -654,7 +654,7 @@ class TopicLog:
 
     def append(
         self,
-        records: Sequence[Record] | pa.Table,
+        records: ProduceInput,
         producer_id: int | None = None,
         base_sequence: int | None = None,
     ) -> AppendResult:
@@ -671,9 +671,7 @@ class TopicLog:
             raise result
         return result
 
-    def append_once(
-        self, records: Sequence[Record] | pa.Table, app_id: str, version: int
-    ) -> AppendResult:
+    def append_once(self, records: ProduceInput, app_id: str, version: int) -> AppendResult:
         """Append exactly once per (app_id, version): a repeat is a no-op (``duplicate``).
 
         The marker is a Delta app transaction committed atomically with the

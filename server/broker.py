@@ -13,7 +13,6 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -23,7 +22,8 @@ import pyarrow.compute as pc
 from lakelog.catalog import Catalog
 from lakelog.delta.checkpoint_process import CheckpointProcess
 from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError
-from lakelog.records import SEGMENT_SCHEMA, Record
+from lakelog.produce_batch import ProduceInput
+from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, FetchResult, TopicLog
 from server.batcher import ProduceBatcher
@@ -135,7 +135,7 @@ class Broker:
     async def produce(
         self,
         topic: str,
-        records: Sequence[Record] | pa.Table,
+        records: ProduceInput,
         acks: Acks = -1,
         producer_id: int | None = None,
         base_sequence: int | None = None,

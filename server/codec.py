@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from lakelog.errors import InvalidRecordError, InvalidRequestError
-from lakelog.produce import MAX_TIMESTAMP_MS
+from lakelog.produce_batch import MAX_TIMESTAMP_MS, PRODUCER_COLUMNS, ProduceBatch
 from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, SEGMENT_SCHEMA, TIMESTAMP_TYPE
 from lakelog.topic_log import AppendResult
 
@@ -82,13 +82,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-#: Idempotence comes from the producer_id/sequence parameters, which the log checks and
-#: records; per-row columns would store producer ids and sequences that were never checked.
-_PRODUCER_COLUMNS = ("producer_id", "sequence")
+def parse_arrow_stream(body: bytes) -> ProduceBatch:
+    """A produce body in Arrow IPC stream format, as a produce batch.
 
-
-def parse_arrow_stream(body: bytes) -> pa.Table:
-    """A produce body in Arrow IPC stream format, checked against the produce columns."""
+    Idempotence comes from the producer_id/sequence parameters, which the log
+    checks and records; per-row columns would store producer ids and
+    sequences that were never checked, so they are refused.
+    """
     if not body:
         raise InvalidRequestError("empty Arrow IPC body")
     try:
@@ -100,13 +100,13 @@ def parse_arrow_stream(body: bytes) -> pa.Table:
     repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
     if repeated:
         raise InvalidRecordError(f"Arrow columns appear more than once: {repeated}")
-    forged = [n for n in table.column_names if n in _PRODUCER_COLUMNS]
+    forged = [n for n in table.column_names if n in PRODUCER_COLUMNS]
     if forged:
         raise InvalidRecordError(
             f"Arrow columns {forged} are not accepted; an idempotent producer passes "
             "producer_id and sequence as query parameters"
         )
-    allowed = set(PRODUCE_SCHEMA.names) - set(_PRODUCER_COLUMNS)
+    allowed = set(PRODUCE_SCHEMA.names) - set(PRODUCER_COLUMNS)
     unknown = [n for n in table.column_names if n not in allowed]
     if unknown:
         raise InvalidRecordError(
@@ -122,7 +122,7 @@ def parse_arrow_stream(body: bytes) -> pa.Table:
             "timestamp",
             table.column("timestamp").cast(pa.int64()).cast(TIMESTAMP_TYPE),
         )
-    return table
+    return ProduceBatch.from_arrow(table)
 
 
 FETCH_SCHEMA = pa.schema(
@@ -223,9 +223,9 @@ _guess: list[tuple[str, str]] = [("string", "string")]
 
 @dataclass(frozen=True)
 class DecodedProduce:
-    """A JSON produce body as produce columns, plus its idempotence fields."""
+    """A JSON produce body as a produce batch, plus its idempotence fields."""
 
-    table: pa.Table
+    batch: ProduceBatch
     producer_id: int | None
     sequence: int | None
 
@@ -260,24 +260,18 @@ def decode_produce_json(raw: bytes) -> DecodedProduce | None:
         return None
     partitions = [r.partition for r in records]
     stamps = [r.timestamp_ms for r in records]
-    # Built on PRODUCE_SCHEMA exactly, so preparing the batch casts nothing.
-    table = pa.Table.from_arrays(
-        [
-            pa.nulls(n, pa.int32())
-            if partitions.count(None) == n
-            else pa.array(partitions, pa.int32()),
-            pa.nulls(n, TIMESTAMP_TYPE)
-            if stamps.count(None) == n
-            else pa.array(stamps, pa.int64()).cast(TIMESTAMP_TYPE),
-            keys,
-            values,
-            _empty_headers(n),
-            pa.nulls(n, pa.int64()),
-            pa.nulls(n, pa.int32()),
-        ],
-        schema=PRODUCE_SCHEMA,
+    # Arrays of the produce schema's types, so the batch takes them as they are.
+    batch = ProduceBatch.from_columns(
+        num_rows=n,
+        partition=None if partitions.count(None) == n else pa.array(partitions, pa.int32()),
+        timestamp=None
+        if stamps.count(None) == n
+        else pa.array(stamps, pa.int64()).cast(TIMESTAMP_TYPE),
+        key=keys,
+        value=values,
+        headers=_empty_headers(n),
     )
-    return DecodedProduce(table, body.producer_id, body.sequence)
+    return DecodedProduce(batch, body.producer_id, body.sequence)
 
 
 def _bytes_array(items: list[Any]) -> pa.Array | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from lakelog.produce import MAX_TIMESTAMP_MS
+from lakelog.produce_batch import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
 from server.request_bodies import RequestBody
 

@@ -19,9 +19,8 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from lakelog.errors import UnknownServerError
+from lakelog.produce_batch import PRODUCER_COLUMNS, ProduceBatch
 from lakelog.records import (
-    HEADERS_TYPE,
-    TIMESTAMP_TYPE,
     TIMESTAMP_TYPE_NAMES,
     ConsumerRecord,
     Record,
@@ -94,17 +93,8 @@ def _json_record(record: Record) -> dict[str, Any]:
 
 
 def _arrow_body(records: Sequence[Record]) -> bytes:
-    table = pa.table(
-        {
-            "partition": pa.array([r.partition for r in records], pa.int32()),
-            "timestamp": pa.array([r.timestamp_ms for r in records], TIMESTAMP_TYPE),
-            "key": pa.array([r.key for r in records], pa.binary()),
-            "value": pa.array([r.value for r in records], pa.binary()),
-            "headers": pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS_TYPE
-            ),
-        }
-    )
+    # The broker takes idempotence from the request's parameters, never from columns.
+    table = ProduceBatch.from_records(records).table.drop_columns(list(PRODUCER_COLUMNS))
     sink = pa.BufferOutputStream()
     with pyarrow.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

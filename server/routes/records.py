@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from lakelog.errors import InvalidRequestError, LakelogError
 from lakelog.numerals import is_unsigned_int
-from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, TIMESTAMP_TYPE_NAMES
+from lakelog.produce_batch import ProduceBatch
+from lakelog.records import TIMESTAMP_TYPE_NAMES
 from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import FetchResult
 from server.broker import Broker, OffsetSpec, parse_acks
@@ -66,8 +67,8 @@ PRODUCE_BODY = {
 }
 
 
-def request_to_table(body: ProduceRequest) -> pa.Table:
-    """JSON records as produce columns, decoding keys/values/headers by the given formats."""
+def request_to_batch(body: ProduceRequest) -> ProduceBatch:
+    """JSON records as a produce batch, decoding keys/values/headers by the given formats."""
     kf, vf = body.key_format, body.value_format
     hf: DataFormat = "string" if vf == "json" else vf
     keys, values, headers, partitions, stamps = [], [], [], [], []
@@ -82,14 +83,8 @@ def request_to_table(body: ProduceRequest) -> pa.Table:
         )
         partitions.append(r.partition)
         stamps.append(r.timestamp_ms)
-    return pa.table(
-        {
-            "partition": pa.array(partitions, pa.int32()),
-            "timestamp": pa.array(stamps, pa.int64()).cast(PRODUCE_SCHEMA.field("timestamp").type),
-            "key": pa.array(keys, pa.binary()),
-            "value": pa.array(values, pa.binary()),
-            "headers": pa.array(headers, HEADERS_TYPE),
-        }
+    return ProduceBatch.from_columns(
+        partition=partitions, timestamp=stamps, key=keys, value=values, headers=headers
     )
 
 
@@ -116,10 +111,11 @@ async def produce(
     throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
     broker.metrics.bytes_in.inc(len(raw))
     kind = media_type(request)
+    batch: ProduceBatch
     if kind == ARROW_STREAM:
-        table = parse_arrow_stream(raw)
+        batch = parse_arrow_stream(raw)
     elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
-        table = fast.table
+        batch = fast.batch
         producer_id = fast.producer_id if fast.producer_id is not None else producer_id
         sequence = fast.sequence if fast.sequence is not None else sequence
     elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
@@ -127,7 +123,7 @@ async def produce(
             body = ProduceRequest.model_validate_json(raw)
         except ValidationError as exc:
             raise validation_error(exc) from None
-        table = request_to_table(body)
+        batch = request_to_batch(body)
         producer_id = body.producer_id if body.producer_id is not None else producer_id
         sequence = body.sequence if body.sequence is not None else sequence
     else:
@@ -145,14 +141,10 @@ async def produce(
             media_type="application/json",
         )
     if partition is not None:
-        column = pa.array([partition] * table.num_rows, pa.int32())
-        if "partition" in table.column_names:
-            table = table.set_column(table.schema.get_field_index("partition"), "partition", column)
-        else:
-            table = table.append_column("partition", column)
-    result = await broker.produce(topic, table, required_acks, producer_id, sequence)
+        batch = batch.with_partition(partition)
+    result = await broker.produce(topic, batch, required_acks, producer_id, sequence)
     if result is None:
-        return AcceptedResponse(topic=topic, accepted=table.num_rows, throttle_time_ms=throttle_ms)
+        return AcceptedResponse(topic=topic, accepted=batch.num_rows, throttle_time_ms=throttle_ms)
     # ProduceResponse's shape, written directly: no model per record (see the codec).
     return Response(
         produce_response_json(topic, result, throttle_ms), media_type="application/json"

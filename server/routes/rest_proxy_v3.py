@@ -61,7 +61,6 @@ from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
-import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -70,7 +69,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.errors import InvalidRecordError, LakelogError
-from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE
+from lakelog.produce_batch import ProduceBatch
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import DataFormat, decode_data
@@ -350,15 +349,13 @@ class Written:
 Outcome = Written | LakelogError
 
 
-def records_table(rows: list[Decoded]) -> pa.Table:
-    return pa.table(
-        {
-            "partition": pa.array([r.partition for r in rows], pa.int32()),
-            "timestamp": pa.array([r.timestamp_ms for r in rows], pa.int64()).cast(TIMESTAMP_TYPE),
-            "key": pa.array([r.key for r in rows], pa.binary()),
-            "value": pa.array([r.value for r in rows], pa.binary()),
-            "headers": pa.array([r.headers for r in rows], HEADERS_TYPE),
-        }
+def decoded_batch(rows: list[Decoded]) -> ProduceBatch:
+    return ProduceBatch.from_columns(
+        partition=[r.partition for r in rows],
+        timestamp=[r.timestamp_ms for r in rows],
+        key=[r.key for r in rows],
+        value=[r.value for r in rows],
+        headers=[r.headers for r in rows],
     )
 
 
@@ -369,15 +366,16 @@ def refused_by_record(exc: LakelogError) -> bool:
 
 async def write(broker: Broker, topic_log: TopicLog, rows: list[Decoded]) -> list[Outcome]:
     """Produce ``rows`` in one commit; if some rows make lakelog refuse it, the others alone."""
+    batch = decoded_batch(rows)
     try:
-        result = await broker.produce(topic_log.name, records_table(rows), acks=-1)
+        result = await broker.produce(topic_log.name, batch, acks=-1)
     except LakelogError as exc:
         if not refused_by_record(exc) or len(rows) == 1:
             return [exc] * len(rows)
         outcomes: list[Outcome | None] = [None] * len(rows)
-        for i, row in enumerate(rows):
+        for i in range(len(rows)):
             try:
-                topic_log.prepare(records_table([row]))  # validation only, nothing is written
+                topic_log.prepare(batch.take([i]))  # validation only, nothing is written
             except LakelogError as refused:
                 outcomes[i] = refused
         good = [i for i, outcome in enumerate(outcomes) if outcome is None]

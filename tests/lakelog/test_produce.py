@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.produce import binary_lengths, record_sizes
+from lakelog.produce_batch import binary_lengths, record_sizes
 from lakelog.records import HEADERS_TYPE
 
 VALUES = st.lists(st.one_of(st.none(), st.binary(max_size=12)), max_size=30)

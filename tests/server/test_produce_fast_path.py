@@ -20,12 +20,11 @@ import pytest
 from pydantic import ValidationError
 
 from lakelog.errors import LakelogError
-from lakelog.produce import conform
 from lakelog.records import PRODUCE_SCHEMA
 from lakelog.topic_log import AppendResult
 from server.codec import decode_produce_json, produce_response_json
 from server.models import ProduceRequest
-from server.routes.records import request_to_table
+from server.routes.records import request_to_batch
 
 
 def _b64(data: bytes) -> str:
@@ -34,7 +33,7 @@ def _b64(data: bytes) -> str:
 
 def _slow(raw: bytes) -> pa.Table | None:
     try:
-        return conform(request_to_table(ProduceRequest.model_validate_json(raw)))
+        return request_to_batch(ProduceRequest.model_validate_json(raw)).table
     except (ValidationError, LakelogError):
         return None
 
@@ -54,7 +53,8 @@ EDGE_CASES: list[tuple[bytes, Route]] = [
     (b"[]", "refused"),
     (b"", "refused"),
     (b'{"records":[{"value":"a","partition":1.5}]}', "refused"),
-    (b'{"records":[{"value":"a","partition":true}]}', "refused"),  # strict: a boolean is not a partition
+    # strict: a boolean is not a partition
+    (b'{"records":[{"value":"a","partition":true}]}', "refused"),
     (b'{"records":[{"value":"a","partition":-1}]}', "refused"),
     (b'{"records":[{"value":"a","partition":2147483648}]}', "refused"),
     (b'{"records":[{"value":"a","timestamp_ms":253402300800000}]}', "refused"),
@@ -135,8 +135,8 @@ def test_each_body_takes_its_route_and_both_paths_agree(raw: bytes, route: Route
     assert taken == route
     if fast is not None:
         assert slow is not None, "the fast path accepted a body the models refuse"
-        assert fast.table.schema.equals(PRODUCE_SCHEMA)
-        assert conform(fast.table).equals(slow)
+        assert fast.batch.table.schema.equals(PRODUCE_SCHEMA)
+        assert fast.batch.table.equals(slow)
         body = ProduceRequest.model_validate_json(raw)
         assert (fast.producer_id, fast.sequence) == (body.producer_id, body.sequence)
 
@@ -153,7 +153,7 @@ def test_common_bodies_take_the_fast_path() -> None:
     ).encode()
     fast = decode_produce_json(raw)
     assert fast is not None
-    assert fast.table.column("value").to_pylist() == [bytes([i]) * 100 for i in range(50)]
+    assert fast.batch.column("value").to_pylist() == [bytes([i]) * 100 for i in range(50)]
 
 
 @pytest.mark.parametrize("mixed", [False, True])
