@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from lakelog.partition_state import PartitionState
 from lakelog.produce import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
 from server.request_bodies import RequestBody
@@ -116,12 +118,19 @@ class CreateTopicRequest(RequestBody):
 
 
 class PartitionInfo(BaseModel):
+    """``lakelog.partition_state.PartitionState`` as JSON: the same fields, built only by
+    ``from_state`` (a test keeps the two field lists equal)."""
+
     partition: int
     log_start_offset: int
     high_watermark: int
     size_bytes: int
     num_segments: int
     num_records: int
+
+    @classmethod
+    def from_state(cls, state: PartitionState) -> PartitionInfo:
+        return cls(**dataclasses.asdict(state))
 
 
 class ConfigEntry(BaseModel):
