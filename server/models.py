@@ -117,10 +117,10 @@ class CreateTopicRequest(RequestBody):
     configs: dict[str, str] = Field(default_factory=dict)
 
 
+# lakelog.partition_state.PartitionState as JSON: the same fields, built only by
+# from_state (tests/server/test_partition_info.py keeps the field lists equal). A comment,
+# not a docstring: a docstring would become the schema's description in the API docs.
 class PartitionInfo(BaseModel):
-    """``lakelog.partition_state.PartitionState`` as JSON: the same fields, built only by
-    ``from_state`` (a test keeps the two field lists equal)."""
-
     partition: int
     log_start_offset: int
     high_watermark: int
