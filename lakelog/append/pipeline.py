@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent import futures
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.append.result import AppendResult, partition_batches
+from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
 from lakelog.delta.actions import Action, Txn
 from lakelog.delta.state import TableState
 from lakelog.errors import (
@@ -37,7 +35,6 @@ from lakelog.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.internal_topics import InternalWriter, check_append
-from lakelog.offset_index import Segment
 from lakelog.partitioner import Partitioner
 from lakelog.produce import (
     PreparedBatch,
@@ -92,160 +89,6 @@ def prepare(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionBatch:
-    """The records one append placed in one partition."""
-
-    partition: int
-    base_offset: int
-    count: int
-
-
-IntColumn = Sequence[int] | npt.NDArray[np.int64] | npt.NDArray[np.int32]
-
-
-def _as_list(column: IntColumn) -> list[int]:
-    return column.tolist() if isinstance(column, np.ndarray) else list(column)
-
-
-class AppendResult:
-    """Where every appended record landed, in input order.
-
-    The per-record columns are kept as numpy arrays and turned into Python
-    lists only when asked for: a 10,000-record append would otherwise spend
-    more time building three lists of ints than committing, and a broker
-    answering with per-partition base offsets (``batches``) never needs them.
-    """
-
-    __slots__ = ("_offsets", "_partitions", "_timestamps_ms", "batches", "duplicate", "version")
-
-    def __init__(
-        self,
-        partitions: IntColumn,
-        offsets: IntColumn,
-        timestamps_ms: IntColumn,
-        batches: list[PartitionBatch],
-        version: int,
-        duplicate: bool = False,
-    ) -> None:
-        self._partitions = partitions
-        self._offsets = offsets
-        self._timestamps_ms = timestamps_ms
-        self.batches = batches
-        self.version = version
-        #: True when this is the original result of a retried idempotent request.
-        self.duplicate = duplicate
-
-    @property
-    def num_records(self) -> int:
-        return len(self._offsets)
-
-    @property
-    def partitions(self) -> list[int]:
-        """Partition of each record, in input order."""
-        self._partitions = _as_list(self._partitions)
-        return self._partitions
-
-    @property
-    def offsets(self) -> list[int]:
-        """Offset of each record, in input order."""
-        self._offsets = _as_list(self._offsets)
-        return self._offsets
-
-    @property
-    def timestamps_ms(self) -> list[int]:
-        """Stored timestamp (ms) of each record, in input order."""
-        self._timestamps_ms = _as_list(self._timestamps_ms)
-        return self._timestamps_ms
-
-    def arrays(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(partitions, offsets, timestamps_ms) as int64 numpy arrays, without building lists."""
-        return (
-            np.asarray(self._partitions, dtype=np.int64),
-            np.asarray(self._offsets, dtype=np.int64),
-            np.asarray(self._timestamps_ms, dtype=np.int64),
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AppendResult):
-            return NotImplemented
-        return (
-            self.partitions == other.partitions
-            and self.offsets == other.offsets
-            and self.timestamps_ms == other.timestamps_ms
-            and self.batches == other.batches
-            and (self.version, self.duplicate) == (other.version, other.duplicate)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # mutable caches; like the dataclass before
-
-    def __repr__(self) -> str:
-        return (
-            f"AppendResult(records={self.num_records}, batches={self.batches!r}, "
-            f"version={self.version}, duplicate={self.duplicate})"
-        )
-
-
-@dataclass
-class _PreparedAppend:
-    """Segments written for one attempt, reusable while their base offsets stay valid.
-
-    ``numbered`` holds each partition's rows as its segment stores them: the
-    one numbering of those rows, reused for the listeners after the commit.
-    """
-
-    bases: dict[int, int] = field(default_factory=dict)
-    segments: dict[int, Segment] = field(default_factory=dict)
-    numbered: dict[int, pa.Table] = field(default_factory=dict)
-
-    def discard(self, writer: SegmentWriter) -> None:
-        """Delete segments that were written but never committed (nobody can see them)."""
-        for segment in self.segments.values():
-            writer.discard(segment)
-        self.segments.clear()
-        self.bases.clear()
-        self.numbered.clear()
-
-
-@dataclass
-class StagedAppend:
-    """Requests whose segments are written, at predicted offsets, but not yet committed.
-
-    Staging is the slow part of an append (encoding Parquet, fsync) and needs
-    no lock, so a broker stages its next group commit while the previous one
-    is committing. The commit checks the prediction and rewrites any segment
-    whose partition moved on meanwhile (another writer, a failed commit).
-    """
-
-    batches: list[PreparedBatch]
-    by_partition: dict[int, pa.Table]
-    locate: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]
-    prepared: _PreparedAppend
-    released: bool = False
-    #: per segment path: its flush to stable storage, running while the commit is prepared
-    flushes: dict[str, Future[None]] = field(default_factory=dict)
-
-    def wait_flushed(self) -> None:
-        """Block until every staged segment still to be committed is durable.
-
-        Runs just before the commit file is published: the flush overlaps
-        building and writing the commit instead of preceding it.
-        """
-        current = {s.path for s in self.prepared.segments.values()}
-        for path, flush in self.flushes.items():
-            try:
-                flush.result()
-            except FileNotFoundError:
-                if path in current:
-                    raise
-                # Rewritten at other offsets and deleted before its flush: nothing to keep.
-
-    def settle(self) -> None:
-        """Wait for the flushes before the segments are thrown away; their outcome no longer
-        matters (a failed flush of a deleted, never published file loses nothing)."""
-        futures.wait(list(self.flushes.values()))
-
-
 class _AlreadyCommitted(Exception):
     """Raised inside a commit attempt: this app transaction version is already in the log."""
 
@@ -256,65 +99,6 @@ class _SequenceConflict(Exception):
     def __init__(self, check: SequenceCheck) -> None:
         super().__init__("producer sequence conflict")
         self.check = check
-
-
-def _group_by_partition(
-    batches: Sequence[PreparedBatch],
-) -> tuple[dict[int, pa.Table], list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]]:
-    """Each partition's rows in request order, and where each request's records land.
-
-    For every request: its records' partitions and their positions within
-    their partition's rows (the offset is then that partition's base plus the
-    position). Requests sent to one partition, the usual case, are only
-    concatenated (no copy); mixed requests are split with one ``take``.
-    """
-    pieces: dict[int, list[pa.Table]] = {}
-    filled: dict[int, int] = {}
-    locate = []
-    for b in batches:
-        parts = b.table.column("partition").to_numpy()
-        rows = b.table.drop_columns(["partition"])
-        if (parts == parts[0]).all():
-            p = int(parts[0])
-            start = filled.get(p, 0)
-            pieces.setdefault(p, []).append(rows)
-            filled[p] = start + len(parts)
-            locate.append((parts, np.arange(start, start + len(parts), dtype=np.int64)))
-            continue
-        order = np.argsort(parts, kind="stable")
-        positions = np.empty(len(parts), dtype=np.int64)
-        for group in np.split(order, np.flatnonzero(np.diff(parts[order])) + 1):
-            p = int(parts[group[0]])
-            start = filled.get(p, 0)
-            pieces.setdefault(p, []).append(rows.take(pa.array(group)))
-            filled[p] = start + len(group)
-            positions[group] = np.arange(start, start + len(group))
-        locate.append((parts, positions))
-    by_partition = {
-        p: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        for p, tables in pieces.items()
-    }
-    return by_partition, locate
-
-
-def _partition_batches(
-    partitions: npt.NDArray[np.int64] | npt.NDArray[np.int32], offsets: npt.NDArray[np.int64]
-) -> list[PartitionBatch]:
-    """Per partition (ascending): the lowest offset and the record count, vectorised."""
-    if len(partitions) == 0:
-        return []
-    first = partitions[0]
-    if (partitions == first).all():  # the common case: one partition per request
-        return [PartitionBatch(int(first), int(offsets.min()), len(offsets))]
-    order = np.argsort(partitions, kind="stable")
-    ordered = partitions[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    lowest = np.minimum.reduceat(offsets[order], starts)
-    counts = np.diff(np.r_[starts, len(ordered)])
-    return [
-        PartitionBatch(int(p), int(o), int(n))
-        for p, o, n in zip(ordered[starts].tolist(), lowest.tolist(), counts.tolist(), strict=True)
-    ]
 
 
 class Appender:
@@ -349,8 +133,8 @@ class Appender:
         """Write the segments of a group commit at predicted offsets (``TopicLog.stage``)."""
         for batch in batches:
             check_append(self.table.name, batch.writer)
-        by_partition, locate = _group_by_partition(batches)
-        staged = StagedAppend(list(batches), by_partition, locate, _PreparedAppend())
+        by_partition, locate = group_by_partition(batches)
+        staged = StagedAppend(list(batches), by_partition, locate, PreparedSegments())
         bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})
         try:
             numbered = {p: with_offsets(rows, bases[p]) for p, rows in by_partition.items()}
@@ -486,20 +270,20 @@ class Appender:
                     partitions=parts,
                     offsets=offs,
                     timestamps_ms=b.table.column("timestamp").cast(pa.int64()).to_numpy(),
-                    batches=_partition_batches(parts, offs),
+                    batches=partition_batches(parts, offs),
                     version=version,
                 )
             )
         self._notify_appended(prepared)
         return results
 
-    def _notify_appended(self, prepared: _PreparedAppend) -> None:
+    def _notify_appended(self, prepared: PreparedSegments) -> None:
         for p, numbered in prepared.numbered.items():
             for listener in self._listeners:
                 listener(p, numbered)
 
     def _build_append(
-        self, state: TableState, by_partition: dict[int, pa.Table], prepared: _PreparedAppend
+        self, state: TableState, by_partition: dict[int, pa.Table], prepared: PreparedSegments
     ) -> list[Action]:
         partitions = int((state.metadata or self.table.metadata).configuration[CONFIG_PARTITIONS])
         bases = {p: state.txn_version(partition_txn(p)) for p in by_partition}
@@ -572,7 +356,7 @@ class Appender:
             partitions=parts,
             offsets=offs,
             timestamps_ms=stamps,
-            batches=_partition_batches(parts, offs),
+            batches=partition_batches(parts, offs),
             version=self.table.version,
             duplicate=True,
         )
