@@ -11,9 +11,10 @@ from lakelog.extras import missing_core_module
 try:
     from lakelog.catalog import Catalog, TopicDescription, connect
     from lakelog.commit_stats import CommitStats
+    from lakelog.partition_state import PartitionState
     from lakelog.records import ConsumerRecord, Record
     from lakelog.topic_config import TopicConfig
-    from lakelog.topic_log import AppendResult, FetchResult, PartitionState, TopicLog
+    from lakelog.topic_log import AppendResult, FetchResult, TopicLog
 except ModuleNotFoundError as exc:  # e.g. a Spark worker running a Python without lakelog
     error = missing_core_module(exc)
     if error is None:

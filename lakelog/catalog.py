@@ -18,9 +18,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lakelog.delta.actions import Action, CommitInfo, Metadata, Protocol
+from lakelog.delta.actions import Action, Metadata
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
+from lakelog.delta.table import CheckpointRequester
 from lakelog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -29,15 +30,13 @@ from lakelog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.records import DELTA_SCHEMA_STRING
+from lakelog.partition_state import PartitionState
 from lakelog.storage import S3Settings, Storage, join, open_storage
 from lakelog.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_name
-from lakelog.topic_log import (
+from lakelog.topic_log import TopicLog
+from lakelog.topic_table import (
     CONFIG_PARTITIONS,
-    ENGINE,
-    CheckpointRequester,
-    PartitionState,
-    TopicLog,
+    create_table_actions,
     table_configuration,
     topic_config_of,
 )
@@ -183,27 +182,7 @@ class Catalog:
         topic_id = uuid.uuid4().hex
         table_path = join(TOPICS_DIR, name, topic_id)
         now = int(time.time() * 1000)
-        metadata = Metadata(
-            table_id=str(uuid.UUID(topic_id)),
-            name=name,
-            schema_string=DELTA_SCHEMA_STRING,
-            partition_columns=("partition",),
-            configuration=table_configuration(partitions, config),
-            created_time=now,
-        )
-        actions: list[Action] = [
-            Protocol(1, 2),
-            metadata,
-            CommitInfo(
-                {
-                    "timestamp": now,
-                    "operation": "CREATE TABLE",
-                    "operationParameters": {"partitions": str(partitions)},
-                    "engineInfo": ENGINE,
-                    "clientVersion": ENGINE,
-                }
-            ),
-        ]
+        actions = create_table_actions(name, uuid.UUID(topic_id), partitions, config, now)
         delta = DeltaLog(self.storage, table_path)
         delta.try_commit(0, actions)
         pointer = TopicPointer(name, topic_id, table_path, now)
@@ -281,7 +260,7 @@ class Catalog:
             partitions = int(state.metadata.configuration[CONFIG_PARTITIONS])
             return [_with_configuration(state.metadata, table_configuration(partitions, changed))]
 
-        topic_log.commit(build, "SET TBLPROPERTIES", {"topic": name})
+        topic_log.committer.commit(build, "SET TBLPROPERTIES", {"topic": name})
         return topic_log.config
 
     def create_partitions(self, name: str, total: int) -> int:
@@ -301,7 +280,9 @@ class Catalog:
             conf[CONFIG_PARTITIONS] = str(total)
             return [_with_configuration(state.metadata, conf)]
 
-        topic_log.commit(build, "ADD PARTITIONS", {"topic": name, "partitions": str(total)})
+        topic_log.committer.commit(
+            build, "ADD PARTITIONS", {"topic": name, "partitions": str(total)}
+        )
         return topic_log.num_partitions
 
     def delete_topic(self, name: str) -> None:

@@ -68,7 +68,7 @@ def commit_rewrite(
         return actions
 
     try:
-        return topic_log.commit(build, operation, {"segments": str(len(inputs))})
+        return topic_log.committer.commit(build, operation, {"segments": str(len(inputs))})
     except BaseException:
         discard_uncommitted(topic_log, outputs)
         raise

@@ -14,8 +14,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +31,10 @@ from lakelog.storage import Storage, join
 
 ROW_GROUP_ROWS = 16_384
 DEFAULT_COMPRESSION = "snappy"
+#: Threads writing and flushing one append's segments (one per partition touched) in parallel.
+SEGMENT_IO_THREADS = 8
+
+T = TypeVar("T")
 
 
 def segment_file_name(partition: int, base_offset: int, last_offset: int) -> str:
@@ -139,6 +145,84 @@ def write_segment(
             f"cannot write segment {join(table_path, relative)}: {exc}"
         ) from exc
     return describe_segment(table, partition, relative, size, first, last)
+
+
+class SegmentWriter:
+    """Writes one table's segments, several partitions in parallel on a pool of threads.
+
+    Encoding Parquet and flushing files release the GIL, so an append that
+    touches many partitions writes them at once. The pool starts on first use
+    and ``close`` stops it; work submitted after that runs on the caller's
+    thread, so a writer still held by someone keeps working.
+    """
+
+    def __init__(
+        self, storage: Storage, table_path: str, name: str, compression: str = DEFAULT_COMPRESSION
+    ) -> None:
+        self.storage = storage
+        self.table_path = table_path
+        self.name = name
+        self.compression = compression
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    SEGMENT_IO_THREADS, thread_name_prefix=f"seg-{self.name}"
+                )
+            return self._pool
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run ``fn`` on the I/O pool, or here if ``close`` shut that pool down meanwhile."""
+        try:
+            return self._executor().submit(fn, *args)
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            done: Future[T] = Future()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:
+                done.set_exception(exc)
+            return done
+
+    def write(self, tables: dict[int, pa.Table], sync: bool = True) -> dict[int, Segment]:
+        """One new segment per partition from its rows (numbered: base, base+1, ...)."""
+
+        def one(p: int) -> Segment:
+            table = tables[p]
+            first = int(table.column("offset")[0].as_py())  # offsets are base, base+1, ...
+            return write_segment(
+                self.storage,
+                self.table_path,
+                p,
+                table,
+                self.compression,
+                base_offset=first,
+                last_offset=first + table.num_rows - 1,
+                sync=sync,
+            )
+
+        if len(tables) == 1:
+            (p,) = tables
+            return {p: one(p)}
+        running = {p: self.submit(one, p) for p in tables}
+        return {p: f.result() for p, f in running.items()}
+
+    def flush(self, segment: Segment) -> Future[None]:
+        """Make a segment written with ``sync=False`` durable, on the pool."""
+        return self.submit(self.storage.sync_new, [join(self.table_path, segment.path)])
+
+    def discard(self, segment: Segment) -> None:
+        """Delete a segment no commit references (nobody can be reading it)."""
+        self.storage.delete(join(self.table_path, segment.path))
+
+    def close(self) -> None:
+        """Stop the pool; later work runs on the caller's thread or on a new pool."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 class SegmentReader:

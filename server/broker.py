@@ -15,17 +15,15 @@ import time
 from collections import defaultdict
 from typing import Literal
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.catalog import Catalog
 from lakelog.delta.checkpoint_process import CheckpointProcess
 from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError
+from lakelog.fetch import FetchResult, limit_bytes
 from lakelog.produce_batch import ProduceInput
-from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import open_storage
-from lakelog.topic_log import AppendResult, FetchResult, TopicLog
+from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
 from server.groups.service import GroupService
 from server.metrics import BrokerMetrics
@@ -227,7 +225,7 @@ class Broker:
             limit = min(max_records, hwm - offset)
             cached = self.cache.read(topic_log.name, partition, offset, limit)
             if cached is not None:
-                cached = _limit_bytes(cached, max_bytes)
+                cached = limit_bytes(cached, max_bytes)
                 next_offset = int(cached.column("offset")[-1].as_py()) + 1
                 return FetchResult(partition, cached, hwm, start, next_offset)
         return await asyncio.to_thread(topic_log.read, partition, offset, max_records, max_bytes)
@@ -257,13 +255,3 @@ class Broker:
         if found is None:
             return topic_log.high_watermark(partition), None
         return found
-
-
-def _limit_bytes(rows: pa.Table, max_bytes: int) -> pa.Table:
-    """Same rule as storage reads: stop before max_bytes, but return at least one record."""
-    sizes = pc.add(
-        pc.fill_null(pc.binary_length(rows.column("key")), 0),
-        pc.fill_null(pc.binary_length(rows.column("value")), 0),
-    ).to_numpy()
-    fits = max(int(np.searchsorted(np.cumsum(sizes), max_bytes, side="right")), 1)
-    return rows.slice(0, fits).select(SEGMENT_SCHEMA.names)

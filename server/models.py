@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from lakelog.partition_state import PartitionState
 from lakelog.produce_batch import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
 from server.request_bodies import RequestBody
@@ -115,6 +117,9 @@ class CreateTopicRequest(RequestBody):
     configs: dict[str, str] = Field(default_factory=dict)
 
 
+# lakelog.partition_state.PartitionState as JSON: the same fields, built only by
+# from_state (tests/server/test_partition_info.py keeps the field lists equal). A comment,
+# not a docstring: a docstring would become the schema's description in the API docs.
 class PartitionInfo(BaseModel):
     partition: int
     log_start_offset: int
@@ -122,6 +127,10 @@ class PartitionInfo(BaseModel):
     size_bytes: int
     num_segments: int
     num_records: int
+
+    @classmethod
+    def from_state(cls, state: PartitionState) -> PartitionInfo:
+        return cls(**dataclasses.asdict(state))
 
 
 class ConfigEntry(BaseModel):

@@ -20,6 +20,7 @@ from lakelog.client.connection import Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
 from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
+from lakelog.partition_state import PartitionState
 from lakelog.security.acl import AclBinding, AclFilter
 from lakelog.security.quota import QuotaEntity
 
@@ -32,14 +33,8 @@ def _pick(cls: type[D], body: Mapping[str, Any]) -> D:
     return cls(**{k: v for k, v in body.items() if k in names})
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    size_bytes: int
-    num_segments: int
-    num_records: int
+#: A partition as a broker describes it: the library's own type, read back from the JSON.
+PartitionDescription = PartitionState
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,15 @@ checkpoints, and writes ``<version>.checkpoint.parquet`` with the same code
 as the in-process path (``checkpoint.write_checkpoint``). Checkpoints are
 derived data: a request lost with a crashed helper only means a later
 checkpoint; the helper is started again on the next request.
+
+It belongs to the core's Delta layer, not to the broker that starts it: it
+is storage machinery (it follows tables and writes checkpoints through
+``lakelog.delta`` and ``lakelog.storage`` only, with the in-process path's
+code), any writer can hand its checkpoints to it through
+``lakelog.delta.table.CheckpointRequester``, and the helper runs as
+``python -m lakelog.delta.checkpoint_process``, which must start with the
+core installed alone: a broker's web stack has no place in a process that
+only writes checkpoints.
 """
 
 from __future__ import annotations

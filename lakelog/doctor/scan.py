@@ -37,7 +37,7 @@ from lakelog.offset_index import Segment, segment_from_add
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import Storage, join
 from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC
-from lakelog.topic_log import CONFIG_PARTITIONS, PARTITION_TXN_PREFIX
+from lakelog.topic_table import CONFIG_PARTITIONS, PARTITION_TXN_PREFIX
 
 BROKERS_DIR = "_meta/brokers"
 STAGING_DIR = "_staging"

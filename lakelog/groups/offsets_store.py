@@ -29,7 +29,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lakelog.catalog import META_TOPICS, Catalog, TopicPointer
-from lakelog.delta.actions import Action, CommitInfo, Metadata, Protocol
 from lakelog.delta.log import DeltaLog
 from lakelog.errors import CorruptRecordError, LakelogError, UnknownTopicOrPartitionError
 from lakelog.groups.assignors import TopicPartition
@@ -46,10 +45,11 @@ from lakelog.groups.codec import (
 )
 from lakelog.internal_topics import issue_writer
 from lakelog.produce import PreparedBatch
-from lakelog.records import DELTA_SCHEMA_STRING, Record
+from lakelog.records import Record
 from lakelog.storage import join
 from lakelog.topic_config import TopicConfig
-from lakelog.topic_log import ENGINE, AppendResult, TopicLog, table_configuration
+from lakelog.topic_log import AppendResult, TopicLog
+from lakelog.topic_table import create_table_actions
 
 #: One group's commit: partition -> new value (None deletes the committed offset).
 GroupOffsets = Mapping[TopicPartition, CommittedOffset | None]
@@ -101,36 +101,19 @@ class OffsetsStore:
         """
         storage = self.catalog.storage
         now = int(time.time() * 1000)
-        table_id = str(uuid.uuid4())
         config = TopicConfig({"cleanup.policy": "compact"})
-        actions: list[Action] = [
-            Protocol(1, 2),
-            Metadata(
-                table_id=table_id,
-                name=OFFSETS_TOPIC,
-                schema_string=DELTA_SCHEMA_STRING,
-                partition_columns=("partition",),
-                configuration=table_configuration(self.num_partitions, config),
-                created_time=now,
-            ),
-            CommitInfo(
-                {
-                    "timestamp": now,
-                    "operation": "CREATE TABLE",
-                    "operationParameters": {"partitions": str(self.num_partitions)},
-                    "engineInfo": ENGINE,
-                    "clientVersion": ENGINE,
-                }
-            ),
-        ]
-        DeltaLog(storage, OFFSETS_TABLE).try_commit(0, actions)
-        existing = TopicLog(storage, OFFSETS_TOPIC, OFFSETS_TABLE, checkpoint_interval=0)
-        try:
-            pointer = TopicPointer(
-                OFFSETS_TOPIC, existing.topic_id.replace("-", ""), OFFSETS_TABLE, now
-            )
-        finally:
-            existing.close()
+        actions = create_table_actions(
+            OFFSETS_TOPIC, uuid.uuid4(), self.num_partitions, config, now
+        )
+        delta = DeltaLog(storage, OFFSETS_TABLE)
+        delta.try_commit(0, actions)
+        # The table of whoever won version 0: its id is the topic id.
+        metadata = delta.load().metadata
+        if metadata is None:
+            raise UnknownTopicOrPartitionError(f"topic {OFFSETS_TOPIC!r} has no Delta metadata")
+        pointer = TopicPointer(
+            OFFSETS_TOPIC, metadata.table_id.replace("-", ""), OFFSETS_TABLE, now
+        )
         storage.put_if_absent(join(META_TOPICS, f"{OFFSETS_TOPIC}.json"), pointer.to_bytes())
 
     # -- writing ---------------------------------------------------------------

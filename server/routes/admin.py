@@ -37,17 +37,7 @@ def describe_out(d: TopicDescription) -> TopicDescriptionOut:
         table_uri=d.table_uri,
         version=d.version,
         size_bytes=d.size_bytes,
-        partitions=[
-            PartitionInfo(
-                partition=p.partition,
-                log_start_offset=p.log_start_offset,
-                high_watermark=p.high_watermark,
-                size_bytes=p.size_bytes,
-                num_segments=p.num_segments,
-                num_records=p.num_records,
-            )
-            for p in d.partitions
-        ],
+        partitions=[PartitionInfo.from_state(p) for p in d.partitions],
         configs=[ConfigEntry(**c) for c in d.config.describe()],
     )
 

@@ -89,3 +89,29 @@ def test_a_log_closed_while_in_use_keeps_appending(catalog: Catalog) -> None:
     log.close()
     both = [Record(b"x", partition=0), Record(b"y", partition=1)]
     assert [int(o) for o in log.append(both).offsets] == [3, 0]
+
+
+def test_listeners_get_the_rows_as_committed_also_after_a_renumbering(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    """Each partition's rows are numbered once per base: what the listener is told is what
+    the segment holds, also when another writer moved the partition after staging."""
+    first = make_catalog()
+    first.create_topic("t", 2)
+    log = first.topic("t")
+    told: list[tuple[int, list[int], list[bytes]]] = []
+    log.add_append_listener(
+        lambda p, rows: told.append(
+            (p, rows.column("offset").to_pylist(), rows.column("value").to_pylist())
+        )
+    )
+    staged = log.stage([log.prepare([Record(b"a0", partition=0), Record(b"a1", partition=1)])])
+    make_catalog().topic("t").append([Record(b"x0", partition=0), Record(b"x1", partition=0)])
+    (result,) = log.commit_staged(staged)
+    assert isinstance(result, AppendResult)
+    assert log.commit_stats.renumbered_segments == 1
+    assert sorted(told) == [(0, [2], [b"a0"]), (1, [0], [b"a1"])]
+    for partition, offsets, values in told:
+        stored = log.read(partition, offsets[0]).records
+        assert stored.column("offset").to_pylist()[: len(offsets)] == offsets
+        assert stored.column("value").to_pylist()[: len(values)] == values

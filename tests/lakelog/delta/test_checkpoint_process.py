@@ -85,7 +85,7 @@ def test_the_helper_writes_checkpoints_that_delta_rs_and_lakelog_start_from(
     reopened = DeltaLog(storage, log.table_path).load()
     assert reopened.version == log.version
     assert set(reopened.files) == log.live_paths()
-    assert reopened.txns == log._state.txns
+    assert reopened.txns == log.committer.state.txns
 
 
 def test_a_killed_helper_is_started_again_for_the_next_checkpoint(

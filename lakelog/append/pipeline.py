@@ -1,0 +1,363 @@
+"""The append pipeline of one topic: prepare, stage, commit a group of produce requests.
+
+``prepare`` validates one request against the topic (nothing is written).
+``Appender.stage`` groups the prepared requests' rows by partition, numbers
+them ONCE from predicted base offsets and writes one segment per partition
+(unflushed: the flush runs while the commit is prepared).
+``Appender.commit_staged`` commits them through the table's committer
+(docs/architecture.md, "Offsets without a coordinator"): if another writer
+moved a partition meanwhile, that partition's rows are numbered again from
+the new high watermark and its segment rewritten; an offset is therefore
+assigned exactly once, in order, with no gap, by any number of processes.
+The rows exactly as committed are then handed to the append listeners.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.append.result import AppendResult, partition_batches
+from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
+from lakelog.delta.actions import Action, Txn
+from lakelog.delta.state import TableState
+from lakelog.errors import (
+    AmbiguousCommitError,
+    DuplicateSequenceError,
+    LakelogError,
+    OutOfOrderSequenceError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.internal_topics import InternalWriter, check_append
+from lakelog.partitioner import Partitioner
+from lakelog.produce import (
+    PreparedBatch,
+    SequenceCheck,
+    check_sequences,
+    prepare_batch,
+    producer_txn,
+)
+from lakelog.produce_batch import ProduceInput
+from lakelog.records import with_offsets
+from lakelog.segments import SegmentReader, SegmentWriter, add_action
+from lakelog.topic_table import CONFIG_PARTITIONS, TopicTable, partition_txn
+
+
+class AppendListener(Protocol):
+    """Told ``(partition, rows_with_offsets)`` after each append of this process commits.
+
+    This is the only way the core calls up into what runs it: a broker
+    registers one to keep recent batches in memory for caught-up consumers
+    and to wake long polls without touching storage. The core imports
+    nothing of ``server/``; anything above it that must react to an append
+    does so through this interface, called on the committing thread once
+    the commit is durable, with the rows exactly as stored.
+    """
+
+    def __call__(self, partition: int, rows: pa.Table, /) -> None: ...
+
+
+def prepare(
+    table: TopicTable,
+    keyless: Partitioner,
+    records: ProduceInput,
+    producer_id: int | None = None,
+    base_sequence: int | None = None,
+    *,
+    writer: InternalWriter | None = None,
+) -> PreparedBatch:
+    """Validate one request's records against the topic; nothing is written.
+
+    An internal topic refuses every request but its owner's, which carry
+    the owner's ``writer`` (``lakelog.internal_topics``).
+    """
+    return prepare_batch(
+        records,
+        topic=table.name,
+        num_partitions=table.num_partitions,
+        config=table.config,
+        keyless=keyless,
+        now_ms=int(time.time() * 1000),
+        producer_id=producer_id,
+        base_sequence=base_sequence,
+        writer=writer,
+    )
+
+
+class _AlreadyCommitted(Exception):
+    """Raised inside a commit attempt: this app transaction version is already in the log."""
+
+
+class _SequenceConflict(Exception):
+    """Raised inside a commit attempt: some requests repeat or skip producer sequences."""
+
+    def __init__(self, check: SequenceCheck) -> None:
+        super().__init__("producer sequence conflict")
+        self.check = check
+
+
+class Appender:
+    """Stages and commits produce requests to one topic's table. Thread-safe.
+
+    Given the table (its committer and offset index), where segments are
+    written and read; it knows nothing of who calls it but its listeners.
+    """
+
+    def __init__(self, table: TopicTable, writer: SegmentWriter, reader: SegmentReader) -> None:
+        self.table = table
+        self.writer = writer
+        self.reader = reader
+        self._listeners: list[AppendListener] = []
+        # Offsets promised to staged appends not yet committed, per partition, and how
+        # many such appends there are (the promise ends with the last of them).
+        self._reserved: dict[int, int] = {}
+        self._staged: dict[int, int] = {}
+
+    def add_listener(self, listener: AppendListener) -> None:
+        self._listeners.append(listener)
+
+    def append(
+        self,
+        batches: Sequence[PreparedBatch],
+        app_transaction: tuple[str, int] | None = None,
+    ) -> list[AppendResult | LakelogError]:
+        """Stage and commit (see ``TopicLog.append_prepared``)."""
+        return self.commit_staged(self.stage(batches), app_transaction)
+
+    def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
+        """Write the segments of a group commit at predicted offsets (``TopicLog.stage``)."""
+        for batch in batches:
+            check_append(self.table.name, batch.writer)
+        by_partition, locate = group_by_partition(batches)
+        staged = StagedAppend(list(batches), by_partition, locate, PreparedSegments())
+        bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})
+        try:
+            numbered = {p: with_offsets(rows, bases[p]) for p, rows in by_partition.items()}
+            written = self.writer.write(numbered, sync=False)
+        except BaseException:
+            self._release(staged)
+            raise
+        staged.prepared.segments.update(written)
+        staged.prepared.bases.update(bases)
+        staged.prepared.numbered.update(numbered)
+        for segment in written.values():
+            staged.flushes[segment.path] = self.writer.flush(segment)
+        return staged
+
+    def abandon(self, staged: StagedAppend) -> None:
+        """Drop a staged append that will not be committed (its segments were never visible)."""
+        staged.settle()
+        staged.prepared.discard(self.writer)
+        self._release(staged)
+
+    def _reserve(self, counts: dict[int, int]) -> dict[int, int]:
+        table = self.table
+        with table.state_lock:
+            bases = {}
+            for p, n in counts.items():
+                committed = table.state.txn_version(partition_txn(p))
+                bases[p] = max(committed, self._reserved.get(p, 0))
+                self._reserved[p] = bases[p] + n
+                self._staged[p] = self._staged.get(p, 0) + 1
+            return bases
+
+    def _release(self, staged: StagedAppend) -> None:
+        """End a staged append's promise; with none left, predictions follow the log again."""
+        with self.table.state_lock:
+            if staged.released:
+                return
+            staged.released = True
+            for p in staged.by_partition:
+                self._staged[p] -= 1
+                if not self._staged[p]:
+                    del self._staged[p]
+                    self._reserved.pop(p, None)
+
+    def commit_staged(
+        self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
+    ) -> list[AppendResult | LakelogError]:
+        """Commit a staged append (see ``TopicLog.append_prepared`` for the outcomes)."""
+        batches = staged.batches
+        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
+        pending = list(range(len(batches)))
+        duplicates: list[int] = []
+        current: StagedAppend | None = staged
+        try:
+            while pending:
+                active = [batches[i] for i in pending]
+                if current is None:  # after a sequence conflict: the rest, staged again
+                    current = self.stage(active)
+                try:
+                    committed = self._commit_batches(current, app_transaction)
+                except _AlreadyCommitted:
+                    version = self.table.version
+                    done = AppendResult([], [], [], [], version, duplicate=True)
+                    return [done for _ in batches]
+                except _SequenceConflict as conflict:
+                    duplicates += [pending[i] for i in conflict.check.duplicates]
+                    for i, expected in conflict.check.out_of_order:
+                        batch = active[i]
+                        results[pending[i]] = OutOfOrderSequenceError(
+                            f"producer {batch.producer_id} sent sequence {batch.base_sequence} "
+                            f"to topic {self.table.name!r}; the next expected is {expected}"
+                        )
+                    skip = set(conflict.check.duplicates) | {
+                        i for i, _ in conflict.check.out_of_order
+                    }
+                    pending = [p for i, p in enumerate(pending) if i not in skip]
+                    current = None
+                    continue
+                for i, result in zip(pending, committed, strict=True):
+                    results[i] = result
+                pending = []
+        finally:
+            self._release(staged)
+        for i in duplicates:
+            results[i] = self._original_result(batches[i])
+        return [r if r is not None else UnknownServerError("no result") for r in results]
+
+    def _commit_batches(
+        self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
+    ) -> list[AppendResult]:
+        batches, by_partition, locate = staged.batches, staged.by_partition, staged.locate
+        prepared = staged.prepared
+
+        def build(state: TableState) -> list[Action]:
+            now = int(time.time() * 1000)
+            if app_transaction is not None:
+                app_id, app_version = app_transaction
+                done = state.txns.get(app_id)
+                if done is not None and done >= app_version:
+                    raise _AlreadyCommitted()
+            check = check_sequences(batches, lambda pid: state.txns.get(producer_txn(pid)))
+            if check:
+                raise _SequenceConflict(check)
+            actions = self._build_append(state, by_partition, prepared)
+            if app_transaction is not None:
+                actions.append(Txn(app_transaction[0], app_transaction[1], now))
+            last: dict[int, int] = {}
+            for b in batches:
+                if b.producer_id is not None and b.last_sequence is not None:
+                    last[b.producer_id] = b.last_sequence
+            actions += [Txn(producer_txn(pid), seq, now) for pid, seq in last.items()]
+            return actions
+
+        try:
+            version = self.table.committer.commit(
+                build, "WRITE", {"mode": "Append"}, ready=staged.wait_flushed
+            )
+        except AmbiguousCommitError:
+            raise  # the segments may be referenced by a landed commit: keep them
+        except BaseException:
+            staged.settle()
+            prepared.discard(self.writer)
+            raise
+        finally:
+            self._release(staged)
+        base_of = np.zeros(max(prepared.bases) + 1, dtype=np.int64)
+        for p, base in prepared.bases.items():
+            base_of[p] = base
+        results = []
+        for b, (parts, positions) in zip(batches, locate, strict=True):
+            offs = base_of[parts] + positions
+            results.append(
+                AppendResult(
+                    partitions=parts,
+                    offsets=offs,
+                    timestamps_ms=b.table.column("timestamp").cast(pa.int64()).to_numpy(),
+                    batches=partition_batches(parts, offs),
+                    version=version,
+                )
+            )
+        self._notify_appended(prepared)
+        return results
+
+    def _notify_appended(self, prepared: PreparedSegments) -> None:
+        for p, numbered in prepared.numbered.items():
+            for listener in self._listeners:
+                listener(p, numbered)
+
+    def _build_append(
+        self, state: TableState, by_partition: dict[int, pa.Table], prepared: PreparedSegments
+    ) -> list[Action]:
+        partitions = int((state.metadata or self.table.metadata).configuration[CONFIG_PARTITIONS])
+        bases = {p: state.txn_version(partition_txn(p)) for p in by_partition}
+        for p in by_partition:
+            if p >= partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {p} does not exist in topic {self.table.name!r}"
+                )
+        stale = [p for p, base in bases.items() if prepared.bases.get(p) != base]
+        if stale:
+            for p in stale:
+                old = prepared.segments.pop(p, None)
+                if old is not None:  # never committed: nobody can be reading it
+                    self.writer.discard(old)
+                    self.table.committer.count(renumbered_segments=1)
+            # The partition moved on: its rows get their final numbers here instead.
+            numbered = {p: with_offsets(by_partition[p], bases[p]) for p in stale}
+            written = self.writer.write(numbered)
+            prepared.segments.update(written)
+            prepared.bases.update({p: bases[p] for p in stale})
+            prepared.numbered.update(numbered)
+        now = int(time.time() * 1000)
+        actions: list[Action] = []
+        for p in sorted(by_partition):
+            segment = prepared.segments[p]
+            actions.append(Txn(partition_txn(p), segment.end_offset, now))
+            actions.append(add_action(segment))
+        return actions
+
+    def _original_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
+        """Where a duplicate request's records were first written, found by their sequences."""
+        assert batch.producer_id is not None and batch.base_sequence is not None
+        found = self.find_producer_records(
+            batch.producer_id, batch.base_sequence, batch.num_records
+        )
+        if found is None:
+            return DuplicateSequenceError(
+                f"producer {batch.producer_id} sequence {batch.base_sequence} of topic "
+                f"{self.table.name!r} was already written; its offsets are no longer in the log"
+            )
+        return found
+
+    def find_producer_records(
+        self, producer_id: int, base_sequence: int, count: int, max_segments: int = 64
+    ) -> AppendResult | None:
+        """Look up records of a producer's sequence range in the newest segments."""
+        wanted = np.arange(base_sequence, base_sequence + count)
+        parts = np.full(count, -1, np.int64)
+        offs = np.full(count, -1, np.int64)
+        stamps = np.zeros(count, np.int64)
+        for partition in range(self.table.num_partitions):
+            for segment in reversed(self.table.segments(partition)[-max_segments:]):
+                rows = self.reader.read(segment, segment.base_offset, 2**62)
+                mask = pc.and_(
+                    pc.equal(rows.column("producer_id"), producer_id),
+                    pc.is_in(rows.column("sequence"), pa.array(wanted, pa.int32())),
+                )
+                hits = rows.filter(pc.fill_null(mask, False))
+                for seq, off, ts in zip(
+                    hits.column("sequence").to_pylist(),
+                    hits.column("offset").to_pylist(),
+                    hits.column("timestamp").cast(pa.int64()).to_pylist(),
+                    strict=True,
+                ):
+                    i = seq - base_sequence
+                    parts[i], offs[i], stamps[i] = partition, off, ts
+        if (parts < 0).any():
+            return None
+        return AppendResult(
+            partitions=parts,
+            offsets=offs,
+            timestamps_ms=stamps,
+            batches=partition_batches(parts, offs),
+            version=self.table.version,
+            duplicate=True,
+        )

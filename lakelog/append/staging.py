@@ -1,0 +1,115 @@
+"""A group commit's rows, grouped by partition and written as segments before their commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lakelog.offset_index import Segment
+from lakelog.produce import PreparedBatch
+from lakelog.segments import SegmentWriter
+
+
+@dataclass
+class PreparedSegments:
+    """Segments written for one attempt, reusable while their base offsets stay valid.
+
+    ``numbered`` holds each partition's rows as its segment stores them: the
+    one numbering of those rows, reused for the listeners after the commit.
+    """
+
+    bases: dict[int, int] = field(default_factory=dict)
+    segments: dict[int, Segment] = field(default_factory=dict)
+    numbered: dict[int, pa.Table] = field(default_factory=dict)
+
+    def discard(self, writer: SegmentWriter) -> None:
+        """Delete segments that were written but never committed (nobody can see them)."""
+        for segment in self.segments.values():
+            writer.discard(segment)
+        self.segments.clear()
+        self.bases.clear()
+        self.numbered.clear()
+
+
+@dataclass
+class StagedAppend:
+    """Requests whose segments are written, at predicted offsets, but not yet committed.
+
+    Staging is the slow part of an append (encoding Parquet, fsync) and needs
+    no lock, so a broker stages its next group commit while the previous one
+    is committing. The commit checks the prediction and rewrites any segment
+    whose partition moved on meanwhile (another writer, a failed commit).
+    """
+
+    batches: list[PreparedBatch]
+    by_partition: dict[int, pa.Table]
+    locate: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]
+    prepared: PreparedSegments
+    released: bool = False
+    #: per segment path: its flush to stable storage, running while the commit is prepared
+    flushes: dict[str, Future[None]] = field(default_factory=dict)
+
+    def wait_flushed(self) -> None:
+        """Block until every staged segment still to be committed is durable.
+
+        Runs just before the commit file is published: the flush overlaps
+        building and writing the commit instead of preceding it.
+        """
+        current = {s.path for s in self.prepared.segments.values()}
+        for path, flush in self.flushes.items():
+            try:
+                flush.result()
+            except FileNotFoundError:
+                if path in current:
+                    raise
+                # Rewritten at other offsets and deleted before its flush: nothing to keep.
+
+    def settle(self) -> None:
+        """Wait for the flushes before the segments are thrown away; their outcome no longer
+        matters (a failed flush of a deleted, never published file loses nothing)."""
+        futures.wait(list(self.flushes.values()))
+
+
+def group_by_partition(
+    batches: Sequence[PreparedBatch],
+) -> tuple[dict[int, pa.Table], list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]]:
+    """Each partition's rows in request order, and where each request's records land.
+
+    For every request: its records' partitions and their positions within
+    their partition's rows (the offset is then that partition's base plus the
+    position). Requests sent to one partition, the usual case, are only
+    concatenated (no copy); mixed requests are split with one ``take``.
+    """
+    pieces: dict[int, list[pa.Table]] = {}
+    filled: dict[int, int] = {}
+    locate = []
+    for b in batches:
+        parts = b.table.column("partition").to_numpy()
+        rows = b.table.drop_columns(["partition"])
+        if (parts == parts[0]).all():
+            p = int(parts[0])
+            start = filled.get(p, 0)
+            pieces.setdefault(p, []).append(rows)
+            filled[p] = start + len(parts)
+            locate.append((parts, np.arange(start, start + len(parts), dtype=np.int64)))
+            continue
+        order = np.argsort(parts, kind="stable")
+        positions = np.empty(len(parts), dtype=np.int64)
+        for group in np.split(order, np.flatnonzero(np.diff(parts[order])) + 1):
+            p = int(parts[group[0]])
+            start = filled.get(p, 0)
+            pieces.setdefault(p, []).append(rows.take(pa.array(group)))
+            filled[p] = start + len(group)
+            positions[group] = np.arange(start, start + len(group))
+        locate.append((parts, positions))
+    by_partition = {
+        p: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        for p, tables in pieces.items()
+    }
+    return by_partition, locate

@@ -1,0 +1,161 @@
+"""Reading one partition of a topic from an offset, and the fetch size rule.
+
+The rule (Kafka's fetch.max.bytes / max.partition.fetch.bytes): a fetch
+stops before the record whose key and value bytes would pass ``max_bytes``,
+but always returns at least one record, so a record larger than the limit
+still moves a consumer forward. ``rows_within`` is that rule, the one
+place it is written: storage reads here and the broker's answers from its
+recent-batch cache both apply it, so the cache never answers differently
+from storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import InvalidRequestError, OffsetOutOfRangeError
+from lakelog.offset_index import Segment
+from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, table_to_records
+from lakelog.segments import SegmentReader
+from lakelog.topic_table import TopicTable, partition_txn
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Records of one partition from an offset, with the partition's bounds at read time."""
+
+    partition: int
+    records: pa.Table
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+
+    def to_records(self, topic: str) -> list[ConsumerRecord]:
+        return table_to_records(topic, self.partition, self.records)
+
+
+def rows_within(rows: pa.Table, max_bytes: int, *, at_least_one: bool = True) -> tuple[int, int]:
+    """How many leading rows fit in ``max_bytes`` of keys and values, and their bytes.
+
+    With ``at_least_one`` the first row counts as fitting whatever its size
+    (the start of a fetch); a fetch that already holds records passes False.
+    """
+    if rows.num_rows == 0:
+        return 0, 0
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(rows.column("key")), 0),
+        pc.fill_null(pc.binary_length(rows.column("value")), 0),
+    ).to_numpy()
+    cumulative = np.cumsum(sizes)
+    fits = int(np.searchsorted(cumulative, max_bytes, side="right"))
+    if fits == 0 and at_least_one:
+        fits = 1
+    return fits, int(cumulative[fits - 1]) if fits else 0
+
+
+def limit_bytes(rows: pa.Table, max_bytes: int) -> pa.Table:
+    """The leading rows a fetch of ``max_bytes`` returns, as segment rows."""
+    fits, _ = rows_within(rows, max_bytes)
+    return rows.slice(0, fits).select(SEGMENT_SCHEMA.names)
+
+
+def read(
+    table: TopicTable,
+    reader: SegmentReader,
+    partition: int,
+    offset: int,
+    max_records: int = 500,
+    max_bytes: int = 1024 * 1024,
+) -> FetchResult:
+    """Records from ``offset`` on; the first record is returned even if over ``max_bytes``.
+
+    An offset removed by compaction yields the next record present (Kafka's
+    behaviour). Below the log start or past the high watermark is
+    OFFSET_OUT_OF_RANGE. If a segment vanished (a compaction committed and
+    a vacuum ran meanwhile) the index is refreshed and the read retried.
+    """
+    table.check_partition(partition)
+    if max_records <= 0 or max_bytes <= 0:
+        raise InvalidRequestError("max_records and max_bytes must be positive")
+    for attempt in range(3):
+        with table.state_lock:
+            hwm = table.state.txn_version(partition_txn(partition))
+            index = table.index.partition(partition)
+            start = index.log_start_offset(hwm)
+            segments = index.segments_from(offset)
+        if offset < start or offset > hwm:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {table.name}-{partition}: "
+                f"valid offsets are {start}..{hwm}",
+                log_start_offset=start,
+                high_watermark=hwm,
+            )
+        try:
+            return _read_segments(
+                reader, partition, offset, segments, hwm, start, max_records, max_bytes
+            )
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+            table.refresh()
+    raise AssertionError("unreachable")
+
+
+def _read_segments(
+    reader: SegmentReader,
+    partition: int,
+    offset: int,
+    segments: list[Segment],
+    hwm: int,
+    start: int,
+    max_records: int,
+    max_bytes: int,
+) -> FetchResult:
+    pieces: list[pa.Table] = []
+    remaining_records, remaining_bytes = max_records, max_bytes
+    next_offset = offset
+    for segment in segments:
+        if segment.base_offset >= hwm:
+            break
+        rows = reader.read(segment, max(offset, segment.base_offset), remaining_records)
+        if rows.num_rows:
+            fits, size = rows_within(rows, remaining_bytes, at_least_one=not pieces)
+            if fits < rows.num_rows:
+                rows = rows.slice(0, fits)
+                remaining_records = 0
+            if rows.num_rows:
+                pieces.append(rows)
+                remaining_records -= rows.num_rows
+                remaining_bytes -= size
+                next_offset = int(rows.column("offset")[-1].as_py()) + 1
+            if remaining_records <= 0 or remaining_bytes <= 0:
+                break
+        else:
+            next_offset = max(next_offset, segment.end_offset)
+    if not pieces:
+        next_offset = max(next_offset, offset) if segments else hwm
+    records = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
+    return FetchResult(partition, records, hwm, start, min(next_offset, hwm))
+
+
+def offset_for_timestamp(
+    table: TopicTable, reader: SegmentReader, partition: int, timestamp_ms: int
+) -> tuple[int, int] | None:
+    """First (offset, timestamp) with timestamp >= ``timestamp_ms`` (Kafka's ListOffsets)."""
+    table.check_partition(partition)
+    with table.state_lock:
+        segments = table.index.partition(partition).segments_for_timestamp(timestamp_ms)
+    for segment in segments:
+        rows = reader.read(segment, segment.base_offset, max(segment.num_records, 1) + 1)
+        if segment.num_records == 0:
+            rows = reader.read(segment, segment.base_offset, 2**62)
+        millis = rows.column("timestamp").cast(pa.int64()).to_numpy()
+        hits = np.flatnonzero(millis >= timestamp_ms)
+        if len(hits):
+            i = int(hits[0])
+            return int(rows.column("offset")[i].as_py()), int(millis[i])
+    return None
