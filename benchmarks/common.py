@@ -16,7 +16,6 @@ import math
 import os
 import platform
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -385,14 +384,6 @@ def scratch_dir(parent: Path, name: str) -> Iterator[Path]:
 
 
 # -- processes ---------------------------------------------------------------
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
