@@ -27,6 +27,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+#: The repository: benchmarks run from a checkout, not from an installed package.
+PROJECT = Path(__file__).resolve().parents[1]
+
 #: Sizes every suite accepts: ``tiny`` is for smoke tests (seconds, figures meaningless).
 SIZES = ("tiny", "small", "large")
 

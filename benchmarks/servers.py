@@ -11,11 +11,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from benchmarks.common import PROJECT
 from lakelog.testing.brokers import LOOPBACK, ServerProcess, start_server
 from lakelog.testing.brokers import start_broker as start_broker_process
-
-#: The repository: benchmarks run from a checkout, not from an installed package.
-PROJECT = Path(__file__).resolve().parents[1]
 
 
 def project_env() -> dict[str, str]:
