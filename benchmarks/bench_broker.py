@@ -23,51 +23,63 @@ Every figure has baselines measured in the same run, with the same client:
   broker restart (storage reads), JSON and Arrow; vs the trivial app serving a
   body of the same size, and ``pq.read_table`` of the same segment files.
 
-``python -m benchmarks.bench_broker serve empty|naive --port P [--root R]``
-runs one of the baseline apps (the suite starts them itself).
+The load generator is :mod:`benchmarks.broker_load`, the baseline apps and
+in-process ceilings :mod:`benchmarks.broker_baselines`, the server processes
+:mod:`benchmarks.servers`, and what is read from the broker between windows
+:mod:`benchmarks.broker_admin`.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import base64
 import contextlib
-import http.client
-import json
 import math
 import multiprocessing
 import os
-import re
-import struct
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.ipc
-import pyarrow.parquet as pq
-from fastapi import FastAPI, Request, Response
 
+from benchmarks.broker_admin import (
+    CommitStats,
+    broker_metrics,
+    commit_stats,
+    create_topic,
+    segment_records,
+)
+from benchmarks.broker_baselines import raw_parquet_read, raw_parquet_write
+from benchmarks.broker_load import (
+    ARROW_TYPE,
+    STOP,
+    Format,
+    HeadConsume,
+    LoadResult,
+    ProduceLoad,
+    RangeRead,
+    StaticRead,
+    arrow_body,
+    call,
+    consume_head,
+    json_body,
+    make_values,
+    read_range,
+    read_static,
+    ready,
+    run_produce,
+    stamp_positions,
+    stamped,
+    target_of,
+    warm_up,
+)
 from benchmarks.common import (
     CONTENDED,
-    CpuTimes,
     Progress,
     Report,
     Result,
-    Stopwatch,
     config_for,
-    cpu_times,
-    free_port,
-    machine_busy_seconds,
     median,
     percentile,
     random_binary,
@@ -75,7 +87,8 @@ from benchmarks.common import (
     scratch_dir,
     settle_disk,
 )
-from lakelog.records import SEGMENT_SCHEMA
+from benchmarks.servers import start_baseline, start_broker
+from lakelog.testing.brokers import ServerProcess
 
 NAME = "broker"
 DESCRIPTION = (
@@ -96,24 +109,9 @@ ACK = "produce ack"
 STATIC = "uvicorn static body"
 RAW_READ = "raw parquet read"
 
-HOST = "127.0.0.1"
-JSON_TYPE = "application/json"
-ARROW_TYPE = "application/vnd.apache.arrow.stream"
-NEXT_OFFSET = "X-Lakelog-Next-Offset"
-PROJECT = Path(__file__).resolve().parents[1]
-
-#: A stamped value starts with 8 bytes of CLOCK_MONOTONIC nanoseconds (one clock
-#: for every process of the machine) and 4 bytes of magic: 12 bytes, 16 base64 chars.
-STAMP = struct.Struct(">Q4s")
-STAMP_CHARS = 16
-MAGIC = b"LKLG"
-STOP = b"STOP"
-FETCH_MAX_BYTES = 64 << 20  # never the limit: fetches are bounded by max_records
 #: An open-loop window schedules at least this many requests, so that every latency
 #: figure has samples even when a busy machine measured a near-zero saturation.
 MIN_TIMED_REQUESTS = 10
-
-Format = Literal["json", "arrow"]
 
 
 # -- configuration -----------------------------------------------------------
@@ -220,717 +218,13 @@ CONFIGS: dict[str, BrokerBenchConfig] = {
 }
 
 
-# -- bodies ------------------------------------------------------------------
-
-
-def make_values(count: int, value_bytes: int, rng: np.random.Generator, stamped: bool) -> pa.Array:
-    """Random values; stamped ones start with a zero stamp and the magic, to be patched."""
-    values = random_binary(count, value_bytes, rng)
-    if not stamped:
-        return values
-    if value_bytes < STAMP.size:
-        raise ValueError(f"a stamped value needs at least {STAMP.size} bytes")
-    prefix = STAMP.pack(0, MAGIC)
-    return pa.array([prefix + v[STAMP.size :] for v in values.to_pylist()], pa.binary())
-
-
-def json_body(values: pa.Array, partition: int) -> bytes:
-    """A native JSON produce body: base64 values, every record to ``partition``."""
-    records = [
-        {"value": base64.b64encode(v).decode("ascii"), "partition": partition}
-        for v in values.to_pylist()
-    ]
-    doc = {"records": records, "key_format": "base64", "value_format": "base64"}
-    return json.dumps(doc, separators=(",", ":")).encode()
-
-
-def arrow_body(values: pa.Array, partition: int) -> bytes:
-    """A native Arrow IPC stream produce body: value binary, partition int32."""
-    n = len(values)
-    table = pa.table({"value": values, "partition": pa.array(np.full(n, partition, np.int32))})
-    sink = pa.BufferOutputStream()
-    with pyarrow.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
-
-
-def stamp_positions(body: bytes) -> list[int]:
-    """Where each record's base64 value starts in a JSON body (where its stamp goes)."""
-    return [m.end() for m in re.finditer(rb'"value":"', body)]
-
-
-def stamped(body: bytes, positions: Sequence[int], ns: int, magic: bytes = MAGIC) -> bytes:
-    """``body`` with every value's first 12 bytes replaced by ``ns`` and ``magic``."""
-    code = base64.b64encode(STAMP.pack(ns, magic))
-    buf = bytearray(body)
-    for p in positions:
-        buf[p : p + STAMP_CHARS] = code
-    return bytes(buf)
-
-
 def stop_body(cfg: BrokerBenchConfig) -> bytes:
     """One record that tells a head consumer the producer is done."""
     body = json_body(make_values(1, cfg.value_bytes, np.random.default_rng(cfg.seed), True), 0)
     return stamped(body, stamp_positions(body), time.monotonic_ns(), STOP)
 
 
-def read_stamps(data: bytes, fmt: Format) -> list[tuple[int, bytes]]:
-    """(nanoseconds, magic) of every record of a fetch response."""
-    if fmt == "json":
-        records = json.loads(data)["records"]
-        heads = [base64.b64decode(r["value"][:STAMP_CHARS]) for r in records]
-    else:
-        table = pyarrow.ipc.open_stream(pa.py_buffer(data)).read_all()
-        heads = pc.binary_slice(table.column("value"), 0, STAMP.size).to_pylist()
-    out = []
-    for head in heads:
-        if head is not None and len(head) == STAMP.size:
-            ns, magic = STAMP.unpack(head)
-            out.append((int(ns), bytes(magic)))
-    return out
-
-
-# -- the load generator (runs in the client processes) ---------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """A server to load: its loopback port and its pid (for CPU accounting)."""
-
-    port: int
-    pid: int
-
-
-@dataclass(frozen=True)
-class ProduceLoad:
-    """Produce requests from ``connections`` threads, closed loop or at ``rate`` requests/s."""
-
-    target: Target
-    path: str
-    fmt: Format
-    records: int
-    partitions: int
-    value_bytes: int
-    connections: int
-    distinct_bodies: int
-    seed: int
-    start_at: float  # time.monotonic() of the first request
-    warmup_s: float
-    duration_s: float
-    rate: float | None = None
-    stamp: bool = False
-
-
-@dataclass(frozen=True)
-class HeadConsume:
-    """Long polls at the head of a partition, timing every stamped value received."""
-
-    target: Target
-    topic: str
-    partition: int
-    fmt: Format
-    max_records: int
-    max_wait_ms: int
-    begin_ns: int
-    end_ns: int
-    deadline: float
-
-
-@dataclass(frozen=True)
-class RangeRead:
-    """Fetch a partition from ``start`` to ``end`` as fast as one connection can."""
-
-    target: Target
-    topic: str
-    partition: int
-    start: int
-    end: int
-    fmt: Format
-    max_records: int
-
-
-@dataclass(frozen=True)
-class StaticRead:
-    """GET a body of ``size`` bytes ``requests`` times (the HTTP ceiling of a fetch)."""
-
-    target: Target
-    size: int
-    requests: int
-
-
-@dataclass
-class LoadResult:
-    """What one client process measured, and the CPU both sides used meanwhile."""
-
-    requests: int = 0
-    records: int = 0
-    seconds: float = 0.0
-    bytes: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    scheduled: int = 0
-    server_cores: float = math.nan
-    server_loop_cores: float = math.nan
-    client_cores: float = math.nan
-    other_cores: float = math.nan  # the rest of the machine (other processes)
-
-    def merge(self, other: LoadResult) -> None:
-        self.requests += other.requests
-        self.records += other.records
-        self.bytes += other.bytes
-        self.latencies_ms += other.latencies_ms
-        self.errors += other.errors
-
-
-class CpuMeter:
-    """Cores used by a server process (all threads, and its event-loop thread) and by us."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self._server: CpuTimes | None = None
-        self._client = 0.0
-        self._machine: float | None = None
-        self._wall = 0.0
-
-    def start(self) -> None:
-        self._server = cpu_times(self.pid)
-        self._client = time.process_time()
-        self._machine = machine_busy_seconds()
-        self._wall = time.monotonic()
-
-    def stop(self, result: LoadResult) -> None:
-        wall = time.monotonic() - self._wall
-        if wall <= 0:
-            return
-        result.client_cores = (time.process_time() - self._client) / wall
-        end = cpu_times(self.pid)
-        if self._server is not None and end is not None:
-            result.server_cores = (end.total - self._server.total) / wall
-            result.server_loop_cores = (end.main_thread - self._server.main_thread) / wall
-        machine = machine_busy_seconds()
-        if self._machine is not None and machine is not None:
-            busy = (machine - self._machine) / wall
-            result.other_cores = max(busy - result.server_cores - result.client_cores, 0.0)
-
-
-def _sleep_until(moment: float) -> None:
-    delay = moment - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
-
-
-def _connect(target: Target) -> http.client.HTTPConnection:
-    return http.client.HTTPConnection(HOST, target.port, timeout=120)
-
-
-def _exchange(
-    conn: http.client.HTTPConnection,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    content_type: str | None = None,
-) -> tuple[int, bytes, http.client.HTTPResponse]:
-    headers = {"Content-Type": content_type} if content_type else {}
-    conn.request(method, path, body, headers)
-    response = conn.getresponse()
-    data = response.read()
-    return response.status, data, response
-
-
-def _bodies(load: ProduceLoad) -> list[bytes]:
-    rng = np.random.default_rng(load.seed)
-    encode = json_body if load.fmt == "json" else arrow_body
-    return [
-        encode(make_values(load.records, load.value_bytes, rng, load.stamp), i % load.partitions)
-        for i in range(load.distinct_bodies)
-    ]
-
-
-def run_produce(load: ProduceLoad) -> LoadResult:
-    """Closed loop (``rate`` None) or open loop; only the window after warm-up counts."""
-    bodies = _bodies(load)
-    positions = [stamp_positions(b) for b in bodies] if load.stamp else []
-    content_type = JSON_TYPE if load.fmt == "json" else ARROW_TYPE
-    begin = load.start_at + load.warmup_s
-    end = begin + load.duration_s
-    total = LoadResult(seconds=load.duration_s, bytes=sum(map(len, bodies)) // len(bodies))
-    meter = CpuMeter(load.target.pid)
-    lock = threading.Lock()
-    counter = iter(range(2**62))
-
-    def account(
-        part: LoadResult, status: int, data: bytes, counted: bool, ms: float | None
-    ) -> None:
-        if status != 200:
-            part.errors.append(f"HTTP {status}: {data[:300]!r}")
-            return
-        if counted:
-            part.requests += 1
-            part.records += load.records
-        if ms is not None:
-            part.latencies_ms.append(ms)
-
-    def closed(worker: int, part: LoadResult) -> None:
-        conn = _connect(load.target)
-        i = worker
-        try:
-            _sleep_until(load.start_at)
-            while (started := time.monotonic()) < end and len(part.errors) < 3:
-                status, data, _ = _exchange(
-                    conn, "POST", load.path, bodies[i % len(bodies)], content_type
-                )
-                i += 1
-                done = time.monotonic()
-                # throughput: every answer within the window; latency: requests sent in it too
-                counted = begin <= done <= end
-                ms = (done - started) * 1e3 if counted and started >= begin else None
-                account(part, status, data, counted, ms)
-        finally:
-            conn.close()
-
-    def opened(worker: int, part: LoadResult) -> None:
-        assert load.rate is not None
-        give_up = end + max(2.0, load.duration_s)  # saturated: stop sending late requests
-        conn = _connect(load.target)
-        try:
-            while len(part.errors) < 3:
-                with lock:
-                    k = next(counter)
-                due = load.start_at + k / load.rate
-                if due >= end or time.monotonic() > give_up:
-                    return
-                _sleep_until(due)
-                body = bodies[k % len(bodies)]
-                if load.stamp:
-                    body = stamped(body, positions[k % len(bodies)], int(due * 1e9))
-                status, data, _ = _exchange(conn, "POST", load.path, body, content_type)
-                # every request due within the window, timed from when it was due
-                ms = (time.monotonic() - due) * 1e3 if due >= begin else None
-                account(part, status, data, due >= begin, ms)
-        finally:
-            conn.close()
-
-    def cpu_window() -> None:
-        _sleep_until(begin)
-        meter.start()
-        _sleep_until(end)
-        meter.stop(total)
-
-    parts = [LoadResult() for _ in range(load.connections)]
-    work = closed if load.rate is None else opened
-    threads = [threading.Thread(target=work, args=(i, p)) for i, p in enumerate(parts)]
-    threads.append(threading.Thread(target=cpu_window))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for part in parts:
-        total.merge(part)
-    if load.rate is not None:
-        first = math.ceil((begin - load.start_at) * load.rate)
-        last = math.ceil((end - load.start_at) * load.rate)
-        total.scheduled = last - first
-    return total
-
-
-def consume_head(load: HeadConsume) -> LoadResult:
-    """Long-poll from offset 0 until the STOP record (or the deadline); e2e ms per record."""
-    result = LoadResult()
-    conn = _connect(load.target)
-    offset = 0
-    meter = CpuMeter(load.target.pid)
-    meter.start()
-    started = time.monotonic()
-    try:
-        while (left := load.deadline - time.monotonic()) > 0:
-            wait = max(0, min(load.max_wait_ms, int(left * 1000)))
-            path = (
-                f"/v1/topics/{load.topic}/partitions/{load.partition}/records?offset={offset}"
-                f"&max_records={load.max_records}&max_wait_ms={wait}"
-                f"&format={load.fmt}&value_format=base64"
-            )
-            status, data, response = _exchange(conn, "GET", path)
-            now = time.monotonic_ns()
-            if status != 200:
-                result.errors.append(f"HTTP {status}: {data[:300]!r}")
-                break
-            offset = int(response.getheader(NEXT_OFFSET, str(offset)))
-            result.requests += 1
-            result.bytes += len(data)
-            stop = False
-            for ns, magic in read_stamps(data, load.fmt):
-                result.records += 1
-                if magic == STOP:
-                    stop = True
-                elif magic == MAGIC and load.begin_ns <= ns < load.end_ns:
-                    result.latencies_ms.append((now - ns) / 1e6)
-            if stop:
-                break
-    finally:
-        conn.close()
-    result.seconds = time.monotonic() - started
-    meter.stop(result)
-    return result
-
-
-def read_range(load: RangeRead) -> LoadResult:
-    """Fetch [start, end) following next_offset (from the header: the body is not parsed)."""
-    result = LoadResult()
-    conn = _connect(load.target)
-    offset = load.start
-    meter = CpuMeter(load.target.pid)
-    try:
-        meter.start()
-        with Stopwatch() as sw:
-            while offset < load.end:
-                path = (
-                    f"/v1/topics/{load.topic}/partitions/{load.partition}/records"
-                    f"?offset={offset}&max_records={load.max_records}"
-                    f"&max_bytes={FETCH_MAX_BYTES}&format={load.fmt}&value_format=base64"
-                )
-                status, data, response = _exchange(conn, "GET", path)
-                if status != 200:
-                    result.errors.append(f"HTTP {status}: {data[:300]!r}")
-                    break
-                following = int(response.getheader(NEXT_OFFSET, str(offset)))
-                if following <= offset:
-                    result.errors.append(f"fetch at offset {offset} made no progress")
-                    break
-                result.requests += 1
-                result.records += following - offset
-                result.bytes += len(data)
-                offset = following
-        meter.stop(result)
-    finally:
-        conn.close()
-    result.seconds = sw.seconds
-    return result
-
-
-def read_static(load: StaticRead) -> LoadResult:
-    result = LoadResult()
-    conn = _connect(load.target)
-    meter = CpuMeter(load.target.pid)
-    try:
-        meter.start()
-        with Stopwatch() as sw:
-            for _ in range(load.requests):
-                status, data, _ = _exchange(conn, "GET", f"/blob/{load.size}")
-                if status != 200:
-                    result.errors.append(f"HTTP {status}: {data[:300]!r}")
-                    break
-                result.requests += 1
-                result.bytes += len(data)
-        meter.stop(result)
-    finally:
-        conn.close()
-    result.seconds = sw.seconds
-    return result
-
-
-def ready(seconds: float) -> int:
-    """Occupies a pool worker briefly, so that both are spawned before anything is timed."""
-    time.sleep(seconds)
-    return os.getpid()
-
-
-# -- servers -----------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    """A server subprocess on a loopback port; its output goes to ``log_path``."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def target(self) -> Target:
-        return Target(self.port, self.process.pid)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")[-chars:]
-        return ""
-
-
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT), env.get("PYTHONPATH", "")) if p)
-    env.update(extra)
-    return env
-
-
-def start_server(
-    name: str, args: Sequence[str], log_dir: Path, env: dict[str, str] | None = None
-) -> Server:
-    """Start ``python args... --port P`` and wait until ``/healthz`` answers 200."""
-    port = free_port(HOST)
-    log_path = log_dir / f"{name}-{port}.log"
-    with log_path.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, *args, "--port", str(port)],
-            env=_env(env or {}),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=PROJECT,
-        )
-    server = Server(name, process, port, log_path)
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited early:\n{server.log_tail()}")
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            conn = http.client.HTTPConnection(HOST, port, timeout=2)
-            try:
-                if _exchange(conn, "GET", "/healthz")[0] == 200:
-                    return server
-            finally:
-                conn.close()
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"{name} did not become healthy:\n{server.log_tail()}")
-        time.sleep(0.05)
-
-
-def start_broker(root: Path, cfg: BrokerBenchConfig, log_dir: Path) -> Server:
-    args = ["-m", "server", "--root", str(root), "--host", HOST]
-    args += ["--linger-ms", str(cfg.linger_ms), "--log-level", "warning"]
-    return start_server("broker", args, log_dir)
-
-
-def start_baseline(kind: str, log_dir: Path, root: Path | None = None) -> Server:
-    args = ["-m", "benchmarks.bench_broker", "serve", kind]
-    if root is not None:
-        args += ["--root", str(root)]
-    return start_server(kind, args, log_dir)
-
-
-def call(
-    target: Target, method: str, path: str, body: object = None, content_type: str = JSON_TYPE
-) -> bytes:
-    """One request from the orchestrator (setup, metrics), failing on any non-2xx answer."""
-    conn = _connect(target)
-    try:
-        payload = (
-            body
-            if isinstance(body, bytes)
-            else (json.dumps(body).encode() if body is not None else None)
-        )
-        status, data, _ = _exchange(conn, method, path, payload, content_type)
-    finally:
-        conn.close()
-    if not 200 <= status < 300:
-        raise RuntimeError(f"{method} {path} answered {status}: {data[:500]!r}")
-    return data
-
-
-def create_topic(broker: Server, name: str, partitions: int) -> None:
-    call(broker.target, "POST", "/v1/topics", {"name": name, "partitions": partitions})
-
-
-def segment_records(broker: Server, topic: str) -> float:
-    """Mean records per segment the broker wrote for ``topic``."""
-    described = json.loads(call(broker.target, "GET", f"/v1/topics/{topic}"))
-    parts = described["partitions"]
-    segments = sum(int(p["num_segments"]) for p in parts)
-    return sum(int(p["num_records"]) for p in parts) / max(segments, 1)
-
-
-_METRIC = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$")
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text as ``name{labels}`` -> value (sums over nothing; labels kept)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = _METRIC.match(line.strip())
-        if m:
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
-
-
-def broker_metrics(broker: Server) -> dict[str, float]:
-    return parse_metrics(call(broker.target, "GET", "/metrics").decode())
-
-
-@dataclass(frozen=True)
-class CommitStats:
-    """Group commits between two metric snapshots of one topic."""
-
-    commits: float
-    requests_per_commit: float
-    records_per_commit: float
-    commit_ms: float
-
-
-def commit_stats(before: dict[str, float], after: dict[str, float], topic: str) -> CommitStats:
-    def delta(name: str) -> float:
-        return after.get(name, 0.0) - before.get(name, 0.0)
-
-    commits = delta("lakelog_batch_requests_count")
-    per = max(commits, 1.0)
-    label = f'{{topic="{topic}"}}'
-    return CommitStats(
-        commits,
-        delta("lakelog_batch_requests_sum") / per,
-        delta("lakelog_batch_records_sum") / per,
-        1000
-        * delta(f"lakelog_commit_seconds_sum{label}")
-        / max(delta(f"lakelog_commit_seconds_count{label}"), 1.0),
-    )
-
-
-# -- the baseline apps (run as ``python -m benchmarks.bench_broker serve ...``) --
-
-
-def empty_app() -> FastAPI:
-    """The HTTP ceiling: a produce route that reads the body and answers ``{}``."""
-    app = FastAPI()
-    blobs: dict[int, bytes] = {}
-
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return Response(b'{"status":"ok"}', media_type=JSON_TYPE)
-
-    @app.post("/v1/topics/{topic}/records")
-    async def produce(topic: str, request: Request) -> Response:
-        await request.body()
-        return Response(b"{}", media_type=JSON_TYPE)
-
-    @app.get("/blob/{size}")
-    async def blob(size: int) -> Response:
-        data = blobs.get(size)
-        if data is None:
-            data = blobs[size] = b"x" * size
-        return Response(data, media_type="application/octet-stream")
-
-    return app
-
-
-def naive_rows(raw: bytes, content_type: str) -> pa.Table:
-    """The naive broker's decoding: json.loads and base64 per value, or an IPC read."""
-    if content_type.startswith(ARROW_TYPE):
-        table = pyarrow.ipc.open_stream(pa.py_buffer(raw)).read_all()
-        values, partitions = table.column("value"), table.column("partition")
-    else:
-        records = json.loads(raw)["records"]
-        values = pa.array([base64.b64decode(r["value"]) for r in records], pa.binary())
-        partitions = pa.array([r.get("partition") or 0 for r in records], pa.int32())
-    now = np.full(len(values), int(time.time() * 1000), np.int64)
-    return pa.table(
-        {
-            "timestamp": pa.array(now).cast(pa.timestamp("ms", tz="UTC")),
-            "value": values,
-            "partition": partitions,
-        }
-    )
-
-
-def naive_app(root: Path) -> FastAPI:
-    """The naive broker: one ``write_deltalake`` per request, one request at a time."""
-    from deltalake import write_deltalake
-
-    app = FastAPI()
-    lock = asyncio.Lock()
-
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return Response(b'{"status":"ok"}', media_type=JSON_TYPE)
-
-    @app.post("/v1/topics/{topic}/records")
-    async def produce(topic: str, request: Request) -> Response:
-        rows = naive_rows(await request.body(), request.headers.get("content-type", ""))
-        async with lock:
-            await asyncio.to_thread(
-                write_deltalake,
-                str(root / topic),
-                rows,
-                mode="append",
-                partition_by=["partition"],
-            )
-        return Response(json.dumps({"records": rows.num_rows}).encode(), media_type=JSON_TYPE)
-
-    return app
-
-
-def serve(argv: Sequence[str] | None = None) -> int:
-    import uvicorn
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_broker")
-    sub = parser.add_subparsers(dest="command", required=True)
-    cmd = sub.add_parser("serve", help="run a baseline app")
-    cmd.add_argument("kind", choices=["empty", "naive"])
-    cmd.add_argument("--port", type=int, required=True)
-    cmd.add_argument("--root", type=Path, help="table directory of the naive app")
-    args = parser.parse_args(argv)
-    if args.kind == "naive" and args.root is None:
-        parser.error("the naive app needs --root")
-    app = empty_app() if args.kind == "empty" else naive_app(args.root)
-    uvicorn.run(app, host=HOST, port=args.port, log_level="warning", access_log=False)
-    return 0
-
-
-# -- ceilings measured in-process ----------------------------------------------
-
-
-def segment_table(count: int, base: int, value_bytes: int, rng: np.random.Generator) -> pa.Table:
-    """Rows as the broker stores them (its segment schema), offsets from ``base``."""
-    now_ms = int(time.time() * 1000)
-    columns: dict[str, pa.Array] = {
-        "offset": pa.array(np.arange(base, base + count, dtype=np.int64)),
-        "timestamp": pa.array(np.full(count, now_ms, np.int64)).cast(
-            SEGMENT_SCHEMA.field("timestamp").type
-        ),
-        "timestamp_type": pa.array(np.zeros(count, np.int32)),
-        "value": random_binary(count, value_bytes, rng),
-    }
-    return pa.table(
-        [columns[f.name] if f.name in columns else pa.nulls(count, f.type) for f in SEGMENT_SCHEMA],
-        schema=SEGMENT_SCHEMA,
-    )
-
-
-def raw_parquet_write(
-    file_records: int, total_records: int, value_bytes: int, directory: Path, seed: int
-) -> float:
-    """records/s of ``pq.write_table`` of segment rows in files of ``file_records`` each."""
-    rng = np.random.default_rng(seed)
-    file_records = max(file_records, 1)
-    files = max(total_records // file_records, 1)
-    tables = [segment_table(file_records, i * file_records, value_bytes, rng) for i in range(4)]
-    pq.write_table(tables[0], directory / "warmup.parquet")
-    with Stopwatch() as sw:
-        for i in range(files):
-            pq.write_table(tables[i % len(tables)], directory / f"{i:06d}.parquet")
-    return rate(files * file_records, sw.seconds)
-
-
-def raw_parquet_read(paths: Sequence[Path], repeats: int) -> tuple[float, int]:
-    """(seconds, rows) of the fastest full ``pq.read_table`` pass over ``paths``."""
-    best, rows = math.inf, 0
-    for _ in range(max(repeats, 1)):
-        with Stopwatch() as sw:
-            rows = sum(pq.read_table(p).num_rows for p in paths)
-        best = min(best, sw.seconds)
-    return best, rows
-
-
-# -- the suite ---------------------------------------------------------------
+# -- the phases --------------------------------------------------------------
 
 
 @dataclass
@@ -939,9 +233,9 @@ class Bench:
 
     cfg: BrokerBenchConfig
     pool: ProcessPoolExecutor
-    broker: Server
-    empty: Server
-    naive: Server
+    broker: ServerProcess
+    empty: ServerProcess
+    naive: ServerProcess
     workdir: Path
     progress: Progress
     notes: list[str] = field(default_factory=list)
@@ -949,7 +243,7 @@ class Bench:
 
     def produce_load(
         self,
-        server: Server,
+        server: ServerProcess,
         topic: str,
         fmt: Format,
         records: int,
@@ -962,7 +256,7 @@ class Bench:
     ) -> ProduceLoad:
         cfg = self.cfg
         return ProduceLoad(
-            target=server.target,
+            target=target_of(server),
             path=f"/v1/topics/{topic}/records?acks=all",
             fmt=fmt,
             records=records,
@@ -985,14 +279,6 @@ class Bench:
         result = self.pool.submit(fn, load).result()
         check(result, load.path)
         return result
-
-
-def warm_up(load: ProduceLoad) -> None:
-    """One untimed request: the first one opens the topic (or creates the naive app's table)."""
-    body = _bodies(replace(load, distinct_bodies=1))[0]
-    if load.stamp:  # stamped before every timed window, so a consumer ignores it
-        body = stamped(body, stamp_positions(body), 0)
-    call(load.target, "POST", load.path, body, JSON_TYPE if load.fmt == "json" else ARROW_TYPE)
 
 
 Params = dict[str, str | int | float | bool | None]
@@ -1225,7 +511,7 @@ def bench_e2e(b: Bench) -> list[Result]:
         )
         begin = load.start_at + load.warmup_s
         consume = HeadConsume(
-            target=b.broker.target,
+            target=target_of(b.broker),
             topic=topic,
             partition=0,
             fmt=fmt,
@@ -1239,7 +525,7 @@ def bench_e2e(b: Bench) -> list[Result]:
         consumer: Future[LoadResult] = b.pool.submit(consume_head, consume)
         producer = b.pool.submit(run_produce, load).result()
         check(producer, "e2e producer")
-        call(b.broker.target, "POST", f"/v1/topics/{topic}/records?acks=all", stop_body(cfg))
+        call(target_of(b.broker), "POST", f"/v1/topics/{topic}/records?acks=all", stop_body(cfg))
         got = consumer.result()
         check(got, f"e2e {fmt} consumer")
         if not got.latencies_ms:
@@ -1275,7 +561,7 @@ def fill_topic(b: Bench, topic: str) -> None:
     while written < cfg.fetch_records:
         n = min(cfg.fetch_fill_records, cfg.fetch_records - written)
         body = arrow_body(random_binary(n, cfg.value_bytes, rng), 0)
-        call(b.broker.target, "POST", f"/v1/topics/{topic}/records?acks=all", body, ARROW_TYPE)
+        call(target_of(b.broker), "POST", f"/v1/topics/{topic}/records?acks=all", body, ARROW_TYPE)
         written += n
 
 
@@ -1299,9 +585,9 @@ def bench_fetch(b: Bench, root: Path) -> list[Result]:
         if source == "storage":
             b.progress("fetch: restarting the broker (empty recent-batch cache)")
             b.broker.stop()
-            b.broker = start_broker(root, cfg, b.workdir)
+            b.broker = start_broker(root, b.workdir, {"linger_ms": cfg.linger_ms})
             call(
-                b.broker.target,
+                target_of(b.broker),
                 "GET",
                 f"/v1/topics/{topic}/partitions/0/records?offset=0&max_records=1&value_format=base64",
             )
@@ -1309,7 +595,7 @@ def bench_fetch(b: Bench, root: Path) -> list[Result]:
             b.progress(f"fetch: {fmt} from {source}")
             before = broker_metrics(b.broker)
             read = RangeRead(
-                b.broker.target, topic, 0, 0, cfg.fetch_records, fmt, cfg.fetch_max_records
+                target_of(b.broker), topic, 0, 0, cfg.fetch_records, fmt, cfg.fetch_max_records
             )
             settle_disk()
             got = b.pool.submit(read_range, read).result()
@@ -1319,7 +605,7 @@ def bench_fetch(b: Bench, root: Path) -> list[Result]:
                 "lakelog_fetch_cache_hits", 0
             )
             static = b.pool.submit(
-                read_static, StaticRead(b.empty.target, got.bytes // got.requests, got.requests)
+                read_static, StaticRead(target_of(b.empty), got.bytes // got.requests, got.requests)
             ).result()
             check(static, "static body")
             per_s = rate(got.records, got.seconds)
@@ -1437,14 +723,14 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
         pool = stack.enter_context(ProcessPoolExecutor(2, mp_context=spawn))
         warming = [pool.submit(ready, 0.5) for _ in range(2)]
         progress("starting the broker and the baseline apps")
-        servers: list[Server] = []
+        servers: list[ServerProcess] = []
 
         @stack.callback
         def stop_servers() -> None:
             for server in servers:
                 server.stop()
 
-        broker = start_broker(root, cfg, workdir)
+        broker = start_broker(root, workdir, {"linger_ms": cfg.linger_ms})
         servers.append(broker)
         empty = start_baseline("empty", workdir)
         servers.append(empty)
@@ -1472,7 +758,3 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
 def run(size: str, workdir: Path, progress: Progress) -> Report:
     """The ``broker`` suite at a named size (tiny, small, large)."""
     return run_config(config_for(CONFIGS, size), workdir, progress)
-
-
-if __name__ == "__main__":
-    sys.exit(serve())

@@ -39,9 +39,10 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from benchmarks.bench_broker import HOST, Server, start_server
 from benchmarks.common import Progress, Report, Result, config_for, percentile, rate, scratch_dir
+from benchmarks.servers import start_broker
 from lakelog.client import AdminClient, Consumer, OffsetAndMetadata
+from lakelog.testing.brokers import ServerProcess, wait_for
 
 NAME = "groups"
 DESCRIPTION = "Consumer groups: offset commit throughput / p99 latency, rebalance time"
@@ -71,10 +72,7 @@ CONFIGS = {
     "small": GroupsBenchConfig(20, 10.0, 10, 3, 1.0),
     "large": GroupsBenchConfig(100, 30.0, 10, 5, 2.0),
 }
-BROKER_SETTINGS = {
-    "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-    "LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
-}
+BROKER_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
 MEMBER = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "fetch_threads": 1}
 
 
@@ -251,12 +249,9 @@ class NaiveOffsets:
             self._write(key, offset)
 
 
-def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"benchmark gave up waiting for {what}")
-        time.sleep(0.01)
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    """Polls every 10 ms: the rebalance time is read off this loop, so it must poll often."""
+    wait_for(condition, what, timeout_s=300, interval_s=0.01)
 
 
 PACES: tuple[tuple[float | None, str], ...] = (
@@ -266,9 +261,9 @@ PACES: tuple[tuple[float | None, str], ...] = (
 
 
 def _lakelog_commits(
-    cfg: GroupsBenchConfig, server: Server, progress: Progress
+    cfg: GroupsBenchConfig, server: ServerProcess, progress: Progress
 ) -> dict[float | None, CommitFigures]:
-    url = f"http://{HOST}:{server.port}"
+    url = server.url
     topic = "commits"
     with AdminClient(url) as admin:
         admin.create_topic(topic, cfg.consumers)
@@ -314,7 +309,7 @@ def _naive_commits(
 
 
 def bench_commits(
-    cfg: GroupsBenchConfig, server: Server, root: Path, progress: Progress
+    cfg: GroupsBenchConfig, server: ServerProcess, root: Path, progress: Progress
 ) -> list[Result]:
     lake = _lakelog_commits(cfg, server, progress)
     naive = _naive_commits(cfg, root, progress)
@@ -365,8 +360,10 @@ def join_time(url: str, group: str, topic: str, existing: list[Member]) -> tuple
     return time.perf_counter() - member.subscribed_at, member
 
 
-def bench_rebalance(cfg: GroupsBenchConfig, server: Server, progress: Progress) -> list[Result]:
-    url = f"http://{HOST}:{server.port}"
+def bench_rebalance(
+    cfg: GroupsBenchConfig, server: ServerProcess, progress: Progress
+) -> list[Result]:
+    url = server.url
     topic = "rebalance"
     with AdminClient(url) as admin:
         admin.create_topic(topic, cfg.rebalance_members * 2)
@@ -410,8 +407,7 @@ def run(size: str, workdir: Path, progress: Progress) -> Report:
     report = Report(NAME)
     with scratch_dir(workdir, "groups") as scratch:
         root = scratch / "root"
-        args = ["-m", "server", "--root", str(root), "--host", HOST, "--log-level", "warning"]
-        server = start_server("broker", args, scratch, BROKER_SETTINGS)
+        server = start_broker(root, scratch, BROKER_SETTINGS)
         try:
             report.results += bench_commits(cfg, server, scratch, progress)
             report.results += bench_rebalance(cfg, server, progress)

@@ -29,9 +29,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.bench_broker import HOST, Server, start_server
 from benchmarks.common import Progress, Report, Result, config_for
+from benchmarks.servers import project_env, start_broker
 from lakelog.client import AdminClient, Consumer, Producer, RecordMetadata, TopicPartition
+from lakelog.testing.brokers import ServerProcess
 
 NAME = "soak"
 DESCRIPTION = "minutes of produce + consume with retention and compaction; memory trend, loss"
@@ -100,10 +101,9 @@ class Soak:
         self.consumed = 0
         self.started = time.monotonic()
 
-    def start_brokers(self) -> list[Server]:
-        args = ["-m", "server", "--root", str(self.root), "--host", HOST, "--log-level", "warning"]
-        env = {"LAKELOG_LINGER_MS": "5", "LAKELOG_HEARTBEAT_INTERVAL_MS": "500"}
-        return [start_server(f"broker{i}", args, self.workdir, env) for i in range(2)]
+    def start_brokers(self) -> list[ServerProcess]:
+        settings = {"linger_ms": 5, "heartbeat_interval_ms": 500}
+        return [start_broker(self.root, self.workdir, settings, f"broker{i}") for i in range(2)]
 
     def produce(self, urls: list[str], topic: str) -> None:
         ledger = self.ledgers[topic]
@@ -152,7 +152,7 @@ class Soak:
         one more fault the log must take) and counted as neither done nor failed.
         """
         command = [sys.executable, "-m", "lakelog.cli", "maintain", "--root", str(self.root)]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        env = project_env()
         while not self.stop.is_set():
             log_path = self.workdir / f"maintain-{self.maintenance_runs}.log"
             with log_path.open("wb") as out:
@@ -167,7 +167,7 @@ class Soak:
                 self.maintenance_failures += 1
                 self.progress(f"maintain failed: {log_path.read_text(errors='replace')[-500:]}")
 
-    def sample(self, brokers: list[Server]) -> None:
+    def sample(self, brokers: list[ServerProcess]) -> None:
         while not self.stop.wait(1.0):
             now = time.monotonic() - self.started
             for b in brokers:
@@ -181,7 +181,7 @@ def run(size: str, workdir: Path, progress: Progress) -> Report:
     root = workdir / "root"
     soak = Soak(root, workdir, minutes, progress)
     brokers = soak.start_brokers()
-    urls = [f"http://{HOST}:{b.port}" for b in brokers]
+    urls = [b.url for b in brokers]
     report = Report(NAME)
     try:
         with AdminClient(urls) as admin:

@@ -16,7 +16,6 @@ import math
 import os
 import platform
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +26,9 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+
+#: The repository: benchmarks run from a checkout, not from an installed package.
+PROJECT = Path(__file__).resolve().parents[1]
 
 #: Sizes every suite accepts: ``tiny`` is for smoke tests (seconds, figures meaningless).
 SIZES = ("tiny", "small", "large")
@@ -385,14 +387,6 @@ def scratch_dir(parent: Path, name: str) -> Iterator[Path]:
 
 
 # -- processes ---------------------------------------------------------------
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 
 from benchmarks import plots
 from benchmarks.common import (
+    PROJECT,
     SIZES,
     JSONScalar,
     Progress,
@@ -40,8 +41,6 @@ from benchmarks.common import (
     stderr_progress,
     write_json,
 )
-
-PROJECT = Path(__file__).resolve().parents[1]
 
 RunSuite = Callable[[str, str, Path | None, Progress], Report]
 

@@ -14,14 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from benchmarks import bench_broker, bench_log
+from benchmarks import bench_broker, bench_log, broker_admin, broker_load
 from benchmarks.__main__ import SUITES, load_suite, main
 from benchmarks.common import (
     Report,
     Result,
     cpu_times,
     format_number,
-    free_port,
     machine_busy_seconds,
     percentile,
     quiet,
@@ -30,6 +29,7 @@ from benchmarks.common import (
     render_table,
     results_json,
 )
+from lakelog.testing.brokers import free_port
 
 LOG_BENCHMARKS = {bench_log.APPEND, bench_log.COMMIT, bench_log.READ, bench_log.OPEN}
 
@@ -271,25 +271,25 @@ def test_broker_suite_is_registered() -> None:
 
 def test_stamps_survive_json_and_arrow() -> None:
     cfg = bench_broker.CONFIGS["tiny"]
-    values = bench_broker.make_values(3, cfg.value_bytes, np.random.default_rng(2), True)
-    body = bench_broker.json_body(values, 1)
-    positions = bench_broker.stamp_positions(body)
+    values = broker_load.make_values(3, cfg.value_bytes, np.random.default_rng(2), True)
+    body = broker_load.json_body(values, 1)
+    positions = broker_load.stamp_positions(body)
     assert len(positions) == 3
-    sent = bench_broker.stamped(body, positions, 123_456_789)
+    sent = broker_load.stamped(body, positions, 123_456_789)
     doc = json.loads(sent)
     assert [r["partition"] for r in doc["records"]] == [1, 1, 1]
     fetched = json.dumps({"records": [{"value": r["value"]} for r in doc["records"]]}).encode()
-    assert bench_broker.read_stamps(fetched, "json") == [(123_456_789, bench_broker.MAGIC)] * 3
+    assert broker_load.read_stamps(fetched, "json") == [(123_456_789, broker_load.MAGIC)] * 3
     raw = [base64.b64decode(r["value"]) for r in doc["records"]]
     assert all(len(v) == cfg.value_bytes for v in raw)
     assert [v[12:] for v in raw] == [v[12:] for v in values.to_pylist()]  # the rest untouched
-    arrow = bench_broker.arrow_body(pa.array(raw, pa.binary()), 0)
-    assert bench_broker.read_stamps(arrow, "arrow") == [(123_456_789, bench_broker.MAGIC)] * 3
-    stop = bench_broker.read_stamps(
+    arrow = broker_load.arrow_body(pa.array(raw, pa.binary()), 0)
+    assert broker_load.read_stamps(arrow, "arrow") == [(123_456_789, broker_load.MAGIC)] * 3
+    stop = broker_load.read_stamps(
         json.dumps({"records": json.loads(bench_broker.stop_body(cfg))["records"]}).encode(),
         "json",
     )
-    assert [magic for _, magic in stop] == [bench_broker.STOP]
+    assert [magic for _, magic in stop] == [broker_load.STOP]
 
 
 def test_metrics_parsing_and_commit_stats() -> None:
@@ -303,10 +303,10 @@ def test_metrics_parsing_and_commit_stats() -> None:
             'lakelog_commit_seconds_count{topic="t"} 4.0',
         ]
     )
-    after = bench_broker.parse_metrics(text)
+    after = broker_admin.parse_metrics(text)
     assert after["lakelog_batch_requests_count"] == 4.0
     assert after['lakelog_commit_seconds_sum{topic="t"}'] == 0.2
-    stats = bench_broker.commit_stats({}, after, "t")
+    stats = broker_admin.commit_stats({}, after, "t")
     assert stats.commits == 4.0
     assert stats.requests_per_commit == 2.5
     assert stats.records_per_commit == 250.0

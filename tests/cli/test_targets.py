@@ -22,10 +22,10 @@ from lakelog.cli.cluster import client_settings
 from lakelog.cli.common import storage_root
 from lakelog.client import AdminClient
 from lakelog.errors import InvalidConfigError
+from lakelog.testing.brokers import free_port
 from tests.cli.tool import lakelog, tool_env
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
-from tests.fixtures.s3 import free_port
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import pytest
 from lakelog.cli import build_parser
 from lakelog.cli.cluster import client_settings, open_connection
 from lakelog.errors import InvalidConfigError
+from lakelog.testing.brokers import free_port
 from tests.cli.tool import lakelog
-from tests.fixtures.s3 import free_port
 
 #: One command per tool that talks to brokers.
 TOOLS = [

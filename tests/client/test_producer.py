@@ -17,9 +17,9 @@ from lakelog.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.partitioner import partition_for_key
+from lakelog.testing.brokers import free_port
 from tests.client.conftest import create_topic, read_all, values
 from tests.fixtures.brokers import BrokerProcess
-from tests.fixtures.s3 import free_port
 
 
 def test_keyed_records_round_trip_on_kafkas_partitions_in_order(broker: BrokerProcess) -> None:

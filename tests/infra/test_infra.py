@@ -40,7 +40,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic_settings import BaseSettings
 
 from lakelog.cli import build_parser
-from tests.fixtures.s3 import free_port
+from lakelog.testing.brokers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"

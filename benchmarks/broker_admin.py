@@ -1,0 +1,72 @@
+"""What the broker suite asks a broker between timed windows: topics, segments, metrics.
+
+Group-commit statistics come from the broker's own Prometheus counters,
+read before and after a window.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from benchmarks.broker_load import call, target_of
+from lakelog.testing.brokers import ServerProcess
+
+
+def create_topic(broker: ServerProcess, name: str, partitions: int) -> None:
+    call(target_of(broker), "POST", "/v1/topics", {"name": name, "partitions": partitions})
+
+
+def segment_records(broker: ServerProcess, topic: str) -> float:
+    """Mean records per segment the broker wrote for ``topic``."""
+    described = json.loads(call(target_of(broker), "GET", f"/v1/topics/{topic}"))
+    parts = described["partitions"]
+    segments = sum(int(p["num_segments"]) for p in parts)
+    return sum(int(p["num_records"]) for p in parts) / max(segments, 1)
+
+
+_METRIC = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$")
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text as ``name{labels}`` -> value (sums over nothing; labels kept)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = _METRIC.match(line.strip())
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def broker_metrics(broker: ServerProcess) -> dict[str, float]:
+    return parse_metrics(call(target_of(broker), "GET", "/metrics").decode())
+
+
+@dataclass(frozen=True)
+class CommitStats:
+    """Group commits between two metric snapshots of one topic."""
+
+    commits: float
+    requests_per_commit: float
+    records_per_commit: float
+    commit_ms: float
+
+
+def commit_stats(before: dict[str, float], after: dict[str, float], topic: str) -> CommitStats:
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    commits = delta("lakelog_batch_requests_count")
+    per = max(commits, 1.0)
+    label = f'{{topic="{topic}"}}'
+    return CommitStats(
+        commits,
+        delta("lakelog_batch_requests_sum") / per,
+        delta("lakelog_batch_records_sum") / per,
+        1000
+        * delta(f"lakelog_commit_seconds_sum{label}")
+        / max(delta(f"lakelog_commit_seconds_count{label}"), 1.0),
+    )

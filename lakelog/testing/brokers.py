@@ -1,0 +1,182 @@
+"""Server subprocesses on free loopback ports, ready once ``/healthz`` answers 200.
+
+``start_broker(root, log_dir, settings)`` runs ``python -m server`` (the same
+as ``lakelog broker start``) with ``settings`` as ``LAKELOG_*`` variables;
+``start_server`` runs any Python module that serves ``/healthz`` and takes
+``--port``. A :class:`ServerProcess` stops as an operator would (SIGTERM,
+then SIGKILL if it lingers) or crashes on demand (SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+LOOPBACK = "127.0.0.1"
+#: How long a server may take to answer ``/healthz`` after it was started.
+START_TIMEOUT_S = 60.0
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(
+    condition: Callable[[], bool], what: str, timeout_s: float, interval_s: float = 0.1
+) -> None:
+    """Poll ``condition`` until it holds; RuntimeError naming ``what`` after ``timeout_s``.
+
+    The timeout guards against a hang; it is never a claim about speed.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gave up waiting for {what} after {timeout_s:g} s")
+        time.sleep(interval_s)
+
+
+@dataclass
+class ServerProcess:
+    """A server subprocess listening on ``url``; its output goes to ``log_path``."""
+
+    name: str
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs, as in a crash."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM), as an operator would; SIGKILL after 20 s."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        """Everything the server printed so far."""
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
+
+    def log_tail(self, chars: int = 5000) -> str:
+        return self.log()[-chars:]
+
+
+def start_server(
+    name: str,
+    args: Sequence[str],
+    log_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    host: str = LOOPBACK,
+    verify: ssl.SSLContext | None = None,
+    timeout_s: float = START_TIMEOUT_S,
+) -> ServerProcess:
+    """Run ``python args... --port P`` on a free port of ``host``; return once it is healthy.
+
+    The server's output goes to ``log_dir/<name>-<port>.log``. ``verify`` is
+    the TLS context of the health probe of a server that serves https (None:
+    plain http). A server that exits, or is not healthy within ``timeout_s``,
+    is killed and its log is in the RuntimeError raised.
+    """
+    port = free_port(host)
+    log_path = log_dir / f"{name}-{port}.log"
+    with log_path.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, *args, "--port", str(port)],
+            env=dict(os.environ if env is None else env),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    scheme = "http" if verify is None else "https"
+    server = ServerProcess(name, f"{scheme}://{host}:{port}", port, process, log_path)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited early with code {process.returncode}")
+        try:
+            probe = httpx.get(f"{server.url}/healthz", timeout=2, verify=verify or True)
+        except httpx.HTTPError:
+            return False
+        return probe.status_code == 200
+
+    try:
+        wait_for(healthy, f"{name} on port {port} to answer /healthz", timeout_s, 0.05)
+    except RuntimeError as exc:
+        server.kill()
+        raise RuntimeError(f"{exc}; its log:\n{server.log_tail()}") from None
+    return server
+
+
+def broker_probe_context(settings: Mapping[str, object]) -> ssl.SSLContext | None:
+    """The health probe's TLS context for a broker started with ``settings``.
+
+    A broker with ``ssl_certfile`` serves https: the probe trusts that
+    certificate and, when the broker requires client certificates
+    (``ssl_ca_certs``), presents it. None for a plain-http broker.
+    """
+    certfile = settings.get("ssl_certfile")
+    if not certfile:
+        return None
+    context = ssl.create_default_context(cafile=str(certfile))
+    if settings.get("ssl_ca_certs"):
+        context.load_cert_chain(str(certfile), str(settings["ssl_keyfile"]))
+    return context
+
+
+def start_broker(
+    root: str,
+    log_dir: Path,
+    settings: Mapping[str, object] | None = None,
+    *,
+    name: str = "broker",
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ServerProcess:
+    """A broker (``python -m server``) over ``root`` on a free loopback port, once healthy.
+
+    ``settings`` are broker settings by name (``linger_ms=5``, ``broker_id="b1"``),
+    passed as ``LAKELOG_<NAME>`` environment variables on top of ``env``
+    (default: this process's environment).
+    """
+    settings = dict(settings or {})
+    environment = dict(os.environ if env is None else env)
+    for key, value in settings.items():
+        environment[f"LAKELOG_{key.upper()}"] = str(value)
+    return start_server(
+        name,
+        ["-m", "server", "--root", root],
+        log_dir,
+        env=environment,
+        cwd=cwd,
+        verify=broker_probe_context(settings),
+    )
