@@ -25,17 +25,15 @@ from server.http import (
 )
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
-from server.routes import (
-    admin,
-    groups,
-    records,
-    rest_proxy_v2,
-    rest_proxy_v2_consumers,
-    rest_proxy_v3,
-    rest_proxy_v3_cluster,
-    rest_proxy_v3_groups,
-    rest_proxy_v3_topics,
+from server.rest_proxy import (
+    v2_consumers,
+    v2_records,
+    v3_cluster,
+    v3_groups,
+    v3_records,
+    v3_topics,
 )
+from server.routes import admin, groups, records
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
 from server.settings import BrokerSettings
@@ -116,12 +114,12 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         records,
         admin,
         groups,
-        rest_proxy_v2,
-        rest_proxy_v2_consumers,
-        rest_proxy_v3,
-        rest_proxy_v3_topics,
-        rest_proxy_v3_cluster,
-        rest_proxy_v3_groups,
+        v2_records,
+        v2_consumers,
+        v3_records,
+        v3_topics,
+        v3_cluster,
+        v3_groups,
         security_routes,
     ):
         app.include_router(module.router, dependencies=[Depends(enforce)])

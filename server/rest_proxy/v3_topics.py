@@ -6,7 +6,7 @@ Endpoints (all below ``/v3/clusters/{cluster_id}``): ``GET``/``POST
 ``.../replicas/{broker_id}``, the reassignment listings, ``GET .../configs``,
 ``GET``/``PUT``/``DELETE .../configs/{name}``, ``POST .../configs:alter`` and
 ``GET /topics/-/configs``. Answers and errors have the v3 shapes of
-``rest_proxy_v3`` (its route class renders errors).
+``v3_records`` (its route class renders errors).
 
 Decisions:
 
@@ -17,7 +17,7 @@ Decisions:
   authentication is off), as ``/v1/topics`` does; the other routes check
   their ACL before anything happens, as the native admin routes do.
 * The partition of a topic has one replica, the broker answering (see
-  ``server.rest_proxy_v3_resources``), so a reassignment is never in
+  ``server.rest_proxy.v3_resources``), so a reassignment is never in
   progress: the listings are empty and one partition's reassignment is 404,
   as the REST Proxy answers for a partition that is not being moved.
 """
@@ -36,7 +36,7 @@ from lakelog.errors import LakelogError, TopicAlreadyExistsError
 from lakelog.security.acl import ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig, validate_topic_name
 from server.broker import Broker
-from server.rest_proxy_v3_models import (
+from server.rest_proxy.v3_models import (
     V3_ERRORS,
     V3AlterConfigs,
     V3CollectionMetadata,
@@ -52,7 +52,8 @@ from server.rest_proxy_v3_models import (
     V3UpdateConfig,
     V3UpdatePartitionCount,
 )
-from server.rest_proxy_v3_resources import (
+from server.rest_proxy.v3_records import BrokerDep, V3Failure, V3Route, check_cluster
+from server.rest_proxy.v3_resources import (
     V3Urls,
     partition_data,
     replica_data,
@@ -61,7 +62,6 @@ from server.rest_proxy_v3_resources import (
     topic_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route, check_cluster
 from server.security.enforce import describable
 
 router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)

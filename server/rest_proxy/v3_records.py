@@ -45,8 +45,8 @@ Decisions:
   each in entry order; entry ids must be unique (400 for the whole request
   otherwise).
 * The cluster resource links (``acls``, ``brokers``, ``topics``...) point at
-  the standard v3 URLs of this broker; the routers ``rest_proxy_v3_topics``,
-  ``rest_proxy_v3_cluster`` and ``rest_proxy_v3_groups`` serve them.
+  the standard v3 URLs of this broker; the routers ``v3_topics``,
+  ``v3_cluster`` and ``v3_groups`` serve them.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import DataFormat, decode_data
 from server.http import get_broker, media_type, read_body
-from server.rest_proxy_models import (
+from server.rest_proxy.records_models import (
     V3BatchEntry,
     V3BatchFailure,
     V3BatchResponse,

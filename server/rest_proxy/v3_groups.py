@@ -38,7 +38,7 @@ from server.broker import Broker
 from server.groups.coordinator import GroupSnapshot
 from server.groups.forward import FORWARDED_HEADER
 from server.groups.models import GroupSummary
-from server.rest_proxy_v3_models import (
+from server.rest_proxy.v3_models import (
     V3_ERRORS,
     V3Consumer,
     V3ConsumerAssignment,
@@ -50,7 +50,8 @@ from server.rest_proxy_v3_models import (
     V3ConsumerLagList,
     V3ConsumerList,
 )
-from server.rest_proxy_v3_resources import (
+from server.rest_proxy.v3_records import BrokerDep, V3Failure, V3Route
+from server.rest_proxy.v3_resources import (
     PartitionLag,
     V3Urls,
     assignment_data,
@@ -60,8 +61,7 @@ from server.rest_proxy_v3_resources import (
     lag_summary_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route
-from server.routes.rest_proxy_v3_topics import answer, listing, urls_of
+from server.rest_proxy.v3_topics import answer, listing, urls_of
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ subscribe (topics or ``topic_pattern``), read and drop the subscription;
 manual assignments; positions (seek, beginning, end); ``GET records``; commit
 (``POST offsets``, an empty body commits everything consumed) and read
 committed offsets (``GET offsets``). Answers and errors use the v2 content
-types and error shape of ``rest_proxy_v2`` (its route class renders them).
+types and error shape of ``v2_records`` (its route class renders them).
 
 Decisions where the REST Proxy leaves room:
 
@@ -57,7 +57,7 @@ from server.broker import Broker
 from server.content_negotiation import acceptable
 from server.http import read_body
 from server.peer_tls import peer_tls_context
-from server.rest_proxy_consumers import (
+from server.rest_proxy.consumer_instances import (
     Caller,
     ConsumerInstance,
     ConsumerInstances,
@@ -65,7 +65,7 @@ from server.rest_proxy_consumers import (
     InstanceExists,
     InstanceNotFound,
 )
-from server.routes.rest_proxy_v2 import (
+from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
     V2_JSON,

@@ -41,7 +41,7 @@ from lakelog.security.acl import (
 from server.broker import Broker
 from server.groups.forward import FORWARDED_HEADER
 from server.registry import BrokerInfo
-from server.rest_proxy_v3_models import (
+from server.rest_proxy.v3_models import (
     V3_ERRORS,
     V3AclList,
     V3Broker,
@@ -54,7 +54,8 @@ from server.rest_proxy_v3_models import (
     V3DeletedAcls,
     V3ReplicaList,
 )
-from server.rest_proxy_v3_resources import (
+from server.rest_proxy.v3_records import BrokerDep, V3Failure, V3Route
+from server.rest_proxy.v3_resources import (
     V3Urls,
     acl_list,
     broker_config_data,
@@ -62,8 +63,7 @@ from server.rest_proxy_v3_resources import (
     replica_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route
-from server.routes.rest_proxy_v3_topics import answer, listing, own_id, partition_count, urls_of
+from server.rest_proxy.v3_topics import answer, listing, own_id, partition_count, urls_of
 from server.security.admin_routes import acl_filter
 from server.security.enforce import describable, security_of
 
