@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from collections.abc import AsyncIterator
@@ -91,9 +92,14 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         tune_garbage_collector()
         await broker.start()
         await security.start()
+        consumers = v2_consumers.consumer_instances(broker.settings)
+        app.state.rest_consumers = consumers
         try:
             yield
         finally:
+            # REST Proxy consumer instances commit (if auto-commit is on) and leave their
+            # groups before the broker they call stops.
+            await asyncio.to_thread(consumers.close)
             await security.stop()
             await broker.stop()
 
