@@ -114,6 +114,15 @@ class V3Failure(Exception):
         self.message = status_message(status, text)
 
 
+class V3Relayed(Exception):
+    """The answer of the broker that holds the resource (a group's coordinator, a broker's
+    own settings), sent back to the client unchanged."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"answered by another broker with HTTP {response.status_code}")
+        self.response = response
+
+
 def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse(V3Error(error_code=status, message=message).model_dump(), status)
 
@@ -131,6 +140,8 @@ class V3Route(APIRoute):
         async def v3_handler(request: Request) -> Response:
             try:
                 return await handler(request)
+            except V3Relayed as relayed:
+                return relayed.response
             except V3Failure as failure:
                 return error_response(failure.status, failure.message)
             except LakelogError as exc:
