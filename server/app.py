@@ -92,7 +92,7 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         tune_garbage_collector()
         await broker.start()
         await security.start()
-        consumers = v2_consumers.consumer_instances(broker.settings)
+        consumers = v2_consumers.instance_manager(broker.settings)
         app.state.rest_consumers = consumers
         try:
             yield

@@ -160,7 +160,7 @@ class CommitOffsets(_Body):
 # -- plumbing -----------------------------------------------------------------------
 
 
-def consumer_instances(settings: BrokerSettings) -> ConsumerInstances:
+def instance_manager(settings: BrokerSettings) -> ConsumerInstances:
     """The broker's instance manager; the app's lifespan makes it and closes it at shutdown.
 
     Each instance's consumer calls this broker with its creator's credentials,
@@ -190,7 +190,7 @@ def consumer_instances(settings: BrokerSettings) -> ConsumerInstances:
 
 
 async def _instances(request: Request) -> ConsumerInstances:
-    """The broker's instance manager (see ``consumer_instances``)."""
+    """The broker's instance manager (see ``instance_manager``)."""
     manager: ConsumerInstances = request.app.state.rest_consumers
     return manager
 
