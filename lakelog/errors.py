@@ -165,6 +165,16 @@ class SchemaMismatchError(InvalidRequestError):
     http_status = 422
 
 
+class UnsupportedContentTypeError(InvalidRequestError):
+    """A body in a content type the route does not read.
+
+    Still Kafka's INVALID_REQUEST (42), but HTTP 415, so an HTTP client learns that the
+    ``Content-Type`` rather than the body is at fault.
+    """
+
+    http_status = 415
+
+
 class KafkaStorageError(LakelogError):
     """The storage root could not be read or written; usually transient."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from collections.abc import AsyncIterator
@@ -25,17 +26,15 @@ from server.http import (
 )
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
-from server.routes import (
-    admin,
-    groups,
-    records,
-    rest_proxy_v2,
-    rest_proxy_v2_consumers,
-    rest_proxy_v3,
-    rest_proxy_v3_cluster,
-    rest_proxy_v3_groups,
-    rest_proxy_v3_topics,
+from server.rest_proxy import (
+    v2_consumers,
+    v2_records,
+    v3_cluster,
+    v3_groups,
+    v3_records,
+    v3_topics,
 )
+from server.routes import admin, groups, records
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
 from server.settings import BrokerSettings
@@ -93,9 +92,14 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         tune_garbage_collector()
         await broker.start()
         await security.start()
+        consumers = v2_consumers.instance_manager(broker.settings)
+        app.state.rest_consumers = consumers
         try:
             yield
         finally:
+            # REST Proxy consumer instances commit (if auto-commit is on) and leave their
+            # groups before the broker they call stops.
+            await asyncio.to_thread(consumers.close)
             await security.stop()
             await broker.stop()
 
@@ -116,12 +120,12 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         records,
         admin,
         groups,
-        rest_proxy_v2,
-        rest_proxy_v2_consumers,
-        rest_proxy_v3,
-        rest_proxy_v3_topics,
-        rest_proxy_v3_cluster,
-        rest_proxy_v3_groups,
+        v2_records,
+        v2_consumers,
+        v3_records,
+        v3_topics,
+        v3_cluster,
+        v3_groups,
         security_routes,
     ):
         app.include_router(module.router, dependencies=[Depends(enforce)])

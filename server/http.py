@@ -21,11 +21,13 @@ from lakelog.errors import (
     LakelogError,
     RecordListTooLargeError,
     SchemaMismatchError,
+    UnknownServerError,
 )
 from lakelog.numerals import is_unsigned_int
 from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.models import ErrorBody
+from server.rest_proxy.records_models import V2Error, V3Error
 
 log = logging.getLogger(__name__)
 
@@ -182,24 +184,18 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
         message = no_endpoint_message(request.method, path)
     headers = getattr(exc, "headers", None)
     if path.startswith("/v3/") or path == "/v3":
-        body: dict[str, Any] = {"error_code": exc.status_code, "message": message}
+        body = V3Error(error_code=exc.status_code, message=message).model_dump()
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
     if any(path == p or path.startswith(p + "/") for p in V2_PREFIXES):
-        body = {"error_code": exc.status_code, "message": message}
+        body = V2Error(error_code=exc.status_code, message=message).model_dump()
         return JSONResponse(body, status_code=exc.status_code, headers=headers, media_type=V2_JSON)
-    body = {"error_code": 42, "error": "INVALID_REQUEST", "message": message, "retriable": False}
+    body = InvalidRequestError(message).to_dict()
     return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error in %s %s", request.method, request.url.path)
-    body = {
-        "error_code": -1,
-        "error": "UNKNOWN_SERVER_ERROR",
-        "message": f"{type(exc).__name__}: {exc}",
-        "retriable": False,
-    }
-    return JSONResponse(body, status_code=500)
+    return error_response(UnknownServerError(f"{type(exc).__name__}: {exc}"))
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -7,7 +7,7 @@ protocol is typed the same way, and a value silently converted could be one
 the client never meant. The refusal is INVALID_REQUEST (HTTP 422) naming each field at
 fault (``server.http.validation_error``); nothing is stored.
 
-The REST Proxy bodies (``server.rest_proxy_models``, the v2 consumer bodies)
+The REST Proxy bodies (``server.rest_proxy.records_models``, the v2 consumer bodies)
 keep their own base: they follow what Confluent's proxy accepts.
 """
 

@@ -1,5 +1,6 @@
-"""Security building blocks: ACL decisions, quota math, credentials, and their stored config.
+"""Security building blocks: ACL decisions, quota math and their stored config.
 
-Pure logic (``acl``, ``quota``, ``credentials``) is separate from storage
-(``store``); the broker's HTTP enforcement lives in ``server/security``.
+Pure logic (``acl``, ``quota``) is separate from storage (``store``); checking
+credentials (API keys, JWTs) and the broker's HTTP enforcement live in
+``server/security``, the only part that needs them.
 """

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from lakelog.errors import InvalidRequestError, LakelogError
+from lakelog.errors import InvalidRequestError, LakelogError, UnsupportedContentTypeError
 from lakelog.numerals import is_unsigned_int
 from lakelog.produce_batch import ProduceBatch
 from lakelog.records import TIMESTAMP_TYPE_NAMES
@@ -127,18 +127,8 @@ async def produce(
         producer_id = body.producer_id if body.producer_id is not None else producer_id
         sequence = body.sequence if body.sequence is not None else sequence
     else:
-        return Response(
-            json.dumps(
-                {
-                    "error_code": 42,
-                    "error": "INVALID_REQUEST",
-                    "message": f"unsupported content type {kind!r}; use application/json "
-                    f"or {ARROW_STREAM}",
-                    "retriable": False,
-                }
-            ),
-            status_code=415,
-            media_type="application/json",
+        raise UnsupportedContentTypeError(
+            f"unsupported content type {kind!r}; use application/json or {ARROW_STREAM}"
         )
     if partition is not None:
         batch = batch.with_partition(partition)

@@ -35,8 +35,8 @@ from lakelog.security.acl import (
     parse_operation,
     parse_resource_type,
 )
-from lakelog.security.credentials import Identity, authenticate
 from lakelog.security.quota import QuotaKind
+from server.security.credentials import Identity, authenticate
 from server.security.route_acls import Access, RouteRule, rule_for
 from server.security.state import BrokerSecurity
 

@@ -104,7 +104,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", "/docs"): OPEN,
     ("GET", "/docs/oauth2-redirect"): OPEN,
     ("GET", "/redoc"): OPEN,
-    # -- REST Proxy v2 (server/routes/rest_proxy_v2.py)
+    # -- REST Proxy v2 (server/rest_proxy/v2_records.py)
     ("GET", "/topics"): AUTHENTICATED,
     ("GET", "/topics/{topic}"): topic(D),
     ("POST", "/topics/{topic}"): topic(W, PRODUCE),
@@ -127,12 +127,12 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/consumers/{group}/instances/{instance}/positions/beginning"): group(R),
     ("POST", "/consumers/{group}/instances/{instance}/positions/end"): group(R),
     ("GET", "/consumers/{group}/instances/{instance}/records"): group(R),
-    # -- REST Proxy v3 (server/routes/rest_proxy_v3.py)
+    # -- REST Proxy v3 (server/rest_proxy/v3_records.py)
     ("GET", "/v3/clusters"): AUTHENTICATED,
     ("GET", "/v3/clusters/{cluster_id}"): AUTHENTICATED,
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic_name}/records"): topic(W, PRODUCE),
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic_name}/records:batch"): topic(W, PRODUCE),
-    # -- REST Proxy v3 topics (server/routes/rest_proxy_v3_topics.py), as the native admin routes
+    # -- REST Proxy v3 topics (server/rest_proxy/v3_topics.py), as the native admin routes
     ("GET", V3 + "/topics"): AUTHENTICATED,  # lists what the caller may DESCRIBE
     ("POST", V3 + "/topics"): CREATE_TOPIC_V3,
     ("GET", V3_TOPIC): topic(D),
@@ -151,7 +151,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("PUT", V3_TOPIC + "/configs/{name}"): topic(Operation.ALTER),
     ("DELETE", V3_TOPIC + "/configs/{name}"): topic(Operation.ALTER),
     ("POST", V3_TOPIC + "/configs:alter"): topic(Operation.ALTER),
-    # -- REST Proxy v3 brokers and ACLs (server/routes/rest_proxy_v3_cluster.py)
+    # -- REST Proxy v3 brokers and ACLs (server/rest_proxy/v3_cluster.py)
     ("GET", V3 + "/brokers"): AUTHENTICATED,
     ("GET", V3_BROKER): AUTHENTICATED,
     ("GET", V3 + "/brokers/-/configs"): cluster(D),
@@ -164,7 +164,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", V3 + "/acls"): cluster(Operation.ALTER),
     ("POST", V3 + "/acls:batch"): cluster(Operation.ALTER),
     ("DELETE", V3 + "/acls"): cluster(Operation.ALTER),
-    # -- REST Proxy v3 consumer groups (server/routes/rest_proxy_v3_groups.py)
+    # -- REST Proxy v3 consumer groups (server/rest_proxy/v3_groups.py)
     ("GET", V3 + "/consumer-groups"): AUTHENTICATED,  # lists what the caller may DESCRIBE
     ("GET", V3_GROUP): group(D),
     ("GET", V3_GROUP + "/consumers"): group(D),

@@ -23,10 +23,10 @@ from lakelog.security.acl import (
     authorize,
     parse_super_users,
 )
-from lakelog.security.credentials import ApiKeys, AuthMode, JwtVerifier
 from lakelog.security.stored_config import AclStore, QuotaStore
 from lakelog.storage import Storage
 from server.metrics import BrokerMetrics
+from server.security.credentials import ApiKeys, AuthMode, JwtVerifier
 from server.security.quotas import QuotaManager
 from server.settings import BrokerSettings
 

@@ -32,8 +32,6 @@ PARTS = {
     "compaction": ("core", "spark"),
     "spark_connector": ("core", "spark"),
 }
-#: Core modules that only a part with an extra uses, and the extra they belong to.
-USED_BY_EXTRA = {"lakelog/security/credentials.py": "broker"}  # JWT checks run in brokers
 #: Declared but imported by a library rather than by lakelog: s3fs is what fsspec
 #: loads for s3:// URLs.
 LOADED_BY_OTHERS = {"s3fs"}
@@ -81,8 +79,7 @@ def imports_by_file() -> dict[str, set[str]]:
 
 
 def groups_of(relative: str) -> tuple[str, ...]:
-    extra = USED_BY_EXTRA.get(relative)
-    return ("core", extra) if extra else PARTS[relative.partition("/")[0]]
+    return PARTS[relative.partition("/")[0]]
 
 
 def test_every_import_is_declared_in_its_part_group() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from server.content_negotiation import acceptable
 from server.internal_http_logs import InternalCallsAtDebug
-from server.rest_proxy_v3_resources import PartitionLag, V3Urls, lag_summary_data, v3_broker_id
+from server.rest_proxy.v3_resources import PartitionLag, V3Urls, lag_summary_data, v3_broker_id
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.rest_proxy_v3_shapes import assert_shape

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from lakelog.client import AdminClient, Producer
+from server.app import create_app
+from server.settings import BrokerSettings
 from tests.client.conftest import create_topic
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
@@ -209,3 +214,31 @@ def test_v2_json_instance_pattern_assign_and_expiry(
                 pytest.fail("the idle instance never expired")
             time.sleep(1.5)  # each request renews the instance: leave it idle longer
         assert_error(http.get("/consumers/g3/instances/idle/subscription"), 404, 40403)
+
+
+def _manager_threads() -> set[threading.Thread]:
+    """The threads of instance managers (the sweeper, the pool that runs consumer calls)."""
+    return {t for t in threading.enumerate() if t.name.startswith("rest-consumer")}
+
+
+def test_the_app_lifespan_closes_every_instance_at_shutdown(tmp_path: Path) -> None:
+    """Instances live as long as the broker's app: its shutdown closes each instance (commit if
+    auto-commit, leave the group), its consumer and the consumer's connection, and stops the
+    manager's threads, so nothing of an instance outlives the app that made it."""
+    before = _manager_threads()
+    app = create_app(BrokerSettings(root=str(tmp_path / "root")))
+    with TestClient(app) as http:
+        created = http.post("/consumers/g1", json={"name": "c1"}, headers={"Content-Type": V2})
+        assert created.status_code == 200, created.text
+        instance = app.state.rest_consumers.get("g1", "c1")
+        assert not instance.closed
+        started = _manager_threads() - before
+        assert started, "the app made no instance manager"
+    assert instance.closed
+    with pytest.raises(RuntimeError, match="the consumer is closed"):
+        instance.consumer.poll(0)
+    with pytest.raises(RuntimeError, match="the connection is closed"):
+        instance.consumer.connection.request("GET", "/v1/metadata")
+    for thread in started:
+        thread.join(GUARD_S)
+        assert not thread.is_alive(), f"{thread.name} outlived the app"

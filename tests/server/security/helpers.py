@@ -13,8 +13,8 @@ import httpx
 import jwt
 import pytest
 
-from lakelog.security.credentials import key_digest
 from lakelog.storage import Storage
+from server.security.credentials import key_digest
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 

@@ -79,7 +79,7 @@ from server.broker import Broker
 from server.codec import decode_data
 from server.content_negotiation import acceptable
 from server.http import get_broker, media_type, read_body
-from server.rest_proxy_models import (
+from server.rest_proxy.records_models import (
     V2BrokerList,
     V2Error,
     V2Partition,
@@ -93,8 +93,8 @@ from server.rest_proxy_models import (
     describe_validation_error,
     inline_schema,
 )
-from server.rest_proxy_v3_resources import v3_broker_id
-from server.routes.rest_proxy_v3 import Decoded, Outcome, Written, write
+from server.rest_proxy.v3_records import Decoded, Outcome, Written, write
+from server.rest_proxy.v3_resources import v3_broker_id
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)

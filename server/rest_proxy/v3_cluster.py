@@ -26,7 +26,7 @@ import asyncio
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import Response
 from pydantic import SecretStr
 
@@ -41,8 +41,7 @@ from lakelog.security.acl import (
 from server.broker import Broker
 from server.groups.forward import FORWARDED_HEADER
 from server.registry import BrokerInfo
-from server.rest_proxy_v3_models import (
-    V3_ERRORS,
+from server.rest_proxy.v3_models import (
     V3AclList,
     V3Broker,
     V3BrokerConfig,
@@ -54,7 +53,8 @@ from server.rest_proxy_v3_models import (
     V3DeletedAcls,
     V3ReplicaList,
 )
-from server.rest_proxy_v3_resources import (
+from server.rest_proxy.v3_records import BrokerDep, V3Failure, V3Relayed
+from server.rest_proxy.v3_resources import (
     V3Urls,
     acl_list,
     broker_config_data,
@@ -62,13 +62,13 @@ from server.rest_proxy_v3_resources import (
     replica_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route
-from server.routes.rest_proxy_v3_topics import answer, listing, own_id, partition_count, urls_of
+from server.rest_proxy.v3_routing import CLUSTER, admin_router, answer, listing, urls_of
+from server.rest_proxy.v3_topics import own_id, partition_count
 from server.security.admin_routes import acl_filter
 from server.security.enforce import describable, security_of
+from server.security.state import BrokerSecurity
 
-router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
-CLUSTER = "/clusters/{cluster_id}"
+router = admin_router()
 BROKER = CLUSTER + "/brokers/{broker_id}"
 
 
@@ -98,14 +98,16 @@ async def find_broker(broker: Broker, number: int) -> BrokerInfo:
     return found
 
 
-async def relayed(request: Request, broker: Broker, number: int) -> Response | None:
-    """None when ``number`` is this broker; else its own answer to the same request."""
+async def on_broker(request: Request, broker: Broker, cluster_id: str, number: int) -> V3Urls:
+    """The cluster's URLs when ``number`` is this broker; otherwise that broker answers the
+    request (``V3Relayed``)."""
+    urls = urls_of(broker, cluster_id)
     if number == own_id(broker):
-        return None
+        return urls
     info = await find_broker(broker, number)
     if request.headers.get(FORWARDED_HEADER):
         raise V3Failure(404, f"broker {number} is not this broker; ask it at {info.url}")
-    return await broker.groups.forwarder.forward(request, info.url)
+    raise V3Relayed(await broker.groups.forwarder.forward(request, info.url))
 
 
 @router.get(CLUSTER + "/brokers", responses={200: {"model": V3BrokerList}}, summary="Live brokers")
@@ -159,9 +161,7 @@ def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
 async def list_broker_configs(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (other := await relayed(request, broker, broker_id)) is not None:
-        return other
+    urls = await on_broker(request, broker, cluster_id, broker_id)
     data = own_configs(urls, broker)
     path = ("brokers", broker_id, "configs")
     return answer(V3BrokerConfigList(**listing(urls, "KafkaBrokerConfigList", *path), data=data))
@@ -175,9 +175,7 @@ async def list_broker_configs(
 async def get_broker_config(
     cluster_id: str, broker_id: int, name: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (other := await relayed(request, broker, broker_id)) is not None:
-        return other
+    urls = await on_broker(request, broker, cluster_id, broker_id)
     for config in own_configs(urls, broker):
         if config.name == name:
             return answer(config)
@@ -192,9 +190,7 @@ async def get_broker_config(
 async def list_broker_replicas(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (other := await relayed(request, broker, broker_id)) is not None:
-        return other
+    urls = await on_broker(request, broker, cluster_id, broker_id)
     names = await asyncio.to_thread(broker.catalog.list_topics)
     data = []
     for name in describable(request, ResourceType.TOPIC, names):
@@ -275,6 +271,32 @@ def select(
     return sorted(found)
 
 
+def security_state(request: Request) -> BrokerSecurity:
+    security = security_of(request)
+    assert security is not None  # create_app always installs it, enabled or not
+    return security
+
+
+def searched(
+    request: Request,
+    resource_type: str | None,
+    resource_name: str | None,
+    pattern_type: str | None,
+    principal: str | None,
+    host: str | None,
+    operation: str | None,
+    permission: str | None,
+) -> tuple[BrokerSecurity, list[AclBinding]]:
+    """The bindings an ACL search selects among the ACLs as stored now, and the broker's
+    security state they were read into."""
+    chosen, match = search(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    )
+    security = security_state(request)
+    security.refresh()
+    return security, select(security.acls, chosen, match, resource_name)
+
+
 @router.get(CLUSTER + "/acls", responses={200: {"model": V3AclList}}, summary="Search ACLs")
 def search_acls(
     cluster_id: str,
@@ -289,13 +311,10 @@ def search_acls(
     permission: Q = None,
 ) -> Response:
     urls = urls_of(broker, cluster_id)
-    chosen, match = search(
-        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    _, found = searched(
+        request, resource_type, resource_name, pattern_type, principal, host, operation, permission
     )
-    security = security_of(request)
-    assert security is not None
-    security.refresh()
-    data = acl_list(urls, select(security.acls, chosen, match, resource_name))
+    data = acl_list(urls, found)
     query = request.url.query
     here = urls.at("acls") + (f"?{query}" if query else "")
     return answer(V3AclList(kind="KafkaAclList", metadata={"self": here}, data=data))
@@ -310,8 +329,7 @@ def binding_of(body: V3CreateAcl) -> AclBinding:
 
 
 def create(request: Request, bindings: list[AclBinding]) -> Response:
-    security = security_of(request)
-    assert security is not None
+    security = security_state(request)
     security.acl_store.add(bindings)
     security.refresh()
     return Response(status_code=201)
@@ -349,13 +367,9 @@ def delete_acls(
     host: Q = None,
 ) -> Response:
     urls = urls_of(broker, cluster_id)
-    chosen, match = search(
-        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    security, doomed = searched(
+        request, resource_type, resource_name, pattern_type, principal, host, operation, permission
     )
-    security = security_of(request)
-    assert security is not None
-    security.refresh()
-    doomed = select(security.acls, chosen, match, resource_name)
     removed = security.acl_store.remove([_exact(b) for b in doomed]) if doomed else []
     security.refresh()
     return answer(V3DeletedAcls(data=acl_list(urls, removed)))

@@ -5,7 +5,7 @@ subscribe (topics or ``topic_pattern``), read and drop the subscription;
 manual assignments; positions (seek, beginning, end); ``GET records``; commit
 (``POST offsets``, an empty body commits everything consumed) and read
 committed offsets (``GET offsets``). Answers and errors use the v2 content
-types and error shape of ``rest_proxy_v2`` (its route class renders them).
+types and error shape of ``v2_records`` (its route class renders them).
 
 Decisions where the REST Proxy leaves room:
 
@@ -34,7 +34,6 @@ Decisions where the REST Proxy leaves room:
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import logging
@@ -57,7 +56,7 @@ from server.broker import Broker
 from server.content_negotiation import acceptable
 from server.http import read_body
 from server.peer_tls import peer_tls_context
-from server.rest_proxy_consumers import (
+from server.rest_proxy.consumer_instances import (
     Caller,
     ConsumerInstance,
     ConsumerInstances,
@@ -65,7 +64,7 @@ from server.rest_proxy_consumers import (
     InstanceExists,
     InstanceNotFound,
 )
-from server.routes.rest_proxy_v2 import (
+from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
     V2_JSON,
@@ -77,6 +76,7 @@ from server.routes.rest_proxy_v2 import (
     from_lakelog,
 )
 from server.security import identity_of
+from server.settings import BrokerSettings
 
 INSTANCE_NOT_FOUND = 40403
 INSTANCE_EXISTS = 40902
@@ -160,35 +160,38 @@ class CommitOffsets(_Body):
 # -- plumbing -----------------------------------------------------------------------
 
 
-async def _instances(request: Request, broker: BrokerDep) -> ConsumerInstances:
-    """The broker's instance manager, made on first use; closed when the process exits."""
-    manager: ConsumerInstances | None = getattr(request.app.state, "rest_consumers", None)
-    if manager is None:
-        url = broker.settings.url
+def instance_manager(settings: BrokerSettings) -> ConsumerInstances:
+    """The broker's instance manager; the app's lifespan makes it and closes it at shutdown.
 
-        # The instance's consumer calls this broker: it trusts and presents what peers do.
-        tls = peer_tls_context(broker.settings)
+    Each instance's consumer calls this broker with its creator's credentials,
+    trusting and presenting what peers do.
+    """
+    url = settings.url
+    tls = peer_tls_context(settings)
 
-        def factory(group: str, config: InstanceConfig, caller: Caller) -> Consumer:
-            connection = Connection(
-                url,
-                api_key=caller.api_key,
-                token=caller.token,
-                ssl_context=tls if isinstance(tls, ssl.SSLContext) else None,
-            )
-            return Consumer(
-                url,
-                connection=connection,
-                group_id=group,
-                client_id=f"rest-proxy-{broker.settings.broker_id}",
-                auto_offset_reset=config.auto_offset_reset,
-                enable_auto_commit=config.auto_commit_enable,
-                max_poll_interval_ms=config.instance_timeout_ms,
-            )
+    def factory(group: str, config: InstanceConfig, caller: Caller) -> Consumer:
+        connection = Connection(
+            url,
+            api_key=caller.api_key,
+            token=caller.token,
+            ssl_context=tls if isinstance(tls, ssl.SSLContext) else None,
+        )
+        return Consumer(
+            url,
+            connection=connection,
+            group_id=group,
+            client_id=f"rest-proxy-{settings.broker_id}",
+            auto_offset_reset=config.auto_offset_reset,
+            enable_auto_commit=config.auto_commit_enable,
+            max_poll_interval_ms=config.instance_timeout_ms,
+        )
 
-        manager = ConsumerInstances(factory)
-        request.app.state.rest_consumers = manager
-        atexit.register(manager.close)
+    return ConsumerInstances(factory)
+
+
+async def _instances(request: Request) -> ConsumerInstances:
+    """The broker's instance manager (see ``instance_manager``)."""
+    manager: ConsumerInstances = request.app.state.rest_consumers
     return manager
 
 
@@ -211,12 +214,13 @@ def _caller(request: Request) -> Caller:
     return Caller(identity_of(request).principal, request.headers.get("x-api-key"), token)
 
 
-def _instance(
-    instances: ConsumerInstances, group: str, name: str, request: Request
+async def _owned_instance(
+    group: str, instance: str, request: Request, instances: Instances
 ) -> ConsumerInstance:
-    """The instance, if the caller is the principal that created it (40301 otherwise)."""
+    """The path's instance (404/40403 if none), if the caller is the principal that created it
+    (403/40301 otherwise)."""
     try:
-        found = instances.get(_group(group), name)
+        found = instances.get(_group(group), instance)
     except InstanceNotFound as exc:
         raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
     principal = identity_of(request).principal
@@ -225,15 +229,18 @@ def _instance(
             "authorization denied: principal=%s used consumer instance %s/%s of %s",
             principal,
             group,
-            name,
+            instance,
             found.owner.principal,
         )
         raise V2Failure(
             403,
             40301,
-            f"consumer instance {name!r} of group {group!r} belongs to another principal",
+            f"consumer instance {instance!r} of group {group!r} belongs to another principal",
         )
     return found
+
+
+OwnedInstance = Annotated[ConsumerInstance, Depends(_owned_instance)]
 
 
 async def _run(instances: ConsumerInstances, instance: ConsumerInstance, fn: Any) -> Any:
@@ -371,12 +378,9 @@ async def create_instance(
     status_code=204,
     summary="Close an instance (commits if auto-commit is on, leaves the group)",
 )
-async def delete_instance(
-    group: str, instance: str, request: Request, instances: Instances
-) -> Response:
-    _instance(instances, group, instance, request)
+async def delete_instance(target: OwnedInstance, instances: Instances) -> Response:
     try:
-        await instances.delete(group, instance)
+        await instances.delete(target.group, target.name)
     except InstanceNotFound as exc:
         raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
     return _no_content()
@@ -391,13 +395,8 @@ async def delete_instance(
     summary="Subscribe to topics or a topic pattern",
 )
 async def subscribe(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: Subscription = await _parse(request, broker, Subscription)
     if (body.topics is None) == (body.topic_pattern is None):
         raise V2Failure(422, 422, "give either topics or topic_pattern")
@@ -417,10 +416,7 @@ async def subscribe(
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", summary="Subscribed topics")
-async def get_subscription(
-    group: str, instance: str, request: Request, instances: Instances
-) -> Response:
-    target = _instance(instances, group, instance, request)
+async def get_subscription(target: OwnedInstance, instances: Instances) -> Response:
     topics = await _run(instances, target, lambda c: sorted(c.subscription()))
     return _json({"topics": topics})
 
@@ -430,10 +426,7 @@ async def get_subscription(
     status_code=204,
     summary="Unsubscribe (leave the group)",
 )
-async def unsubscribe(
-    group: str, instance: str, request: Request, instances: Instances
-) -> Response:
-    target = _instance(instances, group, instance, request)
+async def unsubscribe(target: OwnedInstance, instances: Instances) -> Response:
     await _run(instances, target, lambda c: c.unsubscribe())
     return _no_content()
 
@@ -444,13 +437,8 @@ async def unsubscribe(
     summary="Assign partitions manually",
 )
 async def assign(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     await _run(instances, target, lambda c: c.assign(partitions))
@@ -458,10 +446,7 @@ async def assign(
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", summary="Assigned partitions")
-async def get_assignments(
-    group: str, instance: str, request: Request, instances: Instances
-) -> Response:
-    target = _instance(instances, group, instance, request)
+async def get_assignments(target: OwnedInstance, instances: Instances) -> Response:
     assigned = await _run(instances, target, lambda c: sorted(c.assignment()))
     return _json(
         {"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in assigned]}
@@ -477,13 +462,8 @@ async def get_assignments(
     summary="Seek partitions to offsets",
 )
 async def seek(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: Positions = await _parse(request, broker, Positions)
 
     def apply(consumer: Consumer) -> None:
@@ -496,13 +476,11 @@ async def seek(
 
 async def _seek_to(
     where: Literal["beginning", "end"],
-    group: str,
-    instance: str,
+    target: ConsumerInstance,
     request: Request,
     broker: Broker,
     instances: ConsumerInstances,
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     if not partitions:
@@ -528,13 +506,9 @@ async def _seek_to(
     summary="Seek partitions to their first offset",
 )
 async def seek_to_beginning(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    return await _seek_to("beginning", group, instance, request, broker, instances)
+    return await _seek_to("beginning", target, request, broker, instances)
 
 
 @router.post(
@@ -543,13 +517,9 @@ async def seek_to_beginning(
     summary="Seek partitions to their end",
 )
 async def seek_to_end(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    return await _seek_to("end", group, instance, request, broker, instances)
+    return await _seek_to("end", target, request, broker, instances)
 
 
 # -- records --------------------------------------------------------------------------
@@ -612,14 +582,12 @@ def _embedded(data: bytes | None, fmt: str, where: str) -> Any:
 
 @router.get("/consumers/{group}/instances/{instance}/records", summary="Fetch records")
 async def get_records(
-    group: str,
-    instance: str,
+    target: OwnedInstance,
     request: Request,
     instances: Instances,
     timeout: Annotated[int | None, Query(ge=0, le=300_000)] = None,
     max_bytes: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
     if not _accepts(request, content_type):
@@ -683,13 +651,8 @@ class CommittedOffsetOut(BaseModel):
     summary="Commit offsets (an empty body: everything consumed)",
 )
 async def commit_offsets(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: CommitOffsets | None = await _parse(request, broker, CommitOffsets, empty_ok=True)
     if body is None or not body.offsets:
         await _run(instances, target, lambda c: c.commit())
@@ -710,13 +673,8 @@ async def commit_offsets(
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", summary="Committed offsets")
 async def get_offsets(
-    group: str,
-    instance: str,
-    request: Request,
-    broker: BrokerDep,
-    instances: Instances,
+    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
 ) -> Response:
-    target = _instance(instances, group, instance, request)
     body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     found = await _run(instances, target, lambda c: c.committed(partitions))

@@ -45,8 +45,8 @@ Decisions:
   each in entry order; entry ids must be unique (400 for the whole request
   otherwise).
 * The cluster resource links (``acls``, ``brokers``, ``topics``...) point at
-  the standard v3 URLs of this broker; the routers ``rest_proxy_v3_topics``,
-  ``rest_proxy_v3_cluster`` and ``rest_proxy_v3_groups`` serve them.
+  the standard v3 URLs of this broker; the routers ``v3_topics``,
+  ``v3_cluster`` and ``v3_groups`` serve them.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import DataFormat, decode_data
 from server.http import get_broker, media_type, read_body
-from server.rest_proxy_models import (
+from server.rest_proxy.records_models import (
     V3BatchEntry,
     V3BatchFailure,
     V3BatchResponse,
@@ -113,6 +113,15 @@ class V3Failure(Exception):
         self.message = status_message(status, text)
 
 
+class V3Relayed(Exception):
+    """The answer of the broker that holds the resource (a group's coordinator, a broker's
+    own settings), sent back to the client unchanged."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"answered by another broker with HTTP {response.status_code}")
+        self.response = response
+
+
 def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse(V3Error(error_code=status, message=message).model_dump(), status)
 
@@ -130,6 +139,8 @@ class V3Route(APIRoute):
         async def v3_handler(request: Request) -> Response:
             try:
                 return await handler(request)
+            except V3Relayed as relayed:
+                return relayed.response
             except V3Failure as failure:
                 return error_response(failure.status, failure.message)
             except LakelogError as exc:

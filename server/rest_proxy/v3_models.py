@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakelog.catalog import MAX_PARTITIONS
-from server.rest_proxy_models import V3Error
+from server.rest_proxy.records_models import V3Error
 
 #: The errors every v3 administration route documents (``error_code`` is the HTTP status).
 V3_ERRORS: dict[int | str, dict[str, Any]] = {

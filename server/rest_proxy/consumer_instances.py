@@ -10,7 +10,8 @@ default executor the broker's own handlers need.
 
 An instance not used for ``consumer.instance.timeout.ms`` (default 300000,
 as in the REST Proxy) is closed by a sweeper thread: its auto-commit (if on)
-runs and it leaves its group.
+runs and it leaves its group. When the broker shuts down, its app's lifespan
+closes every instance the same way (``ConsumerInstances.close``).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class ConsumerInstances:
         instance = ConsumerInstance(group, chosen, config, consumer, caller)
         with self._lock:
             if key in self._instances:  # created concurrently under the same name
-                self._pool.submit(consumer.close)
+                self._pool.submit(_close_consumer, consumer)
                 raise InstanceExists(
                     f"Consumer instance with the specified name already exists: {chosen!r}"
                 )
@@ -174,7 +175,7 @@ class ConsumerInstances:
         if instance.closed:
             return
         instance.closed = True
-        instance.consumer.close()
+        _close_consumer(instance.consumer)
 
     # -- expiry ---------------------------------------------------------------------
 
@@ -211,6 +212,15 @@ class ConsumerInstances:
             with instance.lock:
                 self._close_logged(instance)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _close_consumer(consumer: Consumer) -> None:
+    """Close the consumer and the connection the factory made for it (the consumer does not
+    own a connection it was given)."""
+    try:
+        consumer.close()
+    finally:
+        consumer.connection.close()
 
 
 __all__ = [

@@ -6,7 +6,7 @@ Endpoints (all below ``/v3/clusters/{cluster_id}``): ``GET``/``POST
 ``.../replicas/{broker_id}``, the reassignment listings, ``GET .../configs``,
 ``GET``/``PUT``/``DELETE .../configs/{name}``, ``POST .../configs:alter`` and
 ``GET /topics/-/configs``. Answers and errors have the v3 shapes of
-``rest_proxy_v3`` (its route class renders errors).
+``v3_records`` (its route class renders errors).
 
 Decisions:
 
@@ -17,7 +17,7 @@ Decisions:
   authentication is off), as ``/v1/topics`` does; the other routes check
   their ACL before anything happens, as the native admin routes do.
 * The partition of a topic has one replica, the broker answering (see
-  ``server.rest_proxy_v3_resources``), so a reassignment is never in
+  ``server.rest_proxy.v3_resources``), so a reassignment is never in
   progress: the listings are empty and one partition's reassignment is 404,
   as the REST Proxy answers for a partition that is not being moved.
 """
@@ -25,21 +25,17 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
-from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from fastapi import Request
+from fastapi.responses import Response
 
 from lakelog.catalog import TopicDescription
 from lakelog.errors import LakelogError, TopicAlreadyExistsError
 from lakelog.security.acl import ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig, validate_topic_name
 from server.broker import Broker
-from server.rest_proxy_v3_models import (
-    V3_ERRORS,
+from server.rest_proxy.v3_models import (
     V3AlterConfigs,
-    V3CollectionMetadata,
     V3CreateTopic,
     V3Partition,
     V3PartitionList,
@@ -52,8 +48,8 @@ from server.rest_proxy_v3_models import (
     V3UpdateConfig,
     V3UpdatePartitionCount,
 )
-from server.rest_proxy_v3_resources import (
-    V3Urls,
+from server.rest_proxy.v3_records import BrokerDep, V3Failure
+from server.rest_proxy.v3_resources import (
     partition_data,
     replica_data,
     topic_config_data,
@@ -61,27 +57,18 @@ from server.rest_proxy_v3_resources import (
     topic_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route, check_cluster
+from server.rest_proxy.v3_routing import (
+    CLUSTER,
+    PartitionId,
+    admin_router,
+    answer,
+    listing,
+    urls_of,
+)
 from server.security.enforce import describable
 
-router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
-CLUSTER = "/clusters/{cluster_id}"
+router = admin_router()
 TOPIC = CLUSTER + "/topics/{topic_name}"
-PartitionId = Annotated[int, Path(ge=0)]
-
-
-def urls_of(broker: Broker, cluster_id: str) -> V3Urls:
-    """The cluster's URLs (404 unless ``cluster_id`` is this cluster)."""
-    check_cluster(broker, cluster_id)
-    return V3Urls(broker.settings.url, broker.settings.cluster_id)
-
-
-def answer(model: BaseModel, status: int = 200) -> JSONResponse:
-    return JSONResponse(model.model_dump(mode="json", by_alias=True, exclude_none=True), status)
-
-
-def listing(urls: V3Urls, kind: str, *path: str | int) -> dict[str, Any]:
-    return {"kind": kind, "metadata": V3CollectionMetadata(self_=urls.at(*path))}
 
 
 def not_found(exc: LakelogError, topic: str) -> V3Failure | LakelogError:

@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import APIRouter, Path, Request
+from fastapi import Request
 from fastapi.responses import Response
 
 from lakelog.groups.assignors import TopicPartition
@@ -38,8 +38,7 @@ from server.broker import Broker
 from server.groups.coordinator import GroupSnapshot
 from server.groups.forward import FORWARDED_HEADER
 from server.groups.models import GroupSummary
-from server.rest_proxy_v3_models import (
-    V3_ERRORS,
+from server.rest_proxy.v3_models import (
     V3Consumer,
     V3ConsumerAssignment,
     V3ConsumerAssignmentList,
@@ -50,7 +49,8 @@ from server.rest_proxy_v3_models import (
     V3ConsumerLagList,
     V3ConsumerList,
 )
-from server.rest_proxy_v3_resources import (
+from server.rest_proxy.v3_records import BrokerDep, V3Failure, V3Relayed
+from server.rest_proxy.v3_resources import (
     PartitionLag,
     V3Urls,
     assignment_data,
@@ -60,17 +60,22 @@ from server.rest_proxy_v3_resources import (
     lag_summary_data,
     v3_broker_id,
 )
-from server.routes.rest_proxy_v3 import BrokerDep, V3Failure, V3Route
-from server.routes.rest_proxy_v3_topics import answer, listing, urls_of
+from server.rest_proxy.v3_routing import (
+    CLUSTER,
+    PartitionId,
+    admin_router,
+    answer,
+    listing,
+    urls_of,
+)
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
-GROUPS = "/clusters/{cluster_id}/consumer-groups"
+router = admin_router()
+GROUPS = CLUSTER + "/consumer-groups"
 GROUP = GROUPS + "/{consumer_group_id}"
 CONSUMER = GROUP + "/consumers/{consumer_id}"
-PartitionId = Annotated[int, Path(ge=0)]
 _PASSED_HEADERS = ("authorization", "x-api-key", "x-lakelog-client-id")
 
 
@@ -133,10 +138,16 @@ def summary_of(urls: V3Urls, broker: Broker, group: str, found: GroupView) -> V3
     )
 
 
-async def coordinated(request: Request, broker: Broker, group: str) -> Response | None:
-    """None when this broker coordinates ``group``; else the coordinator's answer."""
+async def on_coordinator(
+    request: Request, broker: Broker, cluster_id: str, group: str
+) -> tuple[V3Urls, GroupView]:
+    """The cluster's URLs and the group as its coordinator sees it, when this broker
+    coordinates ``group``; otherwise the coordinator answers the request (``V3Relayed``)."""
+    urls = urls_of(broker, cluster_id)
     validate_group_id(group)
-    return await broker.groups.route(request, group)
+    if (relayed := await broker.groups.route(request, group)) is not None:
+        raise V3Relayed(relayed)
+    return urls, await view(broker, group)
 
 
 # -- groups ---------------------------------------------------------------------------------
@@ -203,10 +214,7 @@ async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> R
 async def get_group(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     return answer(summary_of(urls, broker, consumer_group_id, found))
 
 
@@ -219,10 +227,7 @@ async def get_group(
 async def list_consumers(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     data = [consumer_data(urls, consumer_group_id, m) for m in found.members]
     path = ("consumer-groups", consumer_group_id, "consumers")
     return answer(V3ConsumerList(**listing(urls, "KafkaConsumerList", *path), data=data))
@@ -232,10 +237,7 @@ async def list_consumers(
 async def get_consumer(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     member = found.member(consumer_id, consumer_group_id)
     return answer(consumer_data(urls, consumer_group_id, member))
 
@@ -252,10 +254,7 @@ def assigned(member: dict[str, Any]) -> list[TopicPartition]:
 async def list_assignments(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     member = found.member(consumer_id, consumer_group_id)
     data = [
         assignment_data(urls, consumer_group_id, consumer_id, tp.topic, tp.partition)
@@ -281,10 +280,7 @@ async def get_assignment(
     request: Request,
     broker: BrokerDep,
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     member = found.member(consumer_id, consumer_group_id)
     if TopicPartition(topic_name, partition_id) not in assigned(member):
         raise V3Failure(
@@ -304,10 +300,7 @@ async def get_assignment(
 async def list_lags(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     data = [lag_data(urls, consumer_group_id, row) for row in found.lags]
     path = ("consumer-groups", consumer_group_id, "lags")
     return answer(V3ConsumerLagList(**listing(urls, "KafkaConsumerLagList", *path), data=data))
@@ -326,10 +319,7 @@ async def get_lag(
     request: Request,
     broker: BrokerDep,
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     for row in found.lags:
         if (row.topic, row.partition) == (topic_name, partition_id):
             return answer(lag_data(urls, consumer_group_id, row))
@@ -347,10 +337,7 @@ async def get_lag(
 async def get_lag_summary(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    if (relayed := await coordinated(request, broker, consumer_group_id)) is not None:
-        return relayed
-    found = await view(broker, consumer_group_id)
+    urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     summary = lag_summary_data(urls, consumer_group_id, found.lags)
     if summary is None:
         raise V3Failure(404, f"group {consumer_group_id!r} has no committed offsets")

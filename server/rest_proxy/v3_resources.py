@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode
 
 from lakelog.security.acl import AclBinding
 from lakelog.topic_config import CONFIG_DEFS, INTERNAL_TOPICS, TopicConfig
-from server.rest_proxy_v3_models import (
+from server.rest_proxy.v3_models import (
     V3Acl,
     V3Broker,
     V3BrokerConfig,

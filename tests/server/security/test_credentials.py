@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from lakelog.errors import InvalidConfigError, SaslAuthenticationFailedError
-from lakelog.security.credentials import ApiKeys, JwtVerifier, authenticate, key_digest
+from server.security.credentials import ApiKeys, JwtVerifier, authenticate, key_digest
 
 SECRET = "a-test-secret-that-is-long-enough-for-hs256"
 

@@ -1,0 +1,40 @@
+"""What the v3 administration routers (topics, brokers and ACLs, consumer groups) share.
+
+Their router (v3 error answers, the errors every route documents), the path
+templates they build on, the cluster check every route starts with, and the
+way they answer a resource or a collection.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from server.broker import Broker
+from server.rest_proxy.v3_models import V3_ERRORS, V3CollectionMetadata
+from server.rest_proxy.v3_records import V3Route, check_cluster
+from server.rest_proxy.v3_resources import V3Urls
+
+CLUSTER = "/clusters/{cluster_id}"
+PartitionId = Annotated[int, Path(ge=0)]
+
+
+def admin_router() -> APIRouter:
+    return APIRouter(prefix="/v3", tags=["REST Proxy v3"], route_class=V3Route, responses=V3_ERRORS)
+
+
+def urls_of(broker: Broker, cluster_id: str) -> V3Urls:
+    """The cluster's URLs (404 unless ``cluster_id`` is this cluster)."""
+    check_cluster(broker, cluster_id)
+    return V3Urls(broker.settings.url, broker.settings.cluster_id)
+
+
+def answer(model: BaseModel, status: int = 200) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json", by_alias=True, exclude_none=True), status)
+
+
+def listing(urls: V3Urls, kind: str, *path: str | int) -> dict[str, Any]:
+    return {"kind": kind, "metadata": V3CollectionMetadata(self_=urls.at(*path))}
