@@ -1,10 +1,11 @@
-"""``python -m benchmarks <suite|all> [--size tiny|small|large] [--json OUT]``.
+"""``python -m benchmarks <suite ...|all> [--size tiny|small|large] [--json OUT]``.
 
 ``python -m benchmarks report --sizes small,large`` runs every suite at each
 size and writes JSON, figures and docs/performance.md (``benchmarks/report.py``).
 
 Each suite is a module (see :class:`benchmarks.common.Suite`) registered in
-``SUITES``; ``all`` runs them in that order. Results are printed as tables,
+``SUITES``; several names run those suites in the order given, ``all`` runs
+every one in registry order. Results are printed as tables,
 each lakelog figure next to its baselines from the same run, and optionally
 written as a JSON list.
 """
@@ -55,7 +56,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks",
         description="lakelog benchmarks: every figure next to its baselines from the same run.",
     )
-    parser.add_argument("suite", choices=[*SUITES, "all"], help="suite to run, or all")
+    parser.add_argument(
+        "suites",
+        nargs="+",
+        choices=[*SUITES, "all"],
+        metavar="SUITE",
+        help=f"suites to run, in this order, or all ({', '.join(SUITES)})",
+    )
     parser.add_argument(
         "--size",
         choices=SIZES,
@@ -97,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.minutes is not None:
         os.environ["LAKELOG_BENCH_MINUTES"] = str(args.minutes)
-    names = list(SUITES) if args.suite == "all" else [args.suite]
+    names = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     machine = machine_info()
     print(render_machine(machine))
     print(f"size: {args.size}\n", flush=True)
