@@ -17,7 +17,7 @@ import time
 import uuid
 import weakref
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -115,6 +115,8 @@ class _OpenLog:
 
     committer: TableCommitter
     closer: weakref.finalize  # type: ignore[type-arg]
+    #: The same, waiting for the pools' work to finish: for ``Catalog.close``.
+    close_waiting: Callable[[], None]
 
 
 class Catalog:
@@ -290,8 +292,11 @@ class Catalog:
             )
             closer = weakref.finalize(topic_log, topic_log.closer())
             with self._lock:
+                self._forget_closed()
                 self._opens[name] += 1
-                self._open_logs[name].append(_OpenLog(topic_log.committer, closer))
+                self._open_logs[name].append(
+                    _OpenLog(topic_log.committer, closer, topic_log.closer(wait=True))
+                )
         else:
             topic_log = cached
         with self._lock:
@@ -415,9 +420,10 @@ class Catalog:
         """Stop every log this catalog opened (its callers are done: the owner is closing)."""
         with self._lock:
             self._logs.clear()
-            closers = [o.closer for opened in self._open_logs.values() for o in opened]
-        for closer in closers:
-            closer()
+            opened = [o for logs in self._open_logs.values() for o in logs]
+        for o in opened:
+            if o.closer.detach() is not None:  # not closed yet: close it, waiting for its work
+                o.close_waiting()
 
 
 def _with_configuration(metadata: Metadata, configuration: dict[str, str]) -> Metadata:

@@ -199,12 +199,13 @@ class TopicLog:
         self.committer.close()
         self._writer.close()
 
-    def closer(self) -> Callable[[], None]:
+    def closer(self, wait: bool = False) -> Callable[[], None]:
         """``close`` as a function that does not hold this log, for ``weakref.finalize``.
 
-        It does not wait for the pools' threads: a finalizer may run on one of them.
+        A finalizer must not wait for the pools' threads (it may run on one of them);
+        an owner closing everything at shutdown does (``wait=True``).
         """
-        return functools.partial(_stop_pools, self.committer, self._writer)
+        return functools.partial(_stop_pools, self.committer, self._writer, wait)
 
     # -- append --------------------------------------------------------------
 
@@ -325,6 +326,6 @@ class TopicLog:
         return offset_for_timestamp(self.table, self._reader, partition, timestamp_ms)
 
 
-def _stop_pools(committer: TableCommitter, writer: SegmentWriter) -> None:
-    committer.close(wait=False)
-    writer.close(wait=False)
+def _stop_pools(committer: TableCommitter, writer: SegmentWriter, wait: bool) -> None:
+    committer.close(wait)
+    writer.close(wait)
