@@ -15,13 +15,17 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 
+from lakelog.commit_stats import CommitStats
 from lakelog.delta.actions import Action, Metadata
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
-from lakelog.delta.table import CheckpointRequester
+from lakelog.delta.table import CheckpointRequester, TableCommitter
 from lakelog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -98,8 +102,34 @@ def _check_partition_count(partitions: object) -> int:
     return partitions
 
 
+@dataclass(frozen=True)
+class _Cached:
+    log: TopicLog
+    #: ``time.monotonic()`` when the pointer last named this log's table.
+    checked_at: float
+
+
+@dataclass(frozen=True)
+class _OpenLog:
+    """A log not closed yet; ``closer`` runs once, when nothing holds the log any more."""
+
+    committer: TableCommitter
+    closer: weakref.finalize  # type: ignore[type-arg]
+    #: The same, waiting for the pools' work to finish: for ``Catalog.close``.
+    close_waiting: Callable[[], None]
+
+
 class Catalog:
-    """The topics of one storage root. Thread-safe; caches one ``TopicLog`` per topic."""
+    """The topics of one storage root. Thread-safe; opens each topic once, however many
+    threads ask for it at once.
+
+    The log of a topic deleted or created again stays usable by whoever
+    still holds it, and is closed once nothing does.
+    """
+
+    # Closing on the last reference (``weakref.finalize``) rather than on an explicit
+    # release: callers hold a log across awaits and threads, and none has to remember
+    # to give it back.
 
     def __init__(
         self,
@@ -115,7 +145,14 @@ class Catalog:
         self.checkpointer = checkpointer
         self.pointer_max_age_s = pointer_max_age_s
         self._lock = threading.Lock()
-        self._logs: dict[str, tuple[TopicLog, float]] = {}
+        self._logs: dict[str, _Cached] = {}
+        #: Names whose pointer is being read (and table opened) right now, by one caller.
+        self._opening: dict[str, Future[TopicLog]] = {}
+        #: Logs opened and not yet closed, the cached one and any replaced one still held.
+        self._open_logs: dict[str, list[_OpenLog]] = defaultdict(list)
+        self._closed_stats: dict[str, CommitStats] = defaultdict(CommitStats)
+        self._opens: dict[str, int] = defaultdict(int)
+        self._deletions: dict[str, int] = defaultdict(int)
 
     @property
     def url(self) -> str:
@@ -200,36 +237,114 @@ class Catalog:
         """
         with self._lock:
             cached = self._logs.get(name)
-        if cached is not None and time.monotonic() - cached[1] < self.pointer_max_age_s:
-            return cached[0]
+        if cached is not None and time.monotonic() - cached.checked_at < self.pointer_max_age_s:
+            return cached.log
         return None
 
     def topic(self, name: str) -> TopicLog:
-        """The open log of a topic; re-checks the pointer now and then to notice deletion."""
-        now = time.monotonic()
+        """The open log of a topic; re-checks the pointer now and then to notice deletion.
+
+        A process opens a topic once however many callers ask at once: each
+        instance has its own write lock, so two instances of one topic in one
+        process would race each other for Delta versions. The first caller
+        reads the pointer (and opens the table if it is new or changed); the
+        others wait for its answer, a failure included, which is not kept.
+        """
         with self._lock:
             cached = self._logs.get(name)
-        if cached is not None and now - cached[1] < self.pointer_max_age_s:
-            return cached[0]
-        pointer = self._read_pointer(name)
-        with self._lock:
-            cached = self._logs.get(name)
-            if cached is not None and cached[0].table_path == pointer.table_path:
-                self._logs[name] = (cached[0], now)
-                return cached[0]
-        topic_log = TopicLog(
-            self.storage,
-            name,
-            pointer.table_path,
-            checkpoint_interval=self.checkpoint_interval,
-            checkpointer=self.checkpointer,
-        )
-        with self._lock:
-            old = self._logs.get(name)
-            self._logs[name] = (topic_log, now)
-        if old is not None:
-            old[0].close()
+            if cached is not None and time.monotonic() - cached.checked_at < self.pointer_max_age_s:
+                return cached.log
+            deletions = self._deletions[name]
+            pending = self._opening.get(name)
+            first = pending is None
+            if pending is None:
+                pending = self._opening[name] = Future()
+        if not first:
+            return pending.result()
+        try:
+            topic_log = self._check_or_open(
+                name, cached.log if cached is not None else None, deletions
+            )
+        except BaseException as exc:
+            with self._lock:
+                del self._opening[name]
+            pending.set_exception(exc)
+            raise
+        pending.set_result(topic_log)
         return topic_log
+
+    def _check_or_open(self, name: str, cached: TopicLog | None, deletions: int) -> TopicLog:
+        """Read the pointer; keep ``cached`` if it still names its table, else open anew.
+
+        Called by one thread per name at a time (``topic``); the answer is
+        cached and the name's pending open cleared in one step, so a caller
+        never sees neither. A topic deleted by this catalog meanwhile is not
+        cached: the pointer read may predate the deletion.
+        """
+        pointer = self._read_pointer(name)
+        if cached is None or cached.table_path != pointer.table_path:
+            topic_log = TopicLog(
+                self.storage,
+                name,
+                pointer.table_path,
+                checkpoint_interval=self.checkpoint_interval,
+                checkpointer=self.checkpointer,
+            )
+            closer = weakref.finalize(topic_log, topic_log.closer())
+            with self._lock:
+                self._forget_closed()
+                self._opens[name] += 1
+                self._open_logs[name].append(
+                    _OpenLog(topic_log.committer, closer, topic_log.closer(wait=True))
+                )
+        else:
+            topic_log = cached
+        with self._lock:
+            del self._opening[name]
+            if self._deletions[name] == deletions:
+                self._logs[name] = _Cached(topic_log, time.monotonic())
+        return topic_log
+
+    def _forget_closed(self) -> None:
+        """Drop the logs closed since (let go by their last holder), keeping their counts.
+
+        Called with the lock held. The finalizer itself takes no lock: it runs
+        wherever the last reference goes, which may be under this very lock.
+        """
+        for name, opened in list(self._open_logs.items()):
+            if all(o.closer.alive for o in opened):
+                continue
+            for o in opened:
+                if not o.closer.alive:
+                    self._closed_stats[name] = self._closed_stats[name] + o.committer.commit_stats
+            self._open_logs[name] = [o for o in opened if o.closer.alive]
+
+    def topic_opens(self) -> dict[str, int]:
+        """How many times each topic was opened by this catalog (once, unless recreated)."""
+        with self._lock:
+            return dict(self._opens)
+
+    def open_logs(self, name: str) -> int:
+        """Logs of the topic opened and not closed yet: one, more while requests still hold
+        a log replaced by a newer table of the name, none once it is deleted and let go."""
+        with self._lock:
+            self._forget_closed()
+            return len(self._open_logs.get(name, ()))
+
+    def commit_stats(self) -> dict[str, CommitStats]:
+        """Each topic's commits through this catalog, over every log it opened for the name.
+
+        Counts only grow: a log replaced (the topic deleted or recreated)
+        counts on while requests still hold it, and its counts stay in the
+        total once it is closed.
+        """
+        with self._lock:
+            self._forget_closed()
+            totals = dict(self._closed_stats)
+            for name, opened in list(self._open_logs.items()):
+                for o in opened:
+                    totals[name] = totals.get(name, CommitStats()) + o.committer.commit_stats
+        return totals
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic_log = self.topic(name)
@@ -296,17 +411,19 @@ class Catalog:
         pointer = self._read_pointer(name)
         self.storage.delete(self._pointer_path(name))
         with self._lock:
-            cached = self._logs.pop(name, None)
-        if cached is not None:
-            cached[0].close()
+            # Requests may still hold the log: it is closed once the last one lets go.
+            self._logs.pop(name, None)
+            self._deletions[name] += 1
         self.storage.delete_tree(pointer.table_path)
 
     def close(self) -> None:
+        """Stop every log this catalog opened (its callers are done: the owner is closing)."""
         with self._lock:
-            logs = [entry[0] for entry in self._logs.values()]
             self._logs.clear()
-        for topic_log in logs:
-            topic_log.close()
+            opened = [o for logs in self._open_logs.values() for o in logs]
+        for o in opened:
+            if o.closer.detach() is not None:  # not closed yet: close it, waiting for its work
+                o.close_waiting()
 
 
 def _with_configuration(metadata: Metadata, configuration: dict[str, str]) -> Metadata:

@@ -10,7 +10,7 @@ handling it ran.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +19,13 @@ class CommitStats:
 
     #: Table versions this writer committed.
     commits: int = 0
-    #: Attempts that lost their version to another writer (each is retried at the next).
+    #: Attempts that lost their version to another writer (found taken at once, or found
+    #: to hold another writer's commit after a PUT that reported an error).
     lost_races: int = 0
+    #: Commit attempts made again after a lost race. Fewer than ``lost_races`` by the
+    #: commits given up at the commit timeout (CONCURRENT_TRANSACTIONS to the caller); an
+    #: ambiguous PUT is never retried here: the caller's retry finds its outcome.
+    retries: int = 0
     #: Segments written again at new offsets because their partition moved on after
     #: they were written (another writer won a version, or an earlier staged append
     #: of this writer failed).
@@ -28,3 +33,9 @@ class CommitStats:
     #: Commits whose PUT reported an error or a conflict although it had landed,
     #: recognised by their commit id instead of being written again.
     recognised_after_error: int = 0
+
+    def __add__(self, other: CommitStats) -> CommitStats:
+        """Counts of two writers (or two opens of one topic) together."""
+        return CommitStats(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(CommitStats))
+        )

@@ -217,12 +217,15 @@ class SegmentWriter:
         """Delete a segment no commit references (nobody can be reading it)."""
         self.storage.delete(join(self.table_path, segment.path))
 
-    def close(self) -> None:
-        """Stop the pool; later work runs on the caller's thread or on a new pool."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the pool; later work runs on the caller's thread or on a new pool.
+
+        ``wait=False`` lets queued writes finish on their own (see ``TableCommitter.close``).
+        """
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=wait)
 
 
 class SegmentReader:

@@ -13,6 +13,7 @@ the parts, each with one job:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from lakelog.append import (
@@ -193,10 +194,18 @@ class TopicLog:
         self.committer.wait_for_checkpoints()
 
     def close(self) -> None:
-        """Stop the background pools. The log stays usable: a caller still holding it (a
-        catalog replaced it meanwhile) gets new pools, or runs the work itself."""
+        """Stop the background pools. The log stays usable: a caller still holding it gets
+        new pools, or runs the work itself."""
         self.committer.close()
         self._writer.close()
+
+    def closer(self, wait: bool = False) -> Callable[[], None]:
+        """``close`` as a function that does not hold this log, for ``weakref.finalize``.
+
+        A finalizer must not wait for the pools' threads (it may run on one of them);
+        an owner closing everything at shutdown does (``wait=True``).
+        """
+        return functools.partial(_stop_pools, self.committer, self._writer, wait)
 
     # -- append --------------------------------------------------------------
 
@@ -315,3 +324,8 @@ class TopicLog:
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
         """First (offset, timestamp) with timestamp >= ``timestamp_ms`` (Kafka's ListOffsets)."""
         return offset_for_timestamp(self.table, self._reader, partition, timestamp_ms)
+
+
+def _stop_pools(committer: TableCommitter, writer: SegmentWriter, wait: bool) -> None:
+    committer.close(wait)
+    writer.close(wait)

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import time
+import weakref
 from collections import defaultdict
 from typing import Literal
 
@@ -26,7 +27,7 @@ from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
 from server.groups.service import GroupService
-from server.metrics import BrokerMetrics
+from server.metrics import BrokerMetrics, TopicCommitCollector
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
 from server.settings import BrokerSettings
@@ -63,7 +64,9 @@ class Broker:
             checkpoint_interval=settings.checkpoint_interval,
             checkpointer=self.checkpoints.request if self.checkpoints else None,
         )
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics(
+            TopicCommitCollector(self.catalog.topic_opens, self.catalog.commit_stats)
+        )
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
         self.registry = BrokerRegistry(self.storage, settings)
@@ -72,7 +75,8 @@ class Broker:
         # of a deleted topic can hand its id to the log of the recreated topic, which must
         # still get its append listener (cache, long-poll wakeups) and the old topic's
         # batches forgotten.
-        self._wired: dict[str, TopicLog] = {}
+        # Weak: a replaced log is closed once no request holds it (``Catalog``).
+        self._wired: dict[str, weakref.ref[TopicLog]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
         self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._refreshed_at: dict[str, float] = {}
@@ -102,8 +106,9 @@ class Broker:
         topic_log = self.catalog.cached_topic(name)  # no thread hop while the pointer is fresh
         if topic_log is None:
             topic_log = await asyncio.to_thread(self.catalog.topic, name)
-        if self._wired.get(name) is not topic_log:
-            self._wired[name] = topic_log
+        wired = self._wired.get(name)
+        if wired is None or wired() is not topic_log:
+            self._wired[name] = weakref.ref(topic_log)
             self.cache.forget(name)
             topic_log.add_append_listener(functools.partial(self._on_append, name))
         return topic_log

@@ -2,13 +2,76 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from lakelog.commit_stats import CommitStats
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+class TopicCommitCollector(Collector):
+    """Per-topic opens and commit counters, read from the catalog at each scrape.
+
+    The catalog already counts them (``Catalog.commit_stats``,
+    ``Catalog.topic_opens``) over every log it opened for a name, so the
+    values only grow; copying them into counters on the commit path would
+    count twice what one place already knows.
+    """
+
+    def __init__(
+        self,
+        opens: Callable[[], Mapping[str, int]],
+        commit_stats: Callable[[], Mapping[str, CommitStats]],
+    ) -> None:
+        self._opens = opens
+        self._commit_stats = commit_stats
+
+    def collect(self) -> Iterator[Metric]:
+        opened = CounterMetricFamily(
+            "lakelog_topic_opens",
+            "Times this broker opened a topic's table (once per topic, again if recreated)",
+            labels=["topic"],
+        )
+        for topic, count in sorted(self._opens().items()):
+            opened.add_metric([topic], count)
+        yield opened
+        stats = sorted(self._commit_stats().items())
+        for name, field, help_text in (
+            ("lakelog_topic_commits", "commits", "Delta versions this broker committed"),
+            (
+                "lakelog_topic_commit_races_lost",
+                "lost_races",
+                "Commit attempts that found their Delta version taken by another writer",
+            ),
+            (
+                "lakelog_topic_commit_retries",
+                "retries",
+                "Commit attempts made again at the next version after a lost race",
+            ),
+            (
+                "lakelog_topic_renumbered_segments",
+                "renumbered_segments",
+                "Segments written again at new offsets because another writer moved "
+                "their partition on",
+            ),
+            (
+                "lakelog_topic_commits_recognised",
+                "recognised_after_error",
+                "Commits whose PUT reported an error but which had landed (found by commit id)",
+            ),
+        ):
+            family = CounterMetricFamily(name, help_text, labels=["topic"])
+            for topic, counts in stats:
+                family.add_metric([topic], getattr(counts, field))
+            yield family
+
+
 class BrokerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, topics: TopicCommitCollector | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -95,6 +158,8 @@ class BrokerMetrics:
         self.quota_throttle_seconds = Counter(
             "lakelog_quota_throttle_seconds", "Throttle time imposed", ["quota", "user"], registry=r
         )
+        if topics is not None:
+            r.register(topics)
 
     def observe_commit(self, topic: str, requests: int, records: int, seconds: float) -> None:
         self.commit_latency.labels(topic).observe(seconds)

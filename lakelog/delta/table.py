@@ -198,6 +198,7 @@ class TableCommitter:
                         f"could not commit to topic {self.name!r} after {attempt} attempts: "
                         "other writers kept winning"
                     )
+                self.count(retries=1)
                 if attempt > 2:
                     time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
 
@@ -263,10 +264,11 @@ class TableCommitter:
         if self._checkpointer is not None:
             self._checkpointer.submit(lambda: None).result()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Stop the checkpoint thread. The committer stays usable: a later checkpoint starts
-        a new thread."""
+        a new thread. ``wait=False`` lets a running checkpoint finish on its own (needed
+        where ``close`` may run on that very thread, as a finalizer may)."""
         with self.state_lock:
             pool, self._checkpointer = self._checkpointer, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=wait)

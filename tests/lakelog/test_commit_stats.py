@@ -29,5 +29,7 @@ def test_lost_races_and_renumbered_segments_are_counted(
     assert recommitting.append([Record(b"c1", partition=1)]).offsets == [0]
 
     assert winner.commit_stats == CommitStats(commits=1)
-    assert renumbering.commit_stats == CommitStats(commits=1, lost_races=1, renumbered_segments=1)
-    assert recommitting.commit_stats == CommitStats(commits=1, lost_races=1)
+    assert renumbering.commit_stats == CommitStats(
+        commits=1, lost_races=1, retries=1, renumbered_segments=1
+    )
+    assert recommitting.commit_stats == CommitStats(commits=1, lost_races=1, retries=1)

@@ -1,0 +1,74 @@
+"""Two brokers append to one topic at once; ``/metrics`` shows each one's commits and races.
+
+The brokers share the table with no coordinator, so each commit either
+takes the next Delta version or loses it to the other broker and is made
+again at the one after. The counters must tell an operator both: every
+broker's commits (which together are every version the table gained) and
+the races lost on the way (local root and S3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from lakelog import Catalog
+from tests.fixtures.brokers import BrokerProcess
+from tests.fixtures.roots import RootSpec
+from tests.server.topic_metrics import read_partition, topic_counter
+
+PARTITIONS = 2
+THREADS_PER_BROKER = 4
+REQUESTS_PER_THREAD = 6
+#: Rounds of concurrent appends tried until a race was lost (bounds the test, not its speed).
+MAX_ROUNDS = 6
+
+
+def test_commits_and_lost_races_per_topic(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    catalog = Catalog(root.url, s3=root.s3)
+    created = catalog.create_topic("shared", PARTITIONS).version
+    brokers = [start_broker(root) for _ in range(2)]
+    clients = [httpx.Client(base_url=b.url, timeout=120) for b in brokers]
+
+    def produce(job: tuple[int, str]) -> int:
+        broker, name = job
+        with httpx.Client(base_url=brokers[broker].url, timeout=120) as http:
+            for i in range(REQUESTS_PER_THREAD):
+                value = f"{name}-{i}"
+                response = http.post(
+                    "/v1/topics/shared/records", json={"records": [{"key": value, "value": value}]}
+                )
+                assert response.status_code == 200, response.text
+        return REQUESTS_PER_THREAD
+
+    def counters(family: str) -> list[float]:
+        return [topic_counter(http, family, "shared") for http in clients]
+
+    try:
+        acked = 0
+        for round_ in range(MAX_ROUNDS):
+            jobs = [(b, f"r{round_}b{b}t{t}") for t in range(THREADS_PER_BROKER) for b in (0, 1)]
+            with ThreadPoolExecutor(len(jobs)) as pool:
+                acked += sum(pool.map(produce, jobs))
+            if sum(counters("lakelog_topic_commit_races_lost")) > 0:
+                break
+        commits = counters("lakelog_topic_commits")
+        lost = counters("lakelog_topic_commit_races_lost")
+        retries = counters("lakelog_topic_commit_retries")
+        print(f"commits {commits}, lost races {lost}, retries {retries} after {round_ + 1} rounds")
+        assert all(c > 0 for c in commits), commits
+        assert sum(lost) > 0, f"no race lost in {MAX_ROUNDS} rounds"
+        # Every request succeeded, so no commit was given up: each lost race was retried.
+        assert retries == lost
+        # The brokers are the table's only writers: their commits are its new versions.
+        assert sum(commits) == catalog.describe_topic("shared").version - created
+        stored = [r for p in range(PARTITIONS) for r in read_partition(clients[0], "shared", p)]
+        assert len(stored) == acked
+    finally:
+        for client in clients:
+            client.close()
+        catalog.close()

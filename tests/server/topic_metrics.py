@@ -1,0 +1,38 @@
+"""Reading a broker's per-topic counters off its ``/metrics`` page, and reading a topic back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def topic_counter(http: httpx.Client, family: str, topic: str) -> float:
+    """The value of ``<family>_total{topic=...}`` (0 if the topic has no sample yet)."""
+    response = http.get("/metrics")
+    assert response.status_code == 200, response.text
+    for metric in text_string_to_metric_families(response.text):
+        if metric.name != family:
+            continue
+        for sample in metric.samples:
+            if sample.name == f"{family}_total" and sample.labels.get("topic") == topic:
+                return float(sample.value)
+    return 0.0
+
+
+def read_partition(http: httpx.Client, topic: str, partition: int) -> list[dict[str, Any]]:
+    """Every record of a partition, from offset 0 to the high watermark."""
+    records: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        response = http.get(
+            f"/v1/topics/{topic}/partitions/{partition}/records",
+            params={"offset": offset, "max_records": 500},
+        )
+        assert response.status_code == 200, response.text
+        got = response.json()
+        records += got["records"]
+        if got["next_offset"] >= got["high_watermark"]:
+            return records
+        offset = got["next_offset"]
