@@ -459,6 +459,21 @@ async def deliver(
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 
+def written_fields(
+    cluster_id: str, topic_name: str, decoded: Decoded, written: Written
+) -> dict[str, Any]:
+    """What the report of a durable record says (a single report or a batch success)."""
+    return {
+        "cluster_id": cluster_id,
+        "topic_name": topic_name,
+        "partition_id": written.partition,
+        "offset": written.offset,
+        "timestamp": rfc3339(written.timestamp_ms),
+        "key": decoded.key_info,
+        "value": decoded.value_info,
+    }
+
+
 def produce_body() -> dict[str, Any]:
     return {
         "requestBody": {
@@ -497,14 +512,7 @@ async def produce_records(
             continue
         reports.append(
             V3ProduceResponse(
-                error_code=200,
-                cluster_id=cluster_id,
-                topic_name=topic_name,
-                partition_id=outcome.partition,
-                offset=outcome.offset,
-                timestamp=rfc3339(outcome.timestamp_ms),
-                key=decoded.key_info,
-                value=decoded.value_info,
+                error_code=200, **written_fields(cluster_id, topic_name, decoded, outcome)
             )
         )
     body = "".join(
@@ -583,16 +591,7 @@ async def produce_batch(
             )
             continue
         successes.append(
-            V3BatchSuccess(
-                id=entry_id,
-                cluster_id=cluster_id,
-                topic_name=topic_name,
-                partition_id=outcome.partition,
-                offset=outcome.offset,
-                timestamp=rfc3339(outcome.timestamp_ms),
-                key=decoded.key_info,
-                value=decoded.value_info,
-            )
+            V3BatchSuccess(id=entry_id, **written_fields(cluster_id, topic_name, decoded, outcome))
         )
     body = V3BatchResponse(successes=successes, failures=failures)
     return JSONResponse(dump(body), status_code=207)
