@@ -42,7 +42,7 @@ import ssl
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,9 +71,8 @@ from server.rest_proxy.v2_records import (
     BrokerDep,
     V2Failure,
     V2JSONResponse,
-    V2Route,
-    _errors,
     from_lakelog,
+    v2_router,
 )
 from server.security import identity_of
 from server.settings import BrokerSettings
@@ -91,20 +90,13 @@ _NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(
-    tags=["REST Proxy v2 consumers"],
-    route_class=V2Route,
-    default_response_class=V2JSONResponse,
-    responses=_errors(
-        (404, "Consumer instance not found (40403)"),
-        (409, "Instance exists (40902) or illegal state (40903)"),
-        (406, "Accept names no type this API answers with (406), or another format (40601)"),
-        (
-            422,
-            "Invalid body, parameter or format (422), invalid group id or consumer config (42204)",
-        ),
-        (500, "Kafka error (50002, or 50003 when retrying may succeed)"),
-    ),
+router = v2_router(
+    "REST Proxy v2 consumers",
+    (404, "Consumer instance not found (40403)"),
+    (409, "Instance exists (40902) or illegal state (40903)"),
+    (406, "Accept names no type this API answers with (406), or another format (40601)"),
+    (422, "Invalid body, parameter or format (422), invalid group id or consumer config (42204)"),
+    (500, "Kafka error (50002, or 50003 when retrying may succeed)"),
 )
 
 
@@ -280,6 +272,25 @@ async def _parse(
         raise V2Failure(422, 422, message[:2000]) from None
 
 
+def _body_of(model: type[BaseModel], *, empty_ok: bool = False) -> Any:
+    """A dependency: the request's body checked as ``model`` (see ``_parse``).
+
+    Routes declare it after the instance, so an unknown or foreign instance is
+    refused before its body is read."""
+
+    async def parsed(request: Request, broker: BrokerDep) -> Any:
+        return await _parse(request, broker, model, empty_ok=empty_ok)
+
+    return Depends(parsed)
+
+
+SubscriptionBody = Annotated[Subscription, _body_of(Subscription)]
+PartitionsBody = Annotated[Partitions, _body_of(Partitions)]
+PositionsBody = Annotated[Positions, _body_of(Positions)]
+#: None for an empty body: commit everything consumed.
+CommitBody = Annotated[CommitOffsets | None, _body_of(CommitOffsets, empty_ok=True)]
+
+
 def invalid_config(message: str) -> V2Failure:
     """A consumer config the consumer cannot take: 422 with the REST Proxy's 42204."""
     return V2Failure(422, INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {message}")
@@ -395,9 +406,8 @@ async def delete_instance(target: OwnedInstance, instances: Instances) -> Respon
     summary="Subscribe to topics or a topic pattern",
 )
 async def subscribe(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
+    target: OwnedInstance, body: SubscriptionBody, instances: Instances
 ) -> Response:
-    body: Subscription = await _parse(request, broker, Subscription)
     if (body.topics is None) == (body.topic_pattern is None):
         raise V2Failure(422, 422, "give either topics or topic_pattern")
     if body.topics is not None:
@@ -436,10 +446,7 @@ async def unsubscribe(target: OwnedInstance, instances: Instances) -> Response:
     status_code=204,
     summary="Assign partitions manually",
 )
-async def assign(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
-) -> Response:
-    body: Partitions = await _parse(request, broker, Partitions)
+async def assign(target: OwnedInstance, body: PartitionsBody, instances: Instances) -> Response:
     partitions = _tps(body.partitions)
     await _run(instances, target, lambda c: c.assign(partitions))
     return _no_content()
@@ -461,11 +468,7 @@ async def get_assignments(target: OwnedInstance, instances: Instances) -> Respon
     status_code=204,
     summary="Seek partitions to offsets",
 )
-async def seek(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
-) -> Response:
-    body: Positions = await _parse(request, broker, Positions)
-
+async def seek(target: OwnedInstance, body: PositionsBody, instances: Instances) -> Response:
     def apply(consumer: Consumer) -> None:
         for item in body.offsets:
             consumer.seek(TopicPartition(item.topic, item.partition), item.offset)
@@ -477,11 +480,9 @@ async def seek(
 async def _seek_to(
     where: Literal["beginning", "end"],
     target: ConsumerInstance,
-    request: Request,
-    broker: Broker,
+    body: Partitions,
     instances: ConsumerInstances,
 ) -> Response:
-    body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     if not partitions:
         raise V2Failure(422, 422, "partitions must name at least one partition")
@@ -506,9 +507,9 @@ async def _seek_to(
     summary="Seek partitions to their first offset",
 )
 async def seek_to_beginning(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
+    target: OwnedInstance, body: PartitionsBody, instances: Instances
 ) -> Response:
-    return await _seek_to("beginning", target, request, broker, instances)
+    return await _seek_to("beginning", target, body, instances)
 
 
 @router.post(
@@ -517,9 +518,9 @@ async def seek_to_beginning(
     summary="Seek partitions to their end",
 )
 async def seek_to_end(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
+    target: OwnedInstance, body: PartitionsBody, instances: Instances
 ) -> Response:
-    return await _seek_to("end", target, request, broker, instances)
+    return await _seek_to("end", target, body, instances)
 
 
 # -- records --------------------------------------------------------------------------
@@ -650,10 +651,7 @@ class CommittedOffsetOut(BaseModel):
     responses={200: {"model": list[CommittedOffsetOut]}},
     summary="Commit offsets (an empty body: everything consumed)",
 )
-async def commit_offsets(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
-) -> Response:
-    body: CommitOffsets | None = await _parse(request, broker, CommitOffsets, empty_ok=True)
+async def commit_offsets(target: OwnedInstance, body: CommitBody, instances: Instances) -> Response:
     if body is None or not body.offsets:
         await _run(instances, target, lambda c: c.commit())
         return V2JSONResponse([])
@@ -673,9 +671,8 @@ async def commit_offsets(
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", summary="Committed offsets")
 async def get_offsets(
-    target: OwnedInstance, request: Request, broker: BrokerDep, instances: Instances
+    target: OwnedInstance, body: PartitionsBody, instances: Instances
 ) -> Response:
-    body: Partitions = await _parse(request, broker, Partitions)
     partitions = _tps(body.partitions)
     found = await _run(instances, target, lambda c: c.committed(partitions))
     return _json(

@@ -241,16 +241,22 @@ def _errors(*documented: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": V2Error, "description": text} for status, text in documented}
 
 
-router = APIRouter(
-    tags=["REST Proxy v2"],
-    route_class=V2Route,
-    default_response_class=V2JSONResponse,
-    responses=_errors(
-        (404, "Topic not found (40401) or partition not found (40402)"),
-        (406, "Accept names no type this API answers with (406)"),
-        (422, "Invalid parameter or body (422)"),
-        (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
-    ),
+def v2_router(tag: str, *documented: tuple[int, str]) -> APIRouter:
+    """A router whose routes answer (errors included) in the v2 shape and content type."""
+    return APIRouter(
+        tags=[tag],
+        route_class=V2Route,
+        default_response_class=V2JSONResponse,
+        responses=_errors(*documented),
+    )
+
+
+router = v2_router(
+    "REST Proxy v2",
+    (404, "Topic not found (40401) or partition not found (40402)"),
+    (406, "Accept names no type this API answers with (406)"),
+    (422, "Invalid parameter or body (422)"),
+    (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
 )
 PRODUCE_ERRORS = _errors(
     (400, "Malformed JSON (error_code 400)"),
@@ -308,6 +314,12 @@ def parse_partition(topic_log: TopicLog, text: str) -> int:
     return int(text)
 
 
+async def fresh_partition(broker: Broker, topic: str, text: str) -> tuple[TopicLog, int]:
+    """The topic's log, refreshed, and the path's partition of it (404/40401, 404/40402)."""
+    topic_log = await fresh_topic(broker, topic)
+    return topic_log, parse_partition(topic_log, text)
+
+
 @router.get("/brokers", responses=_documented(V2BrokerList), summary="List live broker ids")
 async def list_brokers(broker: BrokerDep) -> Response:
     alive = await asyncio.to_thread(broker.registry.alive)
@@ -355,8 +367,8 @@ async def list_partitions(topic: str, broker: BrokerDep) -> Response:
     summary="Describe one partition",
 )
 async def get_partition(topic: str, partition: str, broker: BrokerDep) -> Response:
-    topic_log = await fresh_topic(broker, topic)
-    return v2_response(partition_out(broker, parse_partition(topic_log, partition)))
+    _, p = await fresh_partition(broker, topic, partition)
+    return v2_response(partition_out(broker, p))
 
 
 @router.get(
@@ -365,8 +377,7 @@ async def get_partition(topic: str, partition: str, broker: BrokerDep) -> Respon
     summary="A partition's first and next offsets",
 )
 async def get_offsets(topic: str, partition: str, broker: BrokerDep) -> Response:
-    topic_log = await fresh_topic(broker, topic)
-    p = parse_partition(topic_log, partition)
+    topic_log, p = await fresh_partition(broker, topic, partition)
     return v2_response(
         V2PartitionOffsets(
             beginning_offset=topic_log.log_start_offset(p), end_offset=topic_log.high_watermark(p)

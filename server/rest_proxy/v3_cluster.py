@@ -23,6 +23,7 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -64,7 +65,7 @@ from server.rest_proxy.v3_resources import (
 )
 from server.rest_proxy.v3_routing import CLUSTER, admin_router, answer, listing, urls_of
 from server.rest_proxy.v3_topics import own_id, partition_count
-from server.security.admin_routes import acl_filter
+from server.security.admin_routes import AclQuery, AclSearch, Q
 from server.security.enforce import describable, security_of
 from server.security.state import BrokerSecurity
 
@@ -225,35 +226,19 @@ async def get_cluster_config(cluster_id: str, name: str, broker: BrokerDep) -> R
 
 # -- ACLs ----------------------------------------------------------------------------------
 
-Q = Annotated[str | None, Query()]
 Required = Annotated[str, Query()]
 
 
-def search(
-    resource_type: str | None,
-    resource_name: str | None,
-    pattern_type: str | None,
-    principal: str | None,
-    host: str | None,
-    operation: str | None,
-    permission: str | None,
-) -> tuple[AclFilter, bool]:
+def search(query: AclQuery) -> tuple[AclFilter, bool]:
     """The filter of an ACL search, and whether ``pattern_type`` is MATCH.
 
     MATCH (Kafka's) selects every binding that covers ``resource_name``:
     the literal name, ``*`` and matching prefixes.
     """
-    match = (pattern_type or "").strip().upper() == "MATCH"
-    chosen = acl_filter(
-        resource_type,
-        None if match else resource_name,
-        None if match else pattern_type,
-        principal,
-        host,
-        operation,
-        permission,
-    )
-    if match and resource_name is None:
+    match = (query.pattern_type or "").strip().upper() == "MATCH"
+    named = replace(query, resource_name=None, pattern_type=None) if match else query
+    chosen = named.acl_filter()
+    if match and query.resource_name is None:
         raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
     return chosen, match
 
@@ -277,46 +262,22 @@ def security_state(request: Request) -> BrokerSecurity:
     return security
 
 
-def searched(
-    request: Request,
-    resource_type: str | None,
-    resource_name: str | None,
-    pattern_type: str | None,
-    principal: str | None,
-    host: str | None,
-    operation: str | None,
-    permission: str | None,
-) -> tuple[BrokerSecurity, list[AclBinding]]:
+def searched(request: Request, query: AclQuery) -> tuple[BrokerSecurity, list[AclBinding]]:
     """The bindings an ACL search selects among the ACLs as stored now, and the broker's
     security state they were read into."""
-    chosen, match = search(
-        resource_type, resource_name, pattern_type, principal, host, operation, permission
-    )
+    chosen, match = search(query)
     security = security_state(request)
     security.refresh()
-    return security, select(security.acls, chosen, match, resource_name)
+    return security, select(security.acls, chosen, match, query.resource_name)
 
 
 @router.get(CLUSTER + "/acls", responses={200: {"model": V3AclList}}, summary="Search ACLs")
-def search_acls(
-    cluster_id: str,
-    request: Request,
-    broker: BrokerDep,
-    resource_type: Q = None,
-    resource_name: Q = None,
-    pattern_type: Q = None,
-    principal: Q = None,
-    host: Q = None,
-    operation: Q = None,
-    permission: Q = None,
-) -> Response:
+def search_acls(cluster_id: str, request: Request, broker: BrokerDep, query: AclSearch) -> Response:
     urls = urls_of(broker, cluster_id)
-    _, found = searched(
-        request, resource_type, resource_name, pattern_type, principal, host, operation, permission
-    )
+    _, found = searched(request, query)
     data = acl_list(urls, found)
-    query = request.url.query
-    here = urls.at("acls") + (f"?{query}" if query else "")
+    sent = request.url.query
+    here = urls.at("acls") + (f"?{sent}" if sent else "")
     return answer(V3AclList(kind="KafkaAclList", metadata={"self": here}, data=data))
 
 
@@ -367,9 +328,10 @@ def delete_acls(
     host: Q = None,
 ) -> Response:
     urls = urls_of(broker, cluster_id)
-    security, doomed = searched(
-        request, resource_type, resource_name, pattern_type, principal, host, operation, permission
+    query = AclQuery(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
     )
+    security, doomed = searched(request, query)
     removed = security.acl_store.remove([_exact(b) for b in doomed]) if doomed else []
     security.refresh()
     return answer(V3DeletedAcls(data=acl_list(urls, removed)))

@@ -55,7 +55,7 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
@@ -434,6 +434,46 @@ async def read_json_body(request: Request, broker: Broker) -> str:
     return text
 
 
+def decode_each(
+    values: Iterable[Any], model: type[V3ProduceRecord] = V3ProduceRecord
+) -> list[Decoded | RecordRefused]:
+    """Each value as a record to produce, or the reason it cannot be (kept in its place)."""
+    items: list[Decoded | RecordRefused] = []
+    for value in values:
+        if isinstance(value, RecordRefused):
+            items.append(value)
+            continue
+        try:
+            items.append(decode_record(value, model))
+        except RecordRefused as refused:
+            items.append(refused)
+    return items
+
+
+async def deliver(
+    broker: Broker, topic_log: TopicLog, items: list[Decoded | RecordRefused]
+) -> list[tuple[Decoded, Outcome] | RecordRefused]:
+    """Write the records that decoded (see ``write``); each with its outcome, in request order."""
+    rows = [item for item in items if isinstance(item, Decoded)]
+    written = iter(await write(broker, topic_log, rows) if rows else [])
+    return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
+
+
+def written_fields(
+    cluster_id: str, topic_name: str, decoded: Decoded, written: Written
+) -> dict[str, Any]:
+    """What the report of a durable record says (a single report or a batch success)."""
+    return {
+        "cluster_id": cluster_id,
+        "topic_name": topic_name,
+        "partition_id": written.partition,
+        "offset": written.offset,
+        "timestamp": rfc3339(written.timestamp_ms),
+        "key": decoded.key_info,
+        "value": decoded.value_info,
+    }
+
+
 def produce_body() -> dict[str, Any]:
     return {
         "requestBody": {
@@ -457,24 +497,14 @@ async def produce_records(
     `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     text = await read_json_body(request, broker)
-    items: list[Decoded | RecordRefused] = []
-    for value in split_concatenated(text):
-        if isinstance(value, RecordRefused):
-            items.append(value)
-            continue
-        try:
-            items.append(decode_record(value))
-        except RecordRefused as refused:
-            items.append(refused)
-    rows = [item for item in items if isinstance(item, Decoded)]
-    written = iter(await write(broker, topic_log, rows) if rows else [])
+    delivered = await deliver(broker, topic_log, decode_each(split_concatenated(text)))
     reports: list[V3ProduceResponse] = []
-    for item in items:
+    for item in delivered:
         if isinstance(item, RecordRefused):
             message = status_message(400, str(item))
             reports.append(V3ProduceResponse(error_code=400, message=message))
             continue
-        outcome = next(written)
+        decoded, outcome = item
         if isinstance(outcome, LakelogError):
             reports.append(
                 V3ProduceResponse(error_code=outcome.http_status, message=lakelog_message(outcome))
@@ -482,14 +512,7 @@ async def produce_records(
             continue
         reports.append(
             V3ProduceResponse(
-                error_code=200,
-                cluster_id=cluster_id,
-                topic_name=topic_name,
-                partition_id=outcome.partition,
-                offset=outcome.offset,
-                timestamp=rfc3339(outcome.timestamp_ms),
-                key=item.key_info,
-                value=item.value_info,
+                error_code=200, **written_fields(cluster_id, topic_name, decoded, outcome)
             )
         )
     body = "".join(
@@ -550,23 +573,16 @@ async def produce_batch(
     except ValueError as exc:
         raise V3Failure(400, f"malformed JSON: {exc}") from None
     entries, ids = batch_ids(document)
-    items: list[Decoded | RecordRefused] = []
-    for entry in entries:
-        try:
-            items.append(decode_record(entry, V3BatchEntry))
-        except RecordRefused as refused:
-            items.append(refused)
-    rows = [item for item in items if isinstance(item, Decoded)]
-    written = iter(await write(broker, topic_log, rows) if rows else [])
+    delivered = await deliver(broker, topic_log, decode_each(entries, V3BatchEntry))
     successes: list[V3BatchSuccess] = []
     failures: list[V3BatchFailure] = []
-    for entry_id, item in zip(ids, items, strict=True):
+    for entry_id, item in zip(ids, delivered, strict=True):
         if isinstance(item, RecordRefused):
             failures.append(
                 V3BatchFailure(id=entry_id, error_code=400, message=status_message(400, str(item)))
             )
             continue
-        outcome = next(written)
+        decoded, outcome = item
         if isinstance(outcome, LakelogError):
             failures.append(
                 V3BatchFailure(
@@ -575,16 +591,7 @@ async def produce_batch(
             )
             continue
         successes.append(
-            V3BatchSuccess(
-                id=entry_id,
-                cluster_id=cluster_id,
-                topic_name=topic_name,
-                partition_id=outcome.partition,
-                offset=outcome.offset,
-                timestamp=rfc3339(outcome.timestamp_ms),
-                key=item.key_info,
-                value=item.value_info,
-            )
+            V3BatchSuccess(id=entry_id, **written_fields(cluster_id, topic_name, decoded, outcome))
         )
     body = V3BatchResponse(successes=successes, failures=failures)
     return JSONResponse(dump(body), status_code=207)

@@ -50,6 +50,7 @@ from server.rest_proxy.v3_models import (
 )
 from server.rest_proxy.v3_records import BrokerDep, V3Failure
 from server.rest_proxy.v3_resources import (
+    V3Urls,
     partition_data,
     replica_data,
     topic_config_data,
@@ -107,6 +108,13 @@ async def partition_count(broker: Broker, topic: str) -> int:
 async def check_partition(broker: Broker, topic: str, partition: int) -> None:
     if partition >= await partition_count(broker, topic):
         raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
+
+
+async def partition_urls(broker: Broker, cluster_id: str, topic: str, partition: int) -> V3Urls:
+    """The cluster's URLs, once the topic is known to have ``partition`` (404 otherwise)."""
+    urls = urls_of(broker, cluster_id)
+    await check_partition(broker, topic, partition)
+    return urls
 
 
 def own_id(broker: Broker) -> int:
@@ -231,8 +239,7 @@ async def list_partitions(cluster_id: str, topic_name: str, broker: BrokerDep) -
 async def get_partition(
     cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    await check_partition(broker, topic_name, partition_id)
+    urls = await partition_urls(broker, cluster_id, topic_name, partition_id)
     return answer(partition_data(urls, topic_name, partition_id, own_id(broker)))
 
 
@@ -244,8 +251,7 @@ async def get_partition(
 async def list_replicas(
     cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    await check_partition(broker, topic_name, partition_id)
+    urls = await partition_urls(broker, cluster_id, topic_name, partition_id)
     data = [replica_data(urls, topic_name, partition_id, own_id(broker))]
     path = ("topics", topic_name, "partitions", partition_id, "replicas")
     return answer(V3ReplicaList(**listing(urls, "KafkaReplicaList", *path), data=data))
@@ -261,8 +267,7 @@ async def get_replica(
     broker_id: int,
     broker: BrokerDep,
 ) -> Response:
-    urls = urls_of(broker, cluster_id)
-    await check_partition(broker, topic_name, partition_id)
+    urls = await partition_urls(broker, cluster_id, topic_name, partition_id)
     if broker_id != own_id(broker):
         raise V3Failure(
             404,
@@ -302,8 +307,7 @@ async def list_topic_reassignments(cluster_id: str, topic_name: str, broker: Bro
 async def get_reassignment(
     cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
 ) -> Response:
-    urls_of(broker, cluster_id)
-    await check_partition(broker, topic_name, partition_id)
+    await partition_urls(broker, cluster_id, topic_name, partition_id)
     raise V3Failure(
         404,
         f"partition {partition_id} of topic {topic_name!r} is not being reassigned "

@@ -8,9 +8,10 @@ this broker re-reads them at once; other brokers follow within
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.errors import InvalidRequestError, SecurityDisabledError
@@ -95,37 +96,42 @@ def _out(bindings: list[AclBinding]) -> AclList:
     return AclList(acls=[AclOut(**b.to_json()) for b in bindings])
 
 
-def acl_filter(
-    resource_type: str | None,
-    resource_name: str | None,
-    pattern_type: str | None,
-    principal: str | None,
-    host: str | None,
-    operation: str | None,
-    permission: str | None,
-) -> AclFilter:
-    """Query parameters as a filter; ``ANY`` (or absence) matches everything."""
+@dataclass(frozen=True)
+class AclQuery:
+    """The query parameters of an ACL search, as sent (absent ones are None)."""
 
-    def given(value: str | None) -> str | None:
-        return None if value is None or value.strip().upper() == "ANY" else value
+    resource_type: str | None = None
+    resource_name: str | None = None
+    pattern_type: str | None = None
+    principal: str | None = None
+    host: str | None = None
+    operation: str | None = None
+    permission: str | None = None
 
-    return AclFilter(
-        resource_type=parse_resource_type(v) if (v := given(resource_type)) else None,
-        resource_name=resource_name,
-        pattern_type=parse_pattern_type(v) if (v := given(pattern_type)) else None,
-        principal=validate_principal(principal) if principal else None,
-        host=host,
-        operation=parse_operation(v) if (v := given(operation)) else None,
-        permission=parse_permission(v) if (v := given(permission)) else None,
-    )
+    def is_empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def acl_filter(self) -> AclFilter:
+        """The parameters as a filter; ``ANY`` (or absence) matches everything."""
+
+        def given(value: str | None) -> str | None:
+            return None if value is None or value.strip().upper() == "ANY" else value
+
+        return AclFilter(
+            resource_type=parse_resource_type(v) if (v := given(self.resource_type)) else None,
+            resource_name=self.resource_name,
+            pattern_type=parse_pattern_type(v) if (v := given(self.pattern_type)) else None,
+            principal=validate_principal(self.principal) if self.principal else None,
+            host=self.host,
+            operation=parse_operation(v) if (v := given(self.operation)) else None,
+            permission=parse_permission(v) if (v := given(self.permission)) else None,
+        )
 
 
 Q = Annotated[str | None, Query()]
 
 
-@router.get("/acls", response_model=AclList, summary="List ACL bindings matching the filter")
-def list_acls(
-    request: Request,
+async def acl_query(
     resource_type: Q = None,
     resource_name: Q = None,
     pattern_type: Q = None,
@@ -133,12 +139,22 @@ def list_acls(
     host: Q = None,
     operation: Q = None,
     permission: Q = None,
-) -> AclList:
-    security = _security(request)
-    security.refresh()
-    chosen = acl_filter(
+) -> AclQuery:
+    """The search parameters, all optional (a coroutine: FastAPI would run a plain ``def``
+    dependency on its thread pool)."""
+    return AclQuery(
         resource_type, resource_name, pattern_type, principal, host, operation, permission
     )
+
+
+AclSearch = Annotated[AclQuery, Depends(acl_query)]
+
+
+@router.get("/acls", response_model=AclList, summary="List ACL bindings matching the filter")
+def list_acls(request: Request, query: AclSearch) -> AclList:
+    security = _security(request)
+    security.refresh()
+    chosen = query.acl_filter()
     return _out(sorted(b for b in security.acls if chosen.matches(b)))
 
 
@@ -152,24 +168,14 @@ def create_acls(body: CreateAclsRequest, request: Request) -> AclList:
 
 
 @router.delete("/acls", response_model=AclList, summary="Delete ACL bindings matching the filter")
-def delete_acls(
-    request: Request,
-    resource_type: Q = None,
-    resource_name: Q = None,
-    pattern_type: Q = None,
-    principal: Q = None,
-    host: Q = None,
-    operation: Q = None,
-    permission: Q = None,
-) -> AclList:
-    given = [resource_type, resource_name, pattern_type, principal, host, operation, permission]
-    if all(v is None for v in given):
+def delete_acls(request: Request, query: AclSearch) -> AclList:
+    if query.is_empty():
         raise InvalidRequestError(
             "deleting ACLs needs at least one filter (resource_type, resource_name, "
             "pattern_type, principal, host, operation, permission)"
         )
     security = _security(request)
-    removed = security.acl_store.remove([acl_filter(*given)])
+    removed = security.acl_store.remove([query.acl_filter()])
     security.refresh()
     return _out(removed)
 

@@ -193,6 +193,42 @@ def test_deny_beats_allow_super_users_and_literal_wildcard(
     assert call(broker, "DELETE", "/v1/topics/new", ADMIN).status_code == 204
 
 
+def test_acl_admin_filters_and_an_unfiltered_delete(
+    start_broker: StartBroker, tmp_path: Path
+) -> None:
+    """``/v1/acls`` selects by any of its seven parameters (``ANY`` matches all); a DELETE
+    that names none is refused and removes nothing."""
+    broker = start_secured(start_broker, RootSpec(str(tmp_path / "root")), tmp_path)
+    add_acls(
+        broker,
+        acl("User:alice", "WRITE", "orders", pattern_type="PREFIXED"),
+        acl("User:bob", "READ", "orders-eu"),
+        acl("User:bob", "READ", "analytics", resource_type="GROUP"),
+    )
+
+    def listed(**params: str) -> list[tuple[str, str, str]]:
+        answer = call(broker, "GET", "/v1/acls", ADMIN, params=params)
+        assert answer.status_code == 200, answer.text
+        return [
+            (a["principal"], a["resource_type"], a["resource_name"]) for a in answer.json()["acls"]
+        ]
+
+    everything = listed()
+    assert len(everything) == 3
+    assert listed(principal="User:bob", resource_type="ANY") == [
+        ("User:bob", "GROUP", "analytics"),
+        ("User:bob", "TOPIC", "orders-eu"),
+    ]
+    assert listed(pattern_type="PREFIXED") == [("User:alice", "TOPIC", "orders")]
+
+    assert_refused(call(broker, "DELETE", "/v1/acls", ADMIN), 400, 42)
+    assert listed() == everything
+    removed = call(broker, "DELETE", "/v1/acls", ADMIN, params={"resource_type": "GROUP"})
+    assert removed.status_code == 200, removed.text
+    assert [a["resource_name"] for a in removed.json()["acls"]] == ["analytics"]
+    assert listed() == [e for e in everything if e[1] != "GROUP"]
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = lakelog_main(list(argv))
     out, err = capsys.readouterr()

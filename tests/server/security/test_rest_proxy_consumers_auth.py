@@ -83,10 +83,12 @@ def test_instances_act_as_and_answer_only_their_creator(
         commit_all = http.post(f"{base}/offsets", headers={**alice, "Content-Type": V2})
         assert commit_all.status_code == 200, commit_all.text
 
-        # bob may read the group, but alice's instance is not his to drive
+        # bob may read the group, but alice's instance is not his to drive; that is said
+        # before his body is read (an empty one here)
         for answer in (
             http.get(f"{base}/records", headers={**key("User:bob"), "Accept": BINARY}),
             http.get(f"{base}/assignments", headers=key("User:bob")),
+            http.post(f"{base}/subscription", headers={**key("User:bob"), "Content-Type": V2}),
             http.delete(base, headers=key("User:bob")),
         ):
             assert answer.status_code == 403, answer.text
