@@ -12,11 +12,12 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from benchmarks import bench_brokers
+from benchmarks import bench_brokers, plots
 from benchmarks.bench_brokers import Snapshot, count_commits, spread, topic_counter, verify_topic
 from lakelog.testing.brokers import LOOPBACK
 from lakelog.testing.proxy import TcpProxy
@@ -163,3 +164,37 @@ def test_proxy_counts_and_delays_each_request_once(
     assert proxy.counts == {rb"^GET /counted ": 2, rb"^GET /missing ": 1}
     assert proxy.answers == {(rb"^GET /counted ", 200): 2, (rb"^GET /missing ", 404): 1}
     assert elapsed >= 4 * 0.05  # a lower bound: every request waited at least the delay
+
+
+def test_broker_figures_are_drawn_against_the_broker_count(tmp_path: Path) -> None:
+    def result(brokers: int, unit: str, value: float, **extra: object) -> dict[str, object]:
+        return {
+            "suite": "brokers",
+            "benchmark": "commit-bound",
+            "variant": f"{brokers} brokers",
+            "metric": unit,
+            "unit": unit,
+            "value": value,
+            "baselines": {bench_brokers.OWN: 2 * value},
+            "params": {"brokers": brokers, "records_per_request": 10, **extra},
+        }
+
+    results = [
+        *(result(n, "records/s", 100.0 * n) for n in (1, 2, 3)),
+        *(result(n, "commits/s", 10.0) for n in (1, 2, 3)),
+        result(3, "x", 3.0, versus_brokers=1),
+    ]
+    panels = plots.broker_points(results)
+    assert panels == {
+        "brokers: commit-bound [records/s]": {
+            "lakelog": [(1.0, 100.0), (2.0, 200.0), (3.0, 300.0)],
+            bench_brokers.OWN: [(1.0, 200.0), (2.0, 400.0), (3.0, 600.0)],
+        },
+        "brokers: commit-bound [commits/s]": {
+            "lakelog": [(1.0, 10.0), (2.0, 10.0), (3.0, 10.0)],
+            bench_brokers.OWN: [(1.0, 20.0), (2.0, 20.0), (3.0, 20.0)],
+        },
+    }
+    assert plots.throughput_points(results) == {}  # not drawn against the request size too
+    drawn = plots.plot_broker_scaling(results, tmp_path / "brokers.png", "tiny")
+    assert drawn is not None and drawn.stat().st_size > 0
