@@ -149,7 +149,7 @@ CONFIGS: dict[str, BrokersBenchConfig] = {
         duration_s=0.6,
         distinct_bodies=2,
     ),
-    "small": BrokersBenchConfig(),
+    "small": BrokersBenchConfig(warmup_s=2.0, duration_s=8.0),
     "large": BrokersBenchConfig(warmup_s=3.0, duration_s=20.0),
 }
 
