@@ -41,6 +41,7 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -49,8 +50,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from benchmarks.broker_admin import broker_metrics, create_topic
-from benchmarks.broker_load import LoadResult, ProduceLoad, body_values, ready, run_produce
+from benchmarks.broker_admin import create_topic, metric_families, parse_metrics
+from benchmarks.broker_load import (
+    LoadResult,
+    ProduceLoad,
+    body_values,
+    call,
+    ready,
+    run_produce,
+)
 from benchmarks.broker_load import target_of as load_target
 from benchmarks.common import (
     Progress,
@@ -145,8 +153,8 @@ CONFIGS: dict[str, BrokersBenchConfig] = {
             Regime("commit-bound", True, 10, 6, store_delay_ms=50.0, min_scaling=2.5),
             Regime("cpu-bound", False, 200, 3, max_p99_ratio=1.2),
         ),
-        warmup_s=0.3,
-        duration_s=0.6,
+        warmup_s=1.0,
+        duration_s=1.0,
         distinct_bodies=2,
     ),
     "small": BrokersBenchConfig(warmup_s=2.0, duration_s=8.0),
@@ -173,7 +181,8 @@ def open_store(regime: Regime, workdir: Path) -> Iterator[Store]:
     """A fresh local root, or a bucket of a new moto server behind a delaying proxy."""
     if not regime.s3:
         root = workdir / f"root-{regime.key}"
-        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
         yield Store(str(root))
         return
     moto: MotoServer = start_moto(workdir)
@@ -206,16 +215,22 @@ def commit_put(topic: str) -> bytes:
 # -- counters ----------------------------------------------------------------
 
 
-def topic_counter(metrics: Mapping[str, float], name: str, topic: str) -> float | None:
-    """The samples of ``name`` labelled ``topic``, summed; 0 if none; None if ``name`` is absent."""
+def topic_counter(metrics: Mapping[str, float], name: str, topic: str) -> float:
+    """The samples of ``name`` labelled ``topic``, summed (0 if there is none)."""
     label = f'topic="{topic}"'
-    found = None
-    for key, value in metrics.items():
-        if key == name or key.startswith(name + "{"):
-            found = found or 0.0
-            if label in key:
-                found += value
-    return found
+    return sum(
+        value
+        for key, value in metrics.items()
+        if (key == name or key.startswith(name + "{")) and label in key
+    )
+
+
+def exposes(snap: Snapshot, name: str) -> bool:
+    """Whether any broker declares the family of sample ``name`` (or has a sample of it)."""
+    family = name.removesuffix("_total").removesuffix("_count")
+    return family in snap.families or any(
+        key == name or key.startswith(name + "{") for m in snap.metrics for key in m
+    )
 
 
 #: How an S3-protocol store refuses a conditional PUT of an object that exists.
@@ -233,16 +248,20 @@ class Snapshot:
     metrics: tuple[dict[str, float], ...]
     refused: dict[bytes, int]
     at: float
+    #: Metric families any broker declares (see ``broker_admin.metric_families``).
+    families: frozenset[str] = frozenset()
 
 
 def snapshot(brokers: Sequence[ServerProcess], proxy: TcpProxy | None) -> Snapshot:
-    metrics = tuple(broker_metrics(b) for b in brokers)
+    texts = [call(load_target(b), "GET", "/metrics").decode() for b in brokers]
+    metrics = tuple(parse_metrics(t) for t in texts)
+    families = frozenset(f for t in texts for f in metric_families(t))
     refused: dict[bytes, int] = {}
     if proxy is not None:
         answers = dict(proxy.answers)
         for pattern in list(proxy.counts):
             refused[pattern] = sum(answers.get((pattern, status), 0) for status in REFUSED)
-    return Snapshot(metrics, refused, time.monotonic())
+    return Snapshot(metrics, refused, time.monotonic(), families)
 
 
 @dataclass(frozen=True)
@@ -257,14 +276,14 @@ class Commits:
 
 def count_commits(before: Snapshot, after: Snapshot, topics: Sequence[str]) -> Commits:
     def total(name: str) -> float | None:
-        sums = []
-        for b, a in zip(before.metrics, after.metrics, strict=True):
-            for topic in topics:
-                end = topic_counter(a, name, topic)
-                if end is None:
-                    return None
-                sums.append(end - (topic_counter(b, name, topic) or 0.0))
-        return sum(sums)
+        """Summed over brokers and topics; None if no broker exposes ``name``."""
+        if not exposes(after, name):
+            return None
+        return sum(
+            topic_counter(a, name, topic) - topic_counter(b, name, topic)
+            for b, a in zip(before.metrics, after.metrics, strict=True)
+            for topic in topics
+        )
 
     commits = total(TOPIC_COMMITS)
     commits_source = TOPIC_COMMITS

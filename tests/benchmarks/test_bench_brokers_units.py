@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from benchmarks import bench_brokers, plots
+from benchmarks import bench_brokers, broker_admin, plots
 from benchmarks.bench_brokers import Snapshot, count_commits, spread, topic_counter, verify_topic
 from lakelog.testing.brokers import LOOPBACK
 from lakelog.testing.proxy import TcpProxy
@@ -71,7 +71,7 @@ def test_topic_counters_and_their_fallbacks() -> None:
     }
     assert topic_counter(metrics, bench_brokers.COMMIT_HISTOGRAM, "hot") == 7.0
     assert topic_counter(metrics, bench_brokers.COMMIT_HISTOGRAM, "new") == 0.0
-    assert topic_counter(metrics, bench_brokers.TOPIC_COMMITS, "hot") is None
+    assert topic_counter(metrics, bench_brokers.TOPIC_COMMITS, "hot") == 0.0
 
     put = bench_brokers.commit_put("hot")
     before = Snapshot(({'lakelog_commit_seconds_count{topic="hot"}': 1.0}, {}), {put: 1}, 0.0)
@@ -98,6 +98,23 @@ def test_topic_counters_and_their_fallbacks() -> None:
 
     local = count_commits(Snapshot(({},), {}, 0.0), Snapshot((metrics,), {}, 1.0), ["hot"])
     assert local.commits == 7.0 and local.races_source.startswith("not measured")
+
+    # Declared but never incremented (no race yet): zero, not "not exposed".
+    declared = frozenset({"lakelog_topic_commits", "lakelog_topic_commit_races_lost"})
+    quiet_races = count_commits(
+        Snapshot(({},), {}, 0.0),
+        Snapshot(({'lakelog_topic_commits_total{topic="hot"}': 2.0},), {}, 1.0, declared),
+        ["hot"],
+    )
+    assert (quiet_races.commits, quiet_races.lost_races) == (2.0, 0.0)
+    assert quiet_races.races_source == bench_brokers.TOPIC_RACES
+
+    # A broker that has not committed yet counts zero beside one that has.
+    two = count_commits(Snapshot(({}, {}), {}, 0.0), Snapshot((metrics, {}), {}, 1.0), ["hot"])
+    assert two.commits == 7.0
+
+    text = "# HELP lakelog_topic_commits c\n# TYPE lakelog_topic_commits counter\nx_total 1\n"
+    assert broker_admin.metric_families(text) == {"lakelog_topic_commits"}
 
 
 def test_commit_put_matches_only_the_topics_log_versions() -> None:
