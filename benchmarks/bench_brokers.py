@@ -209,7 +209,10 @@ def open_store(regime: Regime, workdir: Path) -> Iterator[Store]:
 
 def commit_put(topic: str) -> bytes:
     """The request line of a commit (a ``_delta_log`` version PUT) of ``topic``."""
-    return rb"^PUT \S*/topics/" + re.escape(topic.encode()) + rb"/_delta_log/\d+\.json[ ?]"
+    # A topic's table lives at topics/<name>/<table id>/ (the id tells apart a topic
+    # deleted and created again under the same name).
+    name = re.escape(topic.encode())
+    return rb"^PUT \S*/topics/" + name + rb"/(?:[^/ ]+/)?_delta_log/\d+\.json[ ?]"
 
 
 # -- counters ----------------------------------------------------------------
