@@ -39,6 +39,7 @@ from benchmarks.common import (
 SUITES: dict[str, str] = {
     "log": "benchmarks.bench_log",
     "broker": "benchmarks.bench_broker",
+    "brokers": "benchmarks.bench_brokers",
     "connector": "benchmarks.bench_connector",
     "soak": "benchmarks.bench_soak",
     "groups": "benchmarks.bench_groups",

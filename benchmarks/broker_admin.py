@@ -41,6 +41,19 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
+def metric_families(text: str) -> set[str]:
+    """The metric families Prometheus text declares (``# TYPE`` lines), with or without samples.
+
+    A labelled counter nothing has incremented yet has no sample, only its
+    declaration: this tells "zero" from "not exposed by this broker".
+    """
+    return {
+        parts[2]
+        for line in text.splitlines()
+        if len(parts := line.split()) >= 4 and parts[:2] == ["#", "TYPE"]
+    }
+
+
 def broker_metrics(broker: ServerProcess) -> dict[str, float]:
     return parse_metrics(call(target_of(broker), "GET", "/metrics").decode())
 

@@ -149,6 +149,8 @@ class ProduceLoad:
     duration_s: float
     rate: float | None = None
     stamp: bool = False
+    #: keep what every acknowledgement said (``LoadResult.acknowledged``), to check the log later
+    keep_offsets: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,8 +205,12 @@ class LoadResult:
     server_loop_cores: float = math.nan
     client_cores: float = math.nan
     other_cores: float = math.nan  # the rest of the machine (other processes)
+    #: With ``keep_offsets``: every acknowledged request, warm-up included, as
+    #: (body index, partition, first offset, records); its offsets are consecutive.
+    acknowledged: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     def merge(self, other: LoadResult) -> None:
+        self.acknowledged += other.acknowledged
         self.requests += other.requests
         self.records += other.records
         self.bytes += other.bytes
@@ -272,13 +278,19 @@ def exchange(
     return response.status, data, response
 
 
-def produce_bodies(load: ProduceLoad) -> list[bytes]:
+def body_values(load: ProduceLoad) -> list[pa.Array]:
+    """The values of each distinct body of ``load`` (the same in every process: seeded)."""
     rng = np.random.default_rng(load.seed)
-    encode = json_body if load.fmt == "json" else arrow_body
     return [
-        encode(make_values(load.records, load.value_bytes, rng, load.stamp), i % load.partitions)
-        for i in range(load.distinct_bodies)
+        make_values(load.records, load.value_bytes, rng, load.stamp)
+        for _ in range(load.distinct_bodies)
     ]
+
+
+def produce_bodies(load: ProduceLoad) -> list[bytes]:
+    """Body ``i`` sends ``body_values(load)[i]``, every record to partition ``i % partitions``."""
+    encode = json_body if load.fmt == "json" else arrow_body
+    return [encode(values, i % load.partitions) for i, values in enumerate(body_values(load))]
 
 
 def run_produce(load: ProduceLoad) -> LoadResult:
@@ -294,11 +306,17 @@ def run_produce(load: ProduceLoad) -> LoadResult:
     counter = iter(range(2**62))
 
     def account(
-        part: LoadResult, status: int, data: bytes, counted: bool, ms: float | None
+        part: LoadResult, status: int, data: bytes, counted: bool, ms: float | None, body: int
     ) -> None:
         if status != 200:
             part.errors.append(f"HTTP {status}: {data[:300]!r}")
             return
+        if load.keep_offsets:
+            try:
+                part.acknowledged.append(acknowledged_range(body, data))
+            except (ValueError, KeyError, IndexError) as exc:
+                part.errors.append(f"unusable acknowledgement: {exc}")
+                return
         if counted:
             part.requests += 1
             part.records += load.records
@@ -311,15 +329,14 @@ def run_produce(load: ProduceLoad) -> LoadResult:
         try:
             _sleep_until(load.start_at)
             while (started := time.monotonic()) < end and len(part.errors) < 3:
-                status, data, _ = exchange(
-                    conn, "POST", load.path, bodies[i % len(bodies)], content_type
-                )
+                body = i % len(bodies)
+                status, data, _ = exchange(conn, "POST", load.path, bodies[body], content_type)
                 i += 1
                 done = time.monotonic()
                 # throughput: every answer within the window; latency: requests sent in it too
                 counted = begin <= done <= end
                 ms = (done - started) * 1e3 if counted and started >= begin else None
-                account(part, status, data, counted, ms)
+                account(part, status, data, counted, ms, body)
         finally:
             conn.close()
 
@@ -341,7 +358,7 @@ def run_produce(load: ProduceLoad) -> LoadResult:
                 status, data, _ = exchange(conn, "POST", load.path, body, content_type)
                 # every request due within the window, timed from when it was due
                 ms = (time.monotonic() - due) * 1e3 if due >= begin else None
-                account(part, status, data, due >= begin, ms)
+                account(part, status, data, due >= begin, ms, k % len(bodies))
         finally:
             conn.close()
 
@@ -366,6 +383,21 @@ def run_produce(load: ProduceLoad) -> LoadResult:
         last = math.ceil((end - load.start_at) * load.rate)
         total.scheduled = last - first
     return total
+
+
+def acknowledged_range(body: int, answer: bytes) -> tuple[int, int, int, int]:
+    """(body, partition, first offset, records) of a produce answer whose offsets are consecutive.
+
+    Every body sends all its records to one partition, so one commit gives them
+    consecutive offsets; anything else is a broken acknowledgement.
+    """
+    records = json.loads(answer)["records"]
+    partitions = {r["partition"] for r in records}
+    offsets = [r["offset"] for r in records]
+    first = offsets[0]
+    if len(partitions) != 1 or offsets != list(range(first, first + len(offsets))):
+        raise ValueError(f"acknowledged offsets are not one consecutive run: {answer[:300]!r}")
+    return body, partitions.pop(), first, len(offsets)
 
 
 def consume_head(load: HeadConsume) -> LoadResult:

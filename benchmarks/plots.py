@@ -39,6 +39,12 @@ SHAPE_KEYS = ("format", "partitions")
 
 _PERCENTILE = re.compile(r"(?:^|\s)p(\d+(?:\.\d+)?)$")
 
+#: The parameter of a figure measured with several broker processes: how many served it.
+BROKERS_KEY = "brokers"
+
+#: Units of the figures drawn against the number of brokers.
+BROKER_UNITS = ("records/s", "commits/s")
+
 #: Parameters describing a compaction workload's size, tried in this order as the x axis.
 SCALE_KEYS = (
     "records",
@@ -92,8 +98,8 @@ def throughput_points(
     panels: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         found = batch_size(r)
-        if r.get("unit") != "records/s" or found is None:
-            continue
+        if r.get("unit") != "records/s" or found is None or BROKERS_KEY in r.get("params", {}):
+            continue  # figures measured per broker count are drawn against it (broker_points)
         key, x = found
         panel = f"{r['suite']}: {r['benchmark']} (x = {key})"
         shape = _series_label(r)
@@ -158,6 +164,30 @@ def scaling_points(
                 s: sorted(p) for s, p in series.items()
             }
     return panels
+
+
+def broker_points(results: Iterable[ResultDict]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """``{panel: {series: [(brokers, value)]}}``: records/s and commits/s per broker count.
+
+    A panel is one benchmark and unit (a regime of the multi-broker suite);
+    series are lakelog and each baseline. Ratios between broker counts have no
+    single broker count and are left out.
+    """
+    panels: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        params = r.get("params", {})
+        x = _numeric(params.get(BROKERS_KEY))
+        unit = r.get("unit")
+        if x is None or unit not in BROKER_UNITS or "versus_brokers" in params:
+            continue
+        contenders = {"lakelog": r.get("value"), **r.get("baselines", {})}
+        for name, value in contenders.items():
+            y = _numeric(value)
+            if y is not None and y > 0:
+                panels[f"{r['suite']}: {_shorten(str(r['benchmark']), 90)} [{unit}]"][name].append(
+                    (x, y)
+                )
+    return {p: {s: sorted(pts) for s, pts in series.items()} for p, series in panels.items()}
 
 
 def _varying_key(results: Sequence[ResultDict]) -> str | None:
@@ -278,3 +308,11 @@ def plot_compaction_scaling(results: Sequence[ResultDict], path: Path, size: str
     if not panels:
         return None
     return _line_panels(panels, path, f"Compaction scaling ({size})", "workload size", None)
+
+
+def plot_broker_scaling(results: Sequence[ResultDict], path: Path, size: str) -> Path | None:
+    """Records/s and commits/s against the number of brokers, lakelog next to its baselines."""
+    panels = broker_points(results)
+    if not panels:
+        return None
+    return _line_panels(panels, path, f"Scaling with brokers ({size})", "brokers", None)

@@ -176,6 +176,7 @@ def draw(run: SizeRun, results: Sequence[Mapping[str, object]], img_dir: Path) -
         "throughput": plots.plot_throughput,
         "latency": plots.plot_latency,
         "compaction": plots.plot_compaction_scaling,
+        "brokers": plots.plot_broker_scaling,
     }
     for name, plot in figures.items():
         path = plot(results, img_dir / f"perf-{run.size}-{name}.png", run.size)
@@ -190,6 +191,8 @@ FIGURE_TEXT = {
     "lakelog next to the baselines measured in the same run (log scales).",
     "latency": "Latency percentiles in milliseconds, lakelog next to its baselines (log scale).",
     "compaction": "Compaction measurements against the workload size that varies.",
+    "brokers": "Records/s and commits/s against the number of broker processes on one root: "
+    "lakelog is one hot topic, the baseline one topic per broker (log scales).",
 }
 
 MISSING_FIGURE = {
@@ -197,6 +200,7 @@ MISSING_FIGURE = {
     "latency": "no result in this run is a latency percentile.",
     "compaction": "no suite named `compaction` is registered in `benchmarks/__main__.py` yet, "
     "or it measured a single size only.",
+    "brokers": "no result in this run was measured per number of brokers.",
 }
 
 

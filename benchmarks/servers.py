@@ -28,15 +28,23 @@ def project_env() -> dict[str, str]:
 
 
 def start_broker(
-    root: Path, log_dir: Path, settings: Mapping[str, object] | None = None, name: str = "broker"
+    root: Path | str,
+    log_dir: Path,
+    settings: Mapping[str, object] | None = None,
+    name: str = "broker",
+    env: Mapping[str, str] | None = None,
 ) -> ServerProcess:
-    """A broker over the local ``root``; ``settings`` by name, as ``linger_ms=5``."""
+    """A broker over ``root`` (a local path or a URL); ``settings`` by name, as ``linger_ms=5``.
+
+    ``env`` adds variables to the project environment (an S3 store's endpoint
+    and credentials, say).
+    """
     return start_broker_process(
         str(root),
         log_dir,
         {"host": LOOPBACK, "log_level": "warning", **(settings or {})},
         name=name,
-        env=project_env(),
+        env={**project_env(), **(env or {})},
         cwd=PROJECT,
     )
 

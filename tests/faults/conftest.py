@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from lakelog.storage import S3Settings
-from tests.faults.proxy import TcpProxy
+from lakelog.testing.proxy import TcpProxy
 from tests.fixtures.roots import RootSpec
 
 

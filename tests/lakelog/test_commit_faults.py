@@ -20,7 +20,7 @@ from lakelog import Catalog, Record, TopicLog
 from lakelog.errors import AmbiguousCommitError, KafkaStorageError
 from lakelog.storage import S3Settings
 from lakelog.storage.local import LocalStorage
-from tests.faults.proxy import TcpProxy
+from lakelog.testing.proxy import TcpProxy
 
 
 class FlakyCommits(LocalStorage):

@@ -1,10 +1,17 @@
-"""A small TCP proxy between a broker and the object store, to cut or slow the store.
+"""A small TCP proxy between brokers and the object store, to cut, slow or watch the store.
+
+Fault tests use it to cut the store and lose answers; benchmarks use it to
+give a local S3-protocol server the round-trip time of a real one
+(``request_delay_s``) and to count requests on the wire (``count_requests``).
 
 Stopping the proxy closes its listening socket and every open connection, so the
 broker sees what it would see when the store is down (connection refused and
 reset); starting it again listens on the same port, so the broker reconnects
 without being told anything. ``latency_s`` delays every chunk forwarded in
-either direction, which is how "slow storage" is injected. moto keeps its
+either direction, which is how "slow storage" is injected; ``request_delay_s``
+delays only the first chunk of each HTTP request (a chunk that starts with a
+request line), so every request pays that delay once, whatever its size, as
+the round trip to a distant store would. moto keeps its
 objects in memory, so the store itself is never restarted: its data survive
 the outage exactly as a real store's would.
 
@@ -24,7 +31,11 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+
+#: The start of an HTTP/1.x request: method, target, version.
+REQUEST_LINE = re.compile(rb"^[A-Z]+ \S+ HTTP/1\.[01]\r\n")
 
 
 def _reset(sock: socket.socket) -> None:
@@ -51,6 +62,8 @@ class _Connection:
     dropping: bytes | None = None
     #: The last bytes the client sent, to find a request line split between two reads.
     recent: bytes = field(default=b"")
+    #: The ``count_requests`` patterns the request waiting for its answer matched.
+    counted: list[bytes] = field(default_factory=list)
 
 
 class TcpProxy:
@@ -59,6 +72,13 @@ class TcpProxy:
     def __init__(self, target_host: str, target_port: int, port: int = 0) -> None:
         self.target = (target_host, target_port)
         self.latency_s = 0.0
+        #: Added once to each request from the client (see the module docstring).
+        self.request_delay_s = 0.0
+        #: Requests whose request line matched a pattern of ``count_requests``, per pattern.
+        self.counts: Counter[bytes] = Counter()
+        #: Answers to those requests, per (pattern, HTTP status).
+        self.answers: Counter[tuple[bytes, int]] = Counter()
+        self._counted: list[re.Pattern[bytes]] = []
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -79,6 +99,17 @@ class TcpProxy:
         with self._lock:
             self._drop_pattern = re.compile(pattern)
             self._stop_after_drop = then_stop
+
+    def count_requests(self, pattern: bytes) -> None:
+        """Count from now on the requests whose request line matches ``pattern``.
+
+        ``counts[pattern]`` counts the requests, ``answers[(pattern, status)]``
+        their final answers (one request at a time per connection, as HTTP/1.1
+        clients without pipelining send them).
+        """
+        with self._lock:
+            self._counted.append(re.compile(pattern))
+            self.counts[pattern] += 0
 
     def start(self) -> None:
         listener = socket.socket()
@@ -134,11 +165,19 @@ class TcpProxy:
                 if self.latency_s:
                     time.sleep(self.latency_s)
                 if src is connection.client:
+                    if REQUEST_LINE.match(data):
+                        connection.counted = self._count(data)
+                        if self.request_delay_s:
+                            time.sleep(self.request_delay_s)
                     # Armed before the request is forwarded, so before its answer can come.
                     self._arm(connection, data)
-                elif connection.dropping is not None and not data.startswith(b"HTTP/1.1 100"):
-                    self._drop(connection)
-                    break
+                else:
+                    final = data.startswith(b"HTTP/1.") and data[9:12] != b"100"
+                    if connection.counted and final:
+                        self._answered(connection, data)
+                    if connection.dropping is not None and not data.startswith(b"HTTP/1.1 100"):
+                        self._drop(connection)
+                        break
                 dst.sendall(data)
         except OSError:
             pass  # the other side (or stop()) closed the connection: the pipe is done
@@ -148,6 +187,28 @@ class TcpProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 with self._lock:
                     self._sockets.discard(sock)
+
+    def _count(self, data: bytes) -> list[bytes]:
+        """Count a request by the patterns its request line matches; returns those patterns."""
+        line = data.split(b"\r\n", 1)[0]
+        matched = []
+        with self._lock:
+            for pattern in self._counted:
+                if pattern.search(line):
+                    self.counts[pattern.pattern] += 1
+                    matched.append(pattern.pattern)
+        return matched
+
+    def _answered(self, connection: _Connection, data: bytes) -> None:
+        """Count the final answer (status line) to a counted request."""
+        try:
+            status = int(data[9:12])
+        except ValueError:
+            status = 0  # not a status line we understand: counted apart
+        with self._lock:
+            for pattern in connection.counted:
+                self.answers[(pattern, status)] += 1
+        connection.counted = []
 
     def _arm(self, connection: _Connection, data: bytes) -> None:
         """Mark the connection if ``data`` starts the request whose answer is to be dropped."""

@@ -1,0 +1,105 @@
+"""A real S3-protocol server (moto's standalone ``moto_server``) on a free loopback port.
+
+Tests and benchmarks need an object store that speaks the S3 protocol,
+conditional PUTs included, without a cloud account. ``moto_server`` is
+installed by the ``test`` extra (``pip install "lakelog[test]"``); this
+module imports nothing of moto, it runs the command next to the interpreter.
+moto keeps objects in memory and checks no signatures, so a bucket is made
+with one plain PUT and the credentials are any non-empty strings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from lakelog.testing.brokers import LOOPBACK, free_port, wait_for
+
+#: What every client of the server passes as credentials and region.
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+}
+
+
+@dataclass
+class MotoServer:
+    """A running ``moto_server``; ``endpoint`` is its ``http://127.0.0.1:<port>``."""
+
+    endpoint: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def create_bucket(self, prefix: str = "lakelog") -> str:
+        """A new, empty bucket; returns its name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        answer = httpx.put(f"{self.endpoint}/{name}", timeout=30)
+        if answer.status_code != 200:
+            raise RuntimeError(f"creating bucket {name} answered {answer.status_code}")
+        return name
+
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """Variables that send a subprocess's S3 clients to ``endpoint`` (default: this server)."""
+        return {"AWS_ENDPOINT_URL": endpoint or self.endpoint, **CREDENTIALS}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_moto(log_dir: Path, timeout_s: float = 30.0) -> MotoServer:
+    """Start ``moto_server`` on a free loopback port; return once it accepts connections."""
+    port = free_port()
+    log_path = log_dir / f"moto-{port}.log"
+    command = Path(sys.executable).with_name("moto_server")
+    if not command.exists():
+        raise RuntimeError(
+            f"{command} not found: the S3-protocol server comes with the test extra "
+            '(pip install "lakelog[test]")'
+        )
+    with log_path.open("wb") as out:
+        process = subprocess.Popen(
+            [str(command), "-H", LOOPBACK, "-p", str(port)], stdout=out, stderr=out
+        )
+    server = MotoServer(f"http://{LOOPBACK}:{port}", port, process, log_path)
+
+    def accepting() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"moto_server exited with code {process.returncode}")
+        try:
+            with socket.create_connection((LOOPBACK, port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(accepting, f"moto_server on port {port} to accept connections", timeout_s)
+    except RuntimeError as exc:
+        server.stop()
+        raise RuntimeError(f"{exc}; its log:\n{log_path.read_text()}") from None
+    return server
+
+
+@contextlib.contextmanager
+def running_moto(log_dir: Path) -> Iterator[MotoServer]:
+    """``start_moto`` for a ``with`` block: the server is stopped on exit."""
+    server = start_moto(log_dir)
+    try:
+        yield server
+    finally:
+        server.stop()
