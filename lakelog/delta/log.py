@@ -38,6 +38,9 @@ LOG_DIR = "_delta_log"
 #: Log cleanup only removes commits older than the log retention (30 days by
 #: default), so a reader needs to look for it rarely, not on every poll.
 CLEANUP_CHECK_INTERVAL_S = 60.0
+#: Most commits fetched in one round trip while catching up: a reader one
+#: round trip behind a busy writer still gains on it (the window doubles from 1).
+MAX_READ_AHEAD = 64
 
 
 def commit_file(version: int) -> str:
@@ -63,6 +66,23 @@ class DeltaLog:
             return None
         except OSError as exc:
             raise KafkaStorageError(f"cannot read Delta commit {version}: {exc}") from exc
+        return self._decode(version, data)
+
+    def read_commits(self, versions: range) -> list[list[Action] | None]:
+        """The actions of several versions, fetched together; None for each missing one."""
+        paths = [join(self.log_path, commit_file(v)) for v in versions]
+        try:
+            found = self.storage.read_many(paths)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"cannot read Delta commits {versions.start}-{versions.stop - 1}: {exc}"
+            ) from exc
+        return [
+            None if data is None else self._decode(v, data)
+            for v, data in zip(versions, found, strict=True)
+        ]
+
+    def _decode(self, version: int, data: bytes) -> list[Action]:
         try:
             return decode_commit(data)
         except (ValueError, KeyError) as exc:
@@ -92,11 +112,19 @@ class DeltaLog:
         the state is at the latest version, past ``until`` perhaps).
         """
         applied: list[tuple[int, list[Action]]] = []
+        window = 1  # the usual case, nothing or one commit new, costs one round trip as ever
         while until is None or state.version < until:
-            actions = self.read_commit(state.version + 1)
-            if actions is None:
-                break
-            applied.append((state.version + 1, state.apply(state.version + 1, actions)))
+            first = state.version + 1
+            last = first + window - 1 if until is None else min(first + window - 1, until)
+            versions = range(first, last + 1)
+            for version, actions in zip(versions, self.read_commits(versions), strict=True):
+                if actions is None:
+                    break
+                applied.append((version, state.apply(version, actions)))
+            else:
+                window = min(window * 2, MAX_READ_AHEAD)
+                continue
+            break
         if not applied and self._cleaned_up_past(state):
             state.__dict__.update(self.load().__dict__)
             return [], True

@@ -61,6 +61,21 @@ class Storage(abc.ABC):
     def read_bytes(self, path: str) -> bytes:
         """The whole object. Raises ``FileNotFoundError`` if it does not exist."""
 
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        """Several whole objects, in order; None for each one that does not exist.
+
+        Stores with a round trip per request fetch them all at once: a reader
+        following a busy table's log one object at a time falls behind for
+        good as soon as commits come faster than one round trip.
+        """
+        found: list[bytes | None] = []
+        for path in paths:
+            try:
+                found.append(self.read_bytes(path))
+            except FileNotFoundError:
+                found.append(None)
+        return found
+
     @abc.abstractmethod
     def put(self, path: str, data: bytes) -> None:
         """Write (or replace) an object atomically and durably: readers see all or nothing."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import fsspec
@@ -61,6 +61,32 @@ class FsspecStorage(Storage):
             data = self.fs.cat_file(self._abs(path))
         assert isinstance(data, bytes)
         return data
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        if not paths:
+            return []
+        with _store_errors():
+            fetched = self.fs.cat([self._abs(p) for p in paths], on_error="return")
+            by_path = {self._rel(key): value for key, value in fetched.items()}
+            found: list[bytes | None] = []
+            for path in paths:
+                key = check_relative_path(path)
+                if key not in by_path:  # named differently by the filesystem: ask for it alone
+                    by_path[key] = self._read_or_error(path)
+                value = by_path[key]
+                if isinstance(value, FileNotFoundError):
+                    found.append(None)
+                elif isinstance(value, BaseException):
+                    raise value
+                else:
+                    found.append(value)
+        return found
+
+    def _read_or_error(self, path: str) -> bytes | BaseException:
+        try:
+            return self.read_bytes(path)
+        except FileNotFoundError as exc:
+            return exc
 
     def put(self, path: str, data: bytes) -> None:
         with _store_errors():

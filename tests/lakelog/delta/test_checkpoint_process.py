@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -95,6 +96,12 @@ def test_a_killed_helper_is_started_again_for_the_next_checkpoint(
 ) -> None:
     log, first = _checkpointed_once(make_catalog, helper)
     os.kill(first, signal.SIGKILL)
+    # Dead, not dying: a helper still exiting takes the next request and breaks the
+    # exchange instead, which is reported as a failed checkpoint and not as a restart.
+    deadline = time.monotonic() + 30
+    while helper.pid is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helper.pid is None, "the killed helper did not exit"
     with caplog.at_level(logging.WARNING, logger="lakelog.delta.checkpoint_process"):
         _append(log, INTERVAL)
         assert helper.wait_idle()

@@ -152,6 +152,14 @@ def test_put_then_read_round_trip(backend: Backend, size: int) -> None:
     assert storage.list_dir("a/b") == [FileInfo("a/b/object.bin", size)]
 
 
+def test_read_many_answers_in_order_with_none_for_missing(backend: Backend) -> None:
+    storage = backend.storage
+    storage.put("m/1", b"one")
+    storage.put("m/3", b"three")
+    assert storage.read_many(["m/3", "m/2", "m/1", "m"]) == [b"three", None, b"one", None]
+    assert storage.read_many([]) == []
+
+
 def test_put_replaces(backend: Backend) -> None:
     storage = backend.storage
     storage.put("p/obj", b"a much longer first version")
