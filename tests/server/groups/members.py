@@ -111,10 +111,20 @@ class Member:
         )
 
 
-def rejoin_all(members: list[Member]) -> list[dict[str, Any]]:
-    """Every member rejoins at once (as clients do after REBALANCE_IN_PROGRESS)."""
-    futures = [m.join_async() for m in members]
-    return [f.result(timeout=120) for f in futures]
+def rejoin_all(members: list[Member], attempts: int = 5) -> list[dict[str, Any]]:
+    """Every member rejoins at once (as clients do after REBALANCE_IN_PROGRESS).
+
+    Again, as clients do, until all are in one generation: on a slow machine one
+    member's join may complete a generation alone, and the other's join then
+    starts the next one, which the first would only learn of at its next heartbeat.
+    """
+    for _ in range(attempts):
+        futures = [m.join_async() for m in members]
+        answers = [f.result(timeout=120) for f in futures]
+        if len({m.generation_id for m in members}) == 1:
+            return answers
+    generations = [m.generation_id for m in members]
+    raise AssertionError(f"members never shared a generation: {generations}")
 
 
 def fetch_offsets(url: str, group: str) -> dict[tuple[str, int], int]:
