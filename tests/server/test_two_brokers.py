@@ -13,33 +13,17 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import httpx
 
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
+from tests.server.topic_metrics import read_partition
 
 PARTITIONS = 3
 THREADS_PER_BROKER = 3
 REQUESTS_PER_THREAD = 8
 RECORDS_PER_REQUEST = 4
-
-
-def read_partition(http: httpx.Client, topic: str, partition: int) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    offset = 0
-    while True:
-        response = http.get(
-            f"/v1/topics/{topic}/partitions/{partition}/records",
-            params={"offset": offset, "max_records": 50},
-        )
-        assert response.status_code == 200, response.text
-        got = response.json()
-        records += got["records"]
-        if got["next_offset"] >= got["high_watermark"]:
-            return records
-        offset = got["next_offset"]
 
 
 def test_two_brokers_on_one_root(
@@ -96,8 +80,8 @@ def test_two_brokers_on_one_root(
             ]
             assert watermarks == [len(by_partition[p]) for p in range(PARTITIONS)]
         for partition in range(PARTITIONS):
-            from_first = read_partition(first, "shared", partition)
-            from_second = read_partition(second, "shared", partition)
+            from_first = read_partition(first, "shared", partition, page=50)
+            from_second = read_partition(second, "shared", partition, page=50)
             assert from_first == from_second
             assert [r["offset"] for r in from_first] == list(range(len(from_first)))
             for record in from_first:
@@ -107,7 +91,7 @@ def test_two_brokers_on_one_root(
         # records appear in the order it sent them.
         for partition in range(PARTITIONS):
             seen: dict[str, int] = {}
-            for record in read_partition(second, "shared", partition):
+            for record in read_partition(second, "shared", partition, page=50):
                 thread, i, j = record["value"].rsplit("-", 2)
                 position = int(i) * RECORDS_PER_REQUEST + int(j)
                 assert position > seen.get(thread, -1), record

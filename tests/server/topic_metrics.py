@@ -21,14 +21,16 @@ def topic_counter(http: httpx.Client, family: str, topic: str) -> float:
     return 0.0
 
 
-def read_partition(http: httpx.Client, topic: str, partition: int) -> list[dict[str, Any]]:
-    """Every record of a partition, from offset 0 to the high watermark."""
+def read_partition(
+    http: httpx.Client, topic: str, partition: int, page: int = 500
+) -> list[dict[str, Any]]:
+    """Every record of a partition, from offset 0 to the high watermark, ``page`` at a time."""
     records: list[dict[str, Any]] = []
     offset = 0
     while True:
         response = http.get(
             f"/v1/topics/{topic}/partitions/{partition}/records",
-            params={"offset": offset, "max_records": 500},
+            params={"offset": offset, "max_records": page},
         )
         assert response.status_code == 200, response.text
         got = response.json()
