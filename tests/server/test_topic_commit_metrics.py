@@ -66,7 +66,7 @@ def test_commits_and_lost_races_per_topic(
         assert retries == lost
         # The brokers are the table's only writers: their commits are its new versions.
         assert sum(commits) == catalog.describe_topic("shared").version - created
-        stored = stored_keys(root)
+        stored = stored_keys(root, "shared", PARTITIONS)
         assert sorted(stored) == sorted(acked)
     finally:
         for client in clients:
@@ -74,7 +74,7 @@ def test_commits_and_lost_races_per_topic(
         catalog.close()
 
 
-def stored_keys(root: RootSpec) -> list[str]:
+def stored_keys(root: RootSpec, topic: str, partitions: int) -> list[str]:
     """Every key the topic holds, read from storage by a catalog opened after the load.
 
     A broker's own view may lag the other broker's last commit by its refresh
@@ -82,9 +82,9 @@ def stored_keys(root: RootSpec) -> list[str]:
     """
     catalog = Catalog(root.url, s3=root.s3)
     try:
-        log = catalog.topic("shared")
+        log = catalog.topic(topic)
         keys: list[str] = []
-        for partition in range(PARTITIONS):
+        for partition in range(partitions):
             offset = 0
             while offset < log.high_watermark(partition):
                 got = log.read(partition, offset)
