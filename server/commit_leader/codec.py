@@ -44,7 +44,7 @@ def _read_ipc(body: bytes, what: str) -> tuple[pa.Table, list[Any]]:
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
         requests = json.loads((table.schema.metadata or {})[REQUESTS_KEY])
-    except (pa.ArrowInvalid, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError) as exc:  # pa.ArrowInvalid is a ValueError
         raise InvalidRequestError(f"unreadable {what}: {exc}") from exc
     if not isinstance(requests, list):
         raise InvalidRequestError(f"unreadable {what}: the request list is not a list")
