@@ -1,6 +1,6 @@
 """Two brokers append to one topic at once; ``/metrics`` shows each one's commits and races.
 
-The brokers share the table with no coordinator, so each commit either
+With commit handoff off, the brokers share the table with no coordinator, so each commit either
 takes the next Delta version or loses it to the other broker and is made
 again at the one after. The counters must tell an operator both: every
 broker's commits (which together are every version the table gained) and
@@ -31,7 +31,9 @@ def test_commits_and_lost_races_per_topic(
 ) -> None:
     catalog = Catalog(root.url, s3=root.s3)
     created = catalog.create_topic("shared", PARTITIONS).version
-    brokers = [start_broker(root) for _ in range(2)]
+    # Without commit leaders, so that the brokers race (the race path is what a broker
+    # falls back to when the leader cannot be reached).
+    brokers = [start_broker(root, commit_handoff=False) for _ in range(2)]
     clients = [httpx.Client(base_url=b.url, timeout=120) for b in brokers]
 
     def produce(job: tuple[int, str]) -> list[str]:
