@@ -79,7 +79,7 @@ from benchmarks.common import (
 from benchmarks.servers import start_broker
 from lakelog.catalog import Catalog
 from lakelog.storage import S3Settings
-from lakelog.testing.brokers import LOOPBACK, ServerProcess
+from lakelog.testing.brokers import LOOPBACK, ServerProcess, wait_for
 from lakelog.testing.proxy import TcpProxy
 from lakelog.testing.s3 import CREDENTIALS, MotoServer, start_moto
 
@@ -425,19 +425,16 @@ class Run:
 
 def wait_for_cluster(brokers: Sequence[ServerProcess], timeout_s: float = 60.0) -> None:
     """Until every broker's registry view (``lakelog_live_brokers``) holds all of them."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = [
-            parse_metrics(httpx.get(f"{b.url}/metrics", timeout=10).text).get(
-                "lakelog_live_brokers", 0.0
-            )
-            for b in brokers
-        ]
-        if all(n == len(brokers) for n in seen):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"brokers see {seen} live brokers, not {len(brokers)}")
-        time.sleep(0.1)
+
+    def live(broker: ServerProcess) -> float:
+        text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+        return parse_metrics(text).get("lakelog_live_brokers", 0.0)
+
+    wait_for(
+        lambda: all(live(b) == len(brokers) for b in brokers),
+        f"all {len(brokers)} brokers to see each other",
+        timeout_s,
+    )
 
 
 def spread(total: int, parts: int) -> list[int]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from lakelog.testing.brokers import wait_for
 
 
 def topic_counter(http: httpx.Client, family: str, topic: str) -> float:
@@ -41,13 +42,11 @@ def gauge(http: httpx.Client, name: str) -> float:
 
 def wait_for_live_brokers(clients: list[httpx.Client], count: int, timeout_s: float = 30) -> None:
     """Until every broker's view of the registry (``lakelog_live_brokers``) holds ``count``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = [gauge(http, "lakelog_live_brokers") for http in clients]
-        if all(n == count for n in seen):
-            return
-        assert time.monotonic() < deadline, f"brokers see {seen} live brokers, not {count}"
-        time.sleep(0.1)
+    wait_for(
+        lambda: all(gauge(http, "lakelog_live_brokers") == count for http in clients),
+        f"every broker to see {count} live brokers",
+        timeout_s,
+    )
 
 
 def read_partition(
