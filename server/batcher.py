@@ -59,10 +59,16 @@ class _Pending:
 
 @dataclass
 class _GroupCommit:
-    """One group commit under way: ``staged`` is set once its segments are written."""
+    """One group commit under way.
 
-    task: asyncio.Task[None]
-    staged: asyncio.Event
+    ``staged`` is set once its segments are written, or once the commit leader
+    has queued it: either way the next group may be taken.
+    """
+
+    staged: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Taken by the topic's commit leader (rather than committed here).
+    handed_off: bool = False
+    task: asyncio.Task[None] = field(init=False)
 
 
 @dataclass
@@ -93,9 +99,16 @@ class CommitRouter(Protocol):
         ...
 
     async def hand_off(
-        self, url: str, topic: str, batches: Sequence[PreparedBatch]
+        self,
+        url: str,
+        topic: str,
+        batches: Sequence[PreparedBatch],
+        on_taken: Callable[[], None],
     ) -> list[AppendResult | LakelogError]:
-        """The leader's outcome per request; ``CommitLeaderUnreachableError`` if not taken."""
+        """The leader's outcome per request; ``CommitLeaderUnreachableError`` if not taken.
+
+        ``on_taken`` runs once the leader has queued the whole group.
+        """
         ...
 
 
@@ -221,29 +234,29 @@ class ProduceBatcher:
                 staging.cancel()
                 continue
             items, queue.items, queue.bytes = queue.items, [], 0
-            previous = queue.in_flight[-1].task if queue.in_flight else None
-            staged = asyncio.Event()
-            task = asyncio.create_task(self._commit(topic, queue.log, items, previous, staged))
-            queue.in_flight.append(_GroupCommit(task, staged))
+            previous = queue.in_flight[-1] if queue.in_flight else None
+            group = _GroupCommit()
+            group.task = asyncio.create_task(self._commit(topic, queue.log, items, previous, group))
+            queue.in_flight.append(group)
 
     async def _commit(
         self,
         topic: str,
         topic_log: TopicLog,
         items: list[_Pending],
-        previous: asyncio.Task[None] | None,
-        staged: asyncio.Event,
+        previous: _GroupCommit | None,
+        group: _GroupCommit,
     ) -> None:
         started = time.perf_counter()
         try:
-            results = await self._stage_and_commit(topic_log, items, previous, staged)
+            results = await self._stage_and_commit(topic_log, items, previous, group)
         except LakelogError as exc:
             results = [exc] * len(items)
         except Exception as exc:  # an unexpected failure must still answer every request
             log.exception("commit to topic %s failed", topic)
             results = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
         finally:
-            staged.set()
+            group.staged.set()
             await self._release(topic, items)
         elapsed = time.perf_counter() - started
         # Only a group that wrote records is observed as a commit: one whose requests were
@@ -277,30 +290,34 @@ class ProduceBatcher:
         self,
         topic_log: TopicLog,
         items: list[_Pending],
-        previous: asyncio.Task[None] | None,
-        done_staging: asyncio.Event,
+        previous: _GroupCommit | None,
+        group: _GroupCommit,
     ) -> list[AppendResult | LakelogError]:
         """Stage now, commit once the group taken before this one has finished.
 
-        A group for another broker's topic waits for the group before it (so a
-        producer's requests reach the leader in order), then goes to the leader;
-        only if the leader never took it is it committed here.
+        A group for another broker's topic goes to the leader once the group
+        before it is queued there (or, if that one is committed here, once it
+        has finished), so a producer's requests reach the leader in order; the
+        next group may go as soon as the leader has queued this one. Only if
+        the leader never took it is it committed here.
         """
         leader = self._leader_of(topic_log, items)
         if leader is not None and self._router is not None:
-            if previous is not None:
-                await asyncio.wait([previous])
-            # ``done_staging`` stays unset until the leader answers (``_commit`` sets it):
-            # one handoff per topic at a time, and everything queued meanwhile goes next.
+            if previous is not None and not previous.handed_off:
+                await asyncio.wait([previous.task])
+            group.handed_off = True
             try:
-                return await self._router.hand_off(leader, topic_log.name, [i.batch for i in items])
+                return await self._router.hand_off(
+                    leader, topic_log.name, [i.batch for i in items], group.staged.set
+                )
             except CommitLeaderUnreachableError as exc:
+                group.handed_off = False
                 log.warning("committing here: %s", exc)
         staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
-        done_staging.set()
+        group.staged.set()
         try:
             if previous is not None:
-                await asyncio.wait([previous])  # its outcome is its own requests' business
+                await asyncio.wait([previous.task])  # its outcome is its own requests' business
         except BaseException:  # cancelled while waiting: the segments were never visible
             await asyncio.to_thread(topic_log.abandon, staged)
             raise

@@ -89,7 +89,9 @@ class Broker:
         self._wired: dict[str, weakref.ref[TopicLog]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
         self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        #: When each topic's last refresh started, and when it was last known to be stale.
         self._refreshed_at: dict[str, float] = {}
+        self._stale_at: dict[str, float] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.started_ms = int(time.time() * 1000)
@@ -112,7 +114,9 @@ class Broker:
             verify=peer_tls_context(s),
             authorization=s.peer_authorization.get_secret_value() if s.peer_authorization else None,
         )
-        return CommitRouter(s.broker_id, self.groups.live_brokers, client, self.metrics)
+        return CommitRouter(
+            s.broker_id, self.groups.live_brokers, client, self.metrics, self._on_leader_commit
+        )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -151,19 +155,34 @@ class Broker:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._wake, topic, partition)
 
+    def _on_leader_commit(self, topic: str, partitions: set[int]) -> None:
+        """The commit leader committed this broker's records: the next look refreshes."""
+        self._stale_at[topic] = time.monotonic()
+        for partition in partitions:
+            self._wake(topic, partition)
+
     def _wake(self, topic: str, partition: int) -> None:
         for event in self._waiters.get((topic, partition), ()):
             event.set()
 
     async def refresh(self, topic_log: TopicLog, max_age_s: float) -> None:
-        """Look for other brokers' commits, at most once per ``max_age_s`` per topic."""
+        """Look for other brokers' commits, at most once per ``max_age_s`` per topic.
+
+        Sooner when a commit leader has committed this broker's records since the
+        last refresh started: a producer reads its writes back through this broker.
+        """
         name = topic_log.name
         async with self._refresh_locks[name]:
-            now = time.monotonic()
-            if now - self._refreshed_at.get(name, 0.0) < max_age_s:
+            started = time.monotonic()
+            last = self._refreshed_at.get(name)
+            if (
+                last is not None
+                and started - last < max_age_s
+                and self._stale_at.get(name, float("-inf")) < last
+            ):
                 return
             await asyncio.to_thread(topic_log.refresh)
-            self._refreshed_at[name] = time.monotonic()
+            self._refreshed_at[name] = started
 
     # -- produce ---------------------------------------------------------------
 
@@ -190,31 +209,25 @@ class Broker:
 
     async def take_handoff(
         self, topic: str, batches: list[PreparedBatch]
-    ) -> list[AppendResult | LakelogError]:
-        """Commit another broker's group as part of this broker's next group commit.
+    ) -> list[AppendResult | LakelogError | asyncio.Future[AppendResult]]:
+        """Queue another broker's group for this broker's next group commit.
 
         Each request is checked against this broker's view of the topic first (a
-        peer's view may be older); a refused one changes nothing and gets its error.
+        peer's view may be older); a refused one changes nothing and gets its
+        error. The others get the future of their outcome: once this returns,
+        the whole group is queued, in order, behind everything queued before.
         """
         topic_log = await self.topic(topic)
         self.metrics.handoffs.labels(topic, "received").inc()
-        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
-        futures: list[tuple[int, asyncio.Future[AppendResult]]] = []
-        for i, batch in enumerate(batches):
+        taken: list[AppendResult | LakelogError | asyncio.Future[AppendResult]] = []
+        for batch in batches:
             try:
                 rows = ProduceBatch(batch.table.drop_columns(["timestamp_type"]))
                 rows.check(topic, topic_log.num_partitions, topic_log.config)
-                future = await self.batcher.submit(topic_log, batch, handed_off=True)
+                taken.append(await self.batcher.submit(topic_log, batch, handed_off=True))
             except LakelogError as exc:
-                results[i] = exc
-                continue
-            futures.append((i, future))
-        for i, future in futures:
-            try:
-                results[i] = await future
-            except LakelogError as exc:
-                results[i] = exc
-        return [r for r in results if r is not None]
+                taken.append(exc)
+        return taken
 
     def _count_written(self, topic: str, records: int, result: AppendResult) -> None:
         # Counted only after the commit and only for new records: refused requests

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 
 from lakelog.append.result import AppendResult
-from lakelog.errors import AmbiguousCommitError, CommitLeaderUnreachableError, LakelogError
+from lakelog.errors import (
+    AmbiguousCommitError,
+    CommitLeaderUnreachableError,
+    InvalidRequestError,
+    LakelogError,
+)
 from lakelog.produce import PreparedBatch
 from server.commit_leader.codec import decode_results, encode_batches
 
@@ -54,31 +59,57 @@ class HandoffClient:
             self._client = None
 
     async def send(
-        self, leader_url: str, topic: str, batches: Sequence[PreparedBatch]
+        self,
+        leader_url: str,
+        topic: str,
+        batches: Sequence[PreparedBatch],
+        on_taken: Callable[[], None],
     ) -> list[AppendResult | LakelogError]:
         """The leader's outcome of each request, once its commit is durable.
 
-        ``CommitLeaderUnreachableError``: the leader never got the group (commit it
-        elsewhere). ``AmbiguousCommitError``: it may have committed it; nobody can say.
+        ``on_taken`` runs when the leader's answer starts (status 200): the group
+        is queued there, in order, and the next group may be sent while this
+        one commits. ``CommitLeaderUnreachableError``: the leader never got the
+        group (commit it elsewhere). ``AmbiguousCommitError``: it may have
+        committed it; nobody can say.
         """
         body = encode_batches(batches)
         url = leader_url.rstrip("/") + handoff_path(topic)
+        taken = False
         try:
-            answer = await self._http().post(url, content=body, headers=self._headers)
+            async with self._http().stream(
+                "POST", url, content=body, headers=self._headers
+            ) as answer:
+                if answer.status_code != 200:
+                    # Anything but 200 comes before the leader takes a request (unreadable
+                    # body, not allowed, unknown topic): nothing of the group is in its commit.
+                    text = (await answer.aread()).decode(errors="replace")
+                    raise CommitLeaderUnreachableError(
+                        f"the commit leader of topic {topic!r} at {leader_url} refused the "
+                        f"handoff ({answer.status_code}: {text[:200]})"
+                    )
+                taken = True
+                on_taken()
+                content = await answer.aread()
+            results = decode_results(content)
+        except InvalidRequestError as exc:  # an answer cut short or garbled after it began
+            raise self._ambiguous(topic, leader_url, exc) from exc
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            if taken:
+                raise self._ambiguous(topic, leader_url, exc) from exc
             raise CommitLeaderUnreachableError(
                 f"the commit leader of topic {topic!r} at {leader_url} cannot be reached: {exc}"
             ) from exc
         except httpx.HTTPError as exc:
-            raise AmbiguousCommitError(
-                f"the commit leader of topic {topic!r} at {leader_url} took the records and did "
-                f"not answer ({type(exc).__name__}: {exc}); they may or may not be written"
-            ) from exc
-        if answer.status_code == 200:
-            return decode_results(answer.content)
-        # The leader answers anything but 200 only before it takes a request (unreadable
-        # body, not allowed, unknown topic): nothing of the group is in its commit.
-        raise CommitLeaderUnreachableError(
-            f"the commit leader of topic {topic!r} at {leader_url} refused the handoff "
-            f"({answer.status_code}: {answer.text[:200]})"
+            raise self._ambiguous(topic, leader_url, exc) from exc
+        if len(results) != len(batches):
+            count = ValueError(f"{len(results)} outcomes for {len(batches)} requests")
+            raise self._ambiguous(topic, leader_url, count)
+        return results
+
+    @staticmethod
+    def _ambiguous(topic: str, leader_url: str, exc: Exception) -> AmbiguousCommitError:
+        return AmbiguousCommitError(
+            f"the commit leader of topic {topic!r} at {leader_url} took the records and did "
+            f"not answer ({type(exc).__name__}: {exc}); they may or may not be written"
         )

@@ -40,11 +40,15 @@ class CommitRouter:
         live: Callable[[], Mapping[str, BrokerInfo]],
         client: HandoffClient,
         metrics: BrokerMetrics,
+        on_committed: Callable[[str, set[int]], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._live = live
         self._client = client
         self._metrics = metrics
+        #: Told of the partitions a leader committed for this broker: this broker's view of
+        #: them is stale, and its long polls on them may have records to answer with.
+        self._on_committed = on_committed
 
     def leader_url(self, topic: str) -> str | None:
         live = self._live()
@@ -54,14 +58,28 @@ class CommitRouter:
         return None if leader == self.broker_id else live[leader].url
 
     async def hand_off(
-        self, url: str, topic: str, batches: Sequence[PreparedBatch]
+        self,
+        url: str,
+        topic: str,
+        batches: Sequence[PreparedBatch],
+        on_taken: Callable[[], None],
     ) -> list[AppendResult | LakelogError]:
         self._metrics.handoffs.labels(topic, "sent").inc()
         try:
-            return await self._client.send(url, topic, batches)
+            results = await self._client.send(url, topic, batches, on_taken)
         except CommitLeaderUnreachableError:
             self._metrics.handoffs.labels(topic, "fallback").inc()
             raise
+        if self._on_committed is not None:
+            written = {
+                b.partition
+                for r in results
+                if isinstance(r, AppendResult) and not r.duplicate
+                for b in r.batches
+            }
+            if written:
+                self._on_committed(topic, written)
+        return results
 
     async def close(self) -> None:
         await self._client.close()
