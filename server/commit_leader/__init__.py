@@ -10,8 +10,10 @@ hands each group (rows and producer sequences, as Arrow IPC) to the leader,
 which adds it to its own next group commit: one Delta commit carries every
 broker's requests, and offsets are assigned once, in that commit.
 
-The leader answers a handoff only once its commit is durable, so nothing is
-acknowledged that is not stored. A broker that cannot reach the leader (it
+The leader answers a handoff in two steps: its status once the group is
+queued (the sender's next group may go then, and lands behind it), its
+outcomes once the commit is durable, so nothing is acknowledged that is not
+stored. A broker that cannot reach the leader (it
 is not listening: dead, or not started) commits the group itself, racing as
 before: slower, never stuck. A handoff whose answer is lost after it was
 sent has an unknown outcome: its requests fail with a retriable storage
