@@ -41,6 +41,7 @@ On a local root without the counters they are not measured.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import multiprocessing
 import os
@@ -82,6 +83,7 @@ from lakelog.storage import S3Settings
 from lakelog.testing.brokers import LOOPBACK, ServerProcess, wait_for
 from lakelog.testing.proxy import TcpProxy
 from lakelog.testing.s3 import CREDENTIALS, MotoServer, start_moto
+from server.commit_leader.router import choose_commit_leader
 
 NAME = "brokers"
 DESCRIPTION = (
@@ -423,6 +425,28 @@ class Run:
     params: Params
 
 
+def broker_name(index: int) -> str:
+    return f"broker{index}"
+
+
+def own_topics(n: int) -> list[str]:
+    """One topic per broker, each led by the broker that produces to it.
+
+    The baseline is a topic's commit path without sharing: a broker handing its
+    own topic to another broker would measure the handoff instead.
+    """
+    ids = [broker_name(i) for i in range(n)]
+    names = []
+    for i in range(n):
+        name = next(
+            candidate
+            for k in itertools.count()
+            if choose_commit_leader(candidate := f"own-{n}-{i}-{k}", ids) == ids[i]
+        )
+        names.append(name)
+    return names
+
+
 def wait_for_cluster(brokers: Sequence[ServerProcess], timeout_s: float = 60.0) -> None:
     """Until every broker's registry view (``lakelog_live_brokers``) holds all of them."""
 
@@ -647,11 +671,12 @@ def run_regime(
                         store.url,
                         workdir,
                         {
+                            "broker_id": broker_name(i),
                             "linger_ms": cfg.linger_ms,
                             "heartbeat_interval_ms": 500,
                             **store.broker_settings,
                         },
-                        name=f"broker{i}",
+                        name=broker_name(i),
                         env=store.broker_env,
                     )
                 )
@@ -659,7 +684,7 @@ def run_regime(
             progress(f"{regime.key}: {n} broker(s), {HOT}")
             hot[n] = measure(cfg, regime, store, brokers, [f"hot-{n}"] * n, pool)
             progress(f"{regime.key}: {n} broker(s), {OWN}")
-            own[n] = measure(cfg, regime, store, brokers, [f"own-{n}-{i}" for i in range(n)], pool)
+            own[n] = measure(cfg, regime, store, brokers, own_topics(n), pool)
     for runs, layout in ((hot, HOT), (own, OWN)):
         for n, run in runs.items():
             notes.append(

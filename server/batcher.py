@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -226,12 +226,15 @@ class ProduceBatcher:
                 or not queue.in_flight[-1].staged.is_set()
             ):
                 # One group stages at a time, beside at most max_in_flight - 1 committing;
-                # meanwhile requests keep queuing and make the next group bigger.
-                staging = asyncio.ensure_future(queue.in_flight[-1].staged.wait())
-                await asyncio.wait(
-                    [queue.in_flight[0].task, staging], return_when=asyncio.FIRST_COMPLETED
-                )
-                staging.cancel()
+                # meanwhile requests keep queuing and make the next group bigger. Waiting
+                # on a staged event already set would spin until the oldest commit ends.
+                waits: list[asyncio.Future[Any]] = [queue.in_flight[0].task]
+                full = len(queue.in_flight) >= self.settings.max_in_flight_commits
+                if not full:
+                    waits.append(asyncio.ensure_future(queue.in_flight[-1].staged.wait()))
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waits[1:]:
+                    waiter.cancel()
                 continue
             items, queue.items, queue.bytes = queue.items, [], 0
             previous = queue.in_flight[-1] if queue.in_flight else None

@@ -240,6 +240,45 @@ def test_the_next_group_stages_while_one_commits_and_commits_after_it() -> None:
     run(main)
 
 
+def test_a_full_pipeline_waits_for_its_oldest_commit_without_looping() -> None:
+    """With max_in_flight groups under way, the flusher sleeps until the oldest ends.
+
+    A flusher that looped instead would create a waiting task on every turn of
+    the event loop: counted by the loop's task factory.
+    """
+    fake = FakeLog()
+
+    async def main() -> None:
+        created = 0
+        loop = asyncio.get_running_loop()
+
+        def counting(
+            loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+        ) -> asyncio.Task[Any]:
+            nonlocal created
+            created += 1
+            return asyncio.Task(coro, loop=loop, **kwargs)
+
+        loop.set_task_factory(counting)
+        batcher, first = await committing(fake, max_in_flight_commits=2)
+        second = await batcher.submit(as_log(fake), batch(1))
+        for _ in range(200):
+            if len(fake.staged) == 2:
+                break
+            await asyncio.sleep(0.01)
+        third = await batcher.submit(as_log(fake), batch(1))  # the pipeline is full
+        await settle()
+        before = created
+        await settle()
+        assert created == before
+        fake.gate.set()
+        await asyncio.gather(first, second, third)
+        assert [len(call) for call in fake.calls] == [1, 1, 1]
+        await batcher.close()
+
+    run(main)
+
+
 def test_topics_commit_separately() -> None:
     a, b = FakeLog("a"), FakeLog("b")
 
