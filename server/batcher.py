@@ -222,15 +222,13 @@ class ProduceBatcher:
                     await asyncio.wait_for(queue.wakeup.wait(), remaining)
             queue.in_flight = [g for g in queue.in_flight if not g.task.done()]
             if queue.in_flight and (
-                len(queue.in_flight) >= self.settings.max_in_flight_commits
-                or not queue.in_flight[-1].staged.is_set()
+                self._pipeline_full(queue.in_flight) or not queue.in_flight[-1].staged.is_set()
             ):
                 # One group stages at a time, beside at most max_in_flight - 1 committing;
                 # meanwhile requests keep queuing and make the next group bigger. Waiting
                 # on a staged event already set would spin until the oldest commit ends.
                 waits: list[asyncio.Future[Any]] = [queue.in_flight[0].task]
-                full = len(queue.in_flight) >= self.settings.max_in_flight_commits
-                if not full:
+                if not self._pipeline_full(queue.in_flight):
                     waits.append(asyncio.ensure_future(queue.in_flight[-1].staged.wait()))
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 for waiter in waits[1:]:
@@ -241,6 +239,18 @@ class ProduceBatcher:
             group = _GroupCommit()
             group.task = asyncio.create_task(self._commit(topic, queue.log, items, previous, group))
             queue.in_flight.append(group)
+
+    def _pipeline_full(self, in_flight: list[_GroupCommit]) -> bool:
+        """No further group may start until the oldest finishes.
+
+        Groups staged here are bounded by ``max_in_flight_commits``. A group the
+        commit leader has queued holds nothing here but its requests' buffer
+        space: the next may follow at once and join the leader's queue (the
+        leader's own buffer limits, met before it answers "queued", bound them).
+        """
+        return (
+            len(in_flight) >= self.settings.max_in_flight_commits and not in_flight[-1].handed_off
+        )
 
     async def _commit(
         self,
