@@ -269,7 +269,7 @@ def decode_produce_json(raw: bytes) -> DecodedProduce | None:
         else pa.array(stamps, pa.int64()).cast(TIMESTAMP_TYPE),
         key=keys,
         value=values,
-        headers=_empty_headers(n),
+        headers=empty_headers(n),
     )
     return DecodedProduce(batch, body.producer_id, body.sequence)
 
@@ -293,7 +293,7 @@ def _build_empty_headers(n: int) -> pa.Array:
 _NO_HEADERS = _build_empty_headers(65_536)
 
 
-def _empty_headers(n: int) -> pa.Array:
+def empty_headers(n: int) -> pa.Array:
     """``n`` empty header lists: a slice of one prebuilt array (building one per request cost)."""
     return _NO_HEADERS.slice(0, n) if n <= len(_NO_HEADERS) else _build_empty_headers(n)
 
