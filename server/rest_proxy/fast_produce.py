@@ -195,7 +195,11 @@ def split_stream(raw: bytes) -> bytes | None:
     body = raw.strip(b" \t\r\n")  # JSON's whitespace, no other
     if not body.startswith(b"{") or not body.endswith(b"}"):
         return None
-    return b"[" + _BOUNDARY.sub(b"},{", body) + b"]"
+    # The usual separator is one newline; other whitespace around it takes the regex.
+    joined = body.replace(b"}\n{", b"},{")
+    if b"\n" in joined:
+        joined = _BOUNDARY.sub(b"},{", joined)
+    return b"[" + joined + b"]"
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,27 @@ def decode_v3_stream(raw: bytes) -> V3Columns | None:
     )
 
 
+class _Size(msgspec.Struct, gc=False):
+    type: msgspec.Raw
+    size: int
+
+
+class _Report(msgspec.Struct, omit_defaults=True, gc=False):
+    """``V3ProduceResponse`` of a written record, its fields in the model's order."""
+
+    error_code: int
+    cluster_id: msgspec.Raw
+    topic_name: msgspec.Raw
+    partition_id: int
+    offset: int
+    timestamp: str
+    key: _Size | None = None
+    value: _Size | None = None
+
+
+_LINES = msgspec.json.Encoder()
+
+
 def v3_report_json(
     cluster_id: str,
     topic: str,
@@ -263,16 +288,37 @@ def v3_report_json(
     timestamps: list[str],
     key_sizes: list[int],
     value_sizes: list[int],
-) -> str:
+) -> bytes:
     """The delivery reports of a stream whose records were all written, one per line, as
-    ``V3ProduceResponse`` renders them (``exclude_none``, compact)."""
-    names = f'"cluster_id":{json.dumps(cluster_id)},"topic_name":{json.dumps(topic)}'
-    head = f'{{"error_code":200,{names},'
-    key_head = f'{{"type":"{columns.key_kind}","size":'
-    value_head = f'{{"type":"{columns.value_kind}","size":'
-    lines = []
-    for i, (p, o, t) in enumerate(zip(partitions, offsets, timestamps, strict=True)):
-        key = f',"key":{key_head}{key_sizes[i]}}}' if columns.has_key[i] else ""
-        value = f',"value":{value_head}{value_sizes[i]}}}' if columns.has_value[i] else ""
-        lines.append(f'{head}"partition_id":{p},"offset":{o},"timestamp":"{t}"{key}{value}}}\n')
-    return "".join(lines)
+    ``V3ProduceResponse`` renders them (``exclude_none``, compact, ASCII-escaped names).
+
+    One untracked struct per record, encoded by msgspec in one C pass; the names are
+    rendered once by ``json.dumps`` so their escaping is the models' byte for byte.
+    """
+    cluster = msgspec.Raw(json.dumps(cluster_id).encode())
+    name = msgspec.Raw(json.dumps(topic).encode())
+    key_kind = msgspec.Raw(json.dumps(columns.key_kind).encode())
+    value_kind = msgspec.Raw(json.dumps(columns.value_kind).encode())
+    reports = [
+        _Report(
+            200,
+            cluster,
+            name,
+            p,
+            o,
+            t,
+            _Size(key_kind, ks) if has_key else None,
+            _Size(value_kind, vs) if has_value else None,
+        )
+        for p, o, t, ks, vs, has_key, has_value in zip(
+            partitions,
+            offsets,
+            timestamps,
+            key_sizes,
+            value_sizes,
+            columns.has_key,
+            columns.has_value,
+            strict=True,
+        )
+    ]
+    return _LINES.encode_lines(reports)

@@ -538,7 +538,9 @@ async def produce_records(
     return Response(body, media_type=JSON)
 
 
-async def produce_decoded(broker: Broker, topic_log: TopicLog, cluster_id: str, text: str) -> str:
+async def produce_decoded(
+    broker: Broker, topic_log: TopicLog, cluster_id: str, text: str
+) -> str | bytes:
     """Records decoded one by one through the models; each gets its report, in request order."""
     topic_name = topic_log.name
     delivered = await deliver(broker, topic_log, decode_each(split_concatenated(text)))
@@ -583,7 +585,7 @@ def column_timestamps(texts: list[str | None]) -> pa.Array | None:
 
 async def produce_columns(
     broker: Broker, topic_log: TopicLog, cluster_id: str, columns: V3Columns, stamps: pa.Array
-) -> str:
+) -> str | bytes:
     """The records of a stream the fast decoder took: one batch, reports from columns."""
     n = len(columns)
     given = columns.partitions
