@@ -31,6 +31,7 @@ import pyarrow as pa
 from lakelog.errors import InvalidConfigError, InvalidPartitionsError
 
 __all__ = [
+    "VECTOR_KEY_BYTES",
     "KeylessStrategy",
     "Partitioner",
     "RoundRobinPartitioner",
@@ -40,6 +41,7 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "partitions_for_keys",
+    "stable_order",
     "to_positive",
 ]
 
@@ -162,9 +164,11 @@ def _murmur2_many(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.uint32]:
     """Kafka's murmur2 of ``data[starts[i]:starts[i] + lengths[i]]`` for every i, unsigned."""
+    if len(lengths) and lengths.min() == lengths.max():
+        return _murmur2_same_length(data, starts, int(lengths[0]))
     m = np.uint32(_M)
     blocks = lengths >> 2
-    order = np.argsort(-blocks, kind="stable")  # most blocks first
+    order = stable_order(blocks.max() - blocks)  # most blocks first
     starts, lengths, blocks = starts[order], lengths[order], blocks[order]
     h = (np.uint32(_SEED) ^ lengths.astype(np.uint32)).astype(np.uint32)
     most = int(blocks[0]) if len(blocks) else 0
@@ -206,6 +210,50 @@ def _murmur2_many(
     result = np.empty_like(h)
     result[order] = h
     return result
+
+
+def _murmur2_same_length(
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], length: int
+) -> npt.NDArray[np.uint32]:
+    """``_murmur2_many`` of keys that all have ``length`` bytes (ids of one format, UUIDs):
+    the keys are the rows of one byte matrix, read as a matrix of little-endian blocks."""
+    m = np.uint32(_M)
+    n = len(starts)
+    h = np.full(n, (_SEED ^ length) & _MASK32, np.uint32)
+    if n and int(starts[-1] - starts[0]) == (n - 1) * length:  # back to back: no gather
+        first = int(starts[0])
+        rows = data[first : first + n * length].reshape(n, length)
+    else:
+        rows = data[starts[:, None] + np.arange(length)]
+    aligned = length & ~3
+    if aligned:
+        k = np.ascontiguousarray(rows[:, :aligned]).view("<u4").astype(np.uint32)
+        k *= m
+        k ^= k >> np.uint32(24)
+        k *= m
+        for j in range(aligned >> 2):
+            h *= m
+            h ^= k[:, j]
+    if length & 3:
+        extra = np.zeros(n, np.uint32)
+        for byte in range(length & 3):
+            extra |= rows[:, aligned + byte].astype(np.uint32) << np.uint32(8 * byte)
+        h = (h ^ extra) * m
+    h ^= h >> np.uint32(13)
+    h *= m
+    h ^= h >> np.uint32(15)
+    return h
+
+
+def stable_order(small: npt.NDArray[np.integer]) -> npt.NDArray[np.intp]:
+    """A stable argsort of small non-negative ints (partition ids, block counts).
+
+    Narrowed to 16 bits where they fit, numpy sorts them by radix, about 4x
+    faster than its merge sort of 32- or 64-bit ints.
+    """
+    if len(small) and int(small.max()) < 2**15 and int(small.min()) >= 0:
+        small = small.astype(np.int16)
+    return np.argsort(small, kind="stable")
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.offset_index import Segment
+from lakelog.partitioner import stable_order
 from lakelog.produce import PreparedBatch
 from lakelog.segments import SegmentWriter
 
@@ -94,7 +95,7 @@ def group_by_partition(
     if all((p == p[0]).all() for p in parts):
         return _concatenated(batches, parts)
     everything = np.concatenate(parts)
-    order = np.argsort(everything, kind="stable")
+    order = stable_order(everything)
     ordered = everything[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(ordered)) + 1))
     counts = np.diff(np.append(starts, len(ordered)))

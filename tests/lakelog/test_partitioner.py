@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from lakelog.errors import InvalidConfigError, InvalidPartitionsError
 from lakelog.partitioner import (
+    VECTOR_KEY_BYTES,
     Partitioner,
     RoundRobinPartitioner,
     StickyPartitioner,
@@ -246,6 +247,20 @@ def test_partitions_for_keys_every_length_0_to_300(n: int) -> None:
     assert partitions_for_keys(pa.array(keys, pa.binary()), n).tolist() == (
         reference_partitions(keys, n)
     )
+
+
+@pytest.mark.parametrize("length", [*range(13), 16, 36, 64, 301])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_partitions_for_keys_all_one_length(length: int, gaps: bool) -> None:
+    # Keys of one length are hashed as a byte matrix: read in place when back to back,
+    # else gathered from where they are.
+    rng = random.Random(length)
+    keys: list[bytes | None] = [rng.randbytes(length) for _ in range(50)]
+    if gaps:  # a null takes no bytes; a key too long for the matrix leaves a gap
+        keys = [None if i % 7 == 3 else k for i, k in enumerate(keys)]
+        keys[20] = rng.randbytes(VECTOR_KEY_BYTES + 1)
+    array = pa.array([b"x" * (length + 1), *keys], pa.binary()).slice(1)
+    assert partitions_for_keys(array, 97).tolist() == reference_partitions(keys, 97)
 
 
 def test_partitions_for_keys_long_keys_and_nulls() -> None:
