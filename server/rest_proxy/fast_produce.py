@@ -20,7 +20,6 @@ bodies). Pure logic, no I/O.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -144,7 +143,7 @@ def v2_offsets_json(partitions: list[int], offsets: list[int]) -> bytes:
 # -- v3 ---------------------------------------------------------------------------
 
 #: v3 data types the fast path takes, with the msgspec type of their ``data``. A missing
-#: ``type`` means BINARY. JSON data is left to the validating path (see ``split_stream``).
+#: ``type`` means BINARY. JSON data and headers are left to the validating path.
 _V3_TYPES: dict[str, type] = {"BINARY": bytes, "STRING": str}
 
 
@@ -171,35 +170,12 @@ def _v3_stream(key_kind: str, value_kind: str) -> msgspec.json.Decoder[Any]:
         forbid_unknown_fields=True,
         gc=False,
     )
-    return msgspec.json.Decoder(list[record])  # type: ignore[valid-type]
+    return msgspec.json.Decoder(record)
 
 
 _V3_DECODERS = {(k, v): _v3_stream(k, v) for k in _V3_TYPES for v in _V3_TYPES}
 #: the data types of the last stream decoded: a producer's next one almost always has them too
 _v3_guess: list[tuple[str, str]] = [("BINARY", "BINARY")]
-
-#: A boundary between two top-level objects of a newline-separated stream. A JSON string
-#: cannot hold a raw newline, so a match is never inside a string; and ``}`` then ``{``
-#: with only whitespace between is valid JSON nowhere but between top-level values.
-_BOUNDARY = re.compile(rb"\}[ \t\r]*\n[ \t\r\n]*\{")
-
-
-def split_stream(raw: bytes) -> bytes | None:
-    """A newline-separated stream of objects as one JSON array, or None if it is not one.
-
-    The rewrite is only sound while no record holds an array or a free JSON
-    value (a ``}`` newline ``{`` there would be turned into valid JSON): the
-    v3 decoders above take neither (headers must be absent or empty, JSON
-    data is left out), so any such body fails to decode and falls back.
-    """
-    body = raw.strip(b" \t\r\n")  # JSON's whitespace, no other
-    if not body.startswith(b"{") or not body.endswith(b"}"):
-        return None
-    # The usual separator is one newline; other whitespace around it takes the regex.
-    joined = body.replace(b"}\n{", b"},{")
-    if b"\n" in joined:
-        joined = _BOUNDARY.sub(b"},{", joined)
-    return b"[" + joined + b"]"
 
 
 @dataclass(frozen=True)
@@ -221,25 +197,32 @@ class V3Columns:
 
 
 def decode_v3_stream(raw: bytes) -> V3Columns | None:
-    """A ``.../records`` body of newline-separated records as columns, or None."""
-    text = split_stream(raw)
-    if text is None:
-        return None
+    """A ``.../records`` body (one record, or several as concatenated JSON objects) as
+    columns, or None.
+
+    ``decode_lines`` reads a stream of JSON values separated by optional JSON
+    whitespace, the same values ``split_concatenated`` finds; an empty body has
+    none and is left to the validating path (which answers 422).
+    """
+    undecodable = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
+    guess = _v3_guess[0]
     try:
-        records = _V3_DECODERS[_v3_guess[0]].decode(text)
-        kinds = _v3_guess[0]
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        records = _V3_DECODERS[guess].decode_lines(raw)
+        kinds = guess
+    except undecodable:
         for kinds in _V3_DECODERS:
-            if kinds == _v3_guess[0]:
+            if kinds == guess:
                 continue
             try:
-                records = _V3_DECODERS[kinds].decode(text)
-            except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+                records = _V3_DECODERS[kinds].decode_lines(raw)
+            except undecodable:
                 continue
             _v3_guess[0] = kinds
             break
         else:
             return None
+    if not records:
+        return None
     has_key = [r.key is not None for r in records]
     has_value = [r.value is not None for r in records]
     keys = _binary([r.key.data if r.key is not None else None for r in records])

@@ -446,23 +446,28 @@ async def topic_for(broker: Broker, cluster_id: str, topic: str) -> TopicLog:
 
 
 async def read_json_raw(request: Request, broker: Broker) -> bytes:
-    """The body of a produce request, once its type, size, encoding and emptiness are checked."""
+    """The body of a request whose content type and size are accepted (415, 413 otherwise)."""
     kind = media_type(request)
     if kind not in (JSON, ""):
         raise V3Failure(415, f"content type {kind!r}; send {JSON}")
     raw = await read_body(request, broker.settings.max_request_bytes)
     broker.metrics.bytes_in.inc(len(raw))
+    return raw
+
+
+def json_text(raw: bytes) -> str:
+    """The body as text, refusing one that is not UTF-8 (400) or is empty (422)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise V3Failure(400, f"the body is not UTF-8: {exc}") from None
     if not text.strip():
         raise V3Failure(422, "the request body is empty; send one or more records")
-    return raw
+    return text
 
 
 async def read_json_body(request: Request, broker: Broker) -> str:
-    return (await read_json_raw(request, broker)).decode("utf-8")
+    return json_text(await read_json_raw(request, broker))
 
 
 def decode_each(
@@ -528,12 +533,14 @@ async def produce_records(
     `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
     raw = await read_json_raw(request, broker)
+    # A body the fast decoder takes is UTF-8 JSON with at least one record, so the checks
+    # of json_text only matter for the others.
     fast = decode_v3_stream(raw)
     stamps = column_timestamps(fast.timestamps) if fast is not None else None
     if fast is not None and stamps is not None:
         body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
     else:
-        body = await produce_decoded(broker, topic_log, cluster_id, raw.decode("utf-8"))
+        body = await produce_decoded(broker, topic_log, cluster_id, json_text(raw))
     broker.metrics.bytes_out.inc(len(body))
     return Response(body, media_type=JSON)
 

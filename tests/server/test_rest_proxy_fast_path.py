@@ -219,8 +219,9 @@ V3_EDGE_CASES: list[tuple[bytes, Route]] = [
     (b'{"value":{"data":"QQ=="},"key":null,"partition_id":3,"headers":[]}', "fast"),
     (b'{"value":{"data":"QQ=="}}\n{"value":{"data":"Qg=="}}\r\n  {"value":null}\n', "fast"),
     (b'{\n  "value": {\n    "data": "QQ=="\n  }\n}\n{\n  "key": {"data": "Qg=="}\n}', "fast"),
-    (b'{"value":{"data":"QQ=="}} {"value":{"data":"Qg=="}}', "models"),
-    (b'{"value":{"data":"QQ=="}}{"value":{"data":"Qg=="}}', "models"),
+    (b'{"value":{"data":"QQ=="}} {"value":{"data":"Qg=="}}', "fast"),
+    (b'{"value":{"data":"QQ=="}}{"value":{"data":"Qg=="}}', "fast"),
+    (b' \t{"value":{"data":"QQ=="}}\r\n', "fast"),
     (b'\x0c{"value":{"data":"QQ=="}}', "refused"),
     (b'{"value":{"type":"binary","data":"QQ=="}}', "models"),
     (b'{"value":{"type":"JSON","data":{"a":[1]}}}', "models"),
@@ -241,7 +242,7 @@ V3_EDGE_CASES: list[tuple[bytes, Route]] = [
     (b'{"value":{"data":"QQ=="},"id":"x"}', "refused"),
     (b'[{"value":{"data":"QQ=="}}]', "refused"),
     (b'{"value":{"data":"QQ=="}}\n5', "refused"),
-    # a newline between two objects inside an array is not a stream boundary
+    # a newline between two objects inside an array is not a boundary between records
     (b'{"value":{"data":"QQ=="},"headers":[{"name":"a"}\n{"name":"b"}]}', "refused"),
     (b'{"value":{"type":"JSON","data":[{"a":1}\n{"b":2}]}}', "refused"),
     (b'{"value":{"type":"STRING","data":"}\\n{"}}', "fast"),
