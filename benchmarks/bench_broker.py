@@ -482,6 +482,8 @@ def bench_shapes(b: Bench) -> list[Result]:
     cfg = b.cfg
     rates: dict[str, list[float]] = {p.label: [] for p in cfg.shape_plan}
     loads: dict[str, LoadResult] = {}
+    stats: dict[str, CommitStats] = {}
+    segments: dict[str, float] = {}
     for round_no in range(cfg.shape_rounds):
         for plan in cfg.shape_plan:
             topic = f"shape-{plan.label}-{round_no}"
@@ -500,9 +502,12 @@ def bench_shapes(b: Bench) -> list[Result]:
                 api=plan.api,
                 placement=plan.placement,
             )
+            before = broker_metrics(b.broker)
             got = b.run(run_produce, load)
             rates[plan.label].append(rate(got.records, got.seconds))
             loads[plan.label] = got
+            stats[plan.label] = commit_stats(before, broker_metrics(b.broker), topic)
+            segments[plan.label] = segment_records(b.broker, topic)
     per_s = {label: median(values) for label, values in rates.items()}
     fastest = max(per_s, key=lambda label: per_s[label])
     by_label = {p.label: p for p in cfg.shape_plan}
@@ -532,6 +537,9 @@ def bench_shapes(b: Bench) -> list[Result]:
             "client_cores": got.client_cores,
             "other_processes_cores": got.other_cores,
         }
+        st = stats[plan.label]
+        params["requests_per_commit"] = st.requests_per_commit
+        params["records_per_segment"] = segments[plan.label]
         variant = f"{plan.describe()}, {records:,} records/request"
         results.append(
             Result(
@@ -544,7 +552,11 @@ def bench_shapes(b: Bench) -> list[Result]:
                 params=finite(params),
             )
         )
-        b.notes.append(f"shape {plan.label}: {_cores(got, per_s[plan.label])}")
+        b.notes.append(
+            f"shape {plan.label}: {st.requests_per_commit:.1f} requests per commit, "
+            f"{st.commit_ms:.1f} ms per commit, {segments[plan.label]:,.0f} records/segment; "
+            f"{_cores(got, per_s[plan.label])}"
+        )
     b.notes.append(
         f"shapes: fastest is {by_label[fastest].describe()}; '{GOAL_SHAPE}' is the shape a "
         "goal compares with (keyed: the same format with an explicit partition; REST: "
