@@ -173,7 +173,12 @@ class ShapePlan:
             "v3": "REST v3 one record/request",
             "v3-stream": "REST v3 streamed",
         }[self.api]
-        how = {"partition": "explicit partition", "key": "keyed", "none": "no key, no partition"}
+        how = {
+            "partition": "explicit partition",
+            "spread": "explicit partitions, all in each request",
+            "key": "keyed",
+            "none": "no key, no partition",
+        }
         return f"{kind}, {how[self.placement]}"
 
 
@@ -181,9 +186,11 @@ class ShapePlan:
 #: same format; REST vs native JSON keyed).
 SHAPE_PLAN: tuple[ShapePlan, ...] = (
     ShapePlan("v1", "json", "partition"),
+    ShapePlan("v1", "json", "spread"),
     ShapePlan("v1", "json", "key"),
     ShapePlan("v1", "json", "none"),
     ShapePlan("v1", "arrow", "partition"),
+    ShapePlan("v1", "arrow", "spread"),
     ShapePlan("v1", "arrow", "key"),
     ShapePlan("v1", "arrow", "none"),
     ShapePlan("v2-binary", "json", "partition"),
@@ -858,6 +865,15 @@ def goal_notes(report: Report, cfg: BrokerBenchConfig) -> list[str]:
             notes.append(
                 f"goal {shape} >= {floor:.2f}x {reference}: {ratio:.2f}x "
                 f"({_goal(ratio, floor, True)})"
+            )
+        spread = next(
+            (s for s in report.results if s.params.get("shape") == shape.replace("key", "spread")),
+            None,
+        )
+        if spread is not None and spread.benchmark == SHAPES and spread.value > 0:
+            notes.append(
+                f"{shape} / {spread.params['shape']} (the same fan-out over partitions, so "
+                f"the cost of partitioning by key alone): {r.value / spread.value:.2f}x"
             )
         if shape == "v1-json-key" and r.params.get("request_records") == 1_000:
             notes.append(

@@ -56,8 +56,10 @@ Format = Literal["json", "arrow"]
 #: Which API a produce body is for: the native ``/v1`` (JSON or Arrow, by ``Format``), REST
 #: Proxy v2 with the binary or json embedded format, v3 one record per request or streamed.
 Api = Literal["v1", "v2-binary", "v2-json", "v3", "v3-stream"]
-#: How a record finds its partition: named in the body, by its key, or neither (sticky).
-Placement = Literal["partition", "key", "none"]
+#: How a record finds its partition: named in the body (one partition per request, or
+#: ``spread`` over every partition in each request, as keyed records are), by its key, or
+#: neither (sticky).
+Placement = Literal["partition", "spread", "key", "none"]
 BINARY_V2_TYPE = "application/vnd.kafka.binary.v2+json"
 JSON_V2_TYPE = "application/vnd.kafka.json.v2+json"
 #: The REST Proxy v3 cluster id the benchmark's broker reports (its default).
@@ -110,19 +112,22 @@ def make_keys(count: int, rng: np.random.Generator) -> list[bytes]:
 
 
 def shaped_body(
-    api: Api, fmt: Format, values: pa.Array, partition: int, keys: Sequence[bytes] | None
+    api: Api,
+    fmt: Format,
+    values: pa.Array,
+    partitions: Sequence[int] | None,
+    keys: Sequence[bytes] | None,
 ) -> bytes:
-    """One produce body of ``values`` for ``api``: keyed when ``keys`` are given, else every
-    record to ``partition`` (a negative ``partition`` names none: the broker chooses)."""
+    """One produce body of ``values`` for ``api``: record ``i`` names ``partitions[i]`` and
+    carries ``keys[i]``, each when given (with neither, the broker chooses)."""
     raw = values.to_pylist()
     b64 = [base64.b64encode(v).decode("ascii") for v in raw]
-    named = partition >= 0
     if api == "v1" and fmt == "arrow":
         columns: dict[str, pa.Array] = {"value": values}
         if keys is not None:
             columns["key"] = pa.array(keys, pa.binary())
-        if named:
-            columns["partition"] = pa.array(np.full(len(values), partition, np.int32))
+        if partitions is not None:
+            columns["partition"] = pa.array(partitions, pa.int32())
         return ipc_bytes(pa.table(columns))
     field = "partition_id" if api in ("v3", "v3-stream") else "partition"
     records: list[dict[str, object]]
@@ -146,8 +151,8 @@ def shaped_body(
     for i, record in enumerate(records):
         if sent_keys is not None:
             record["key"] = sent_keys[i]
-        if named:
-            record[field] = partition
+        if partitions is not None:
+            record[field] = partitions[i]
     if field == "partition_id":  # v3: concatenated JSON objects, one per record
         return "\n".join(json.dumps(r, separators=(",", ":")) for r in records).encode()
     formats = {"key_format": "base64", "value_format": "base64"} if api == "v1" else {}
@@ -387,16 +392,16 @@ def produce_bodies(load: ProduceLoad) -> list[bytes]:
         encode = json_body if load.fmt == "json" else arrow_body
         return [encode(v, i % load.partitions) for i, v in enumerate(values)]
     rng = np.random.default_rng(load.seed + 1)
-    return [
-        shaped_body(
-            load.api,
-            load.fmt,
-            v,
-            i % load.partitions if load.placement == "partition" else -1,
-            make_keys(len(v), rng) if load.placement == "key" else None,
-        )
-        for i, v in enumerate(values)
-    ]
+    bodies = []
+    for i, v in enumerate(values):
+        n = len(v)
+        partitions = {
+            "partition": [i % load.partitions] * n,
+            "spread": [j % load.partitions for j in range(n)],
+        }.get(load.placement)
+        keys = make_keys(n, rng) if load.placement == "key" else None
+        bodies.append(shaped_body(load.api, load.fmt, v, partitions, keys))
+    return bodies
 
 
 def run_produce(load: ProduceLoad) -> LoadResult:

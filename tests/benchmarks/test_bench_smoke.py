@@ -320,8 +320,8 @@ def test_every_shape_body_takes_the_fast_path(plan: bench_broker.ShapePlan) -> N
     rng = np.random.default_rng(3)
     values = broker_load.make_values(5, 100, rng, False)
     keys = broker_load.make_keys(5, rng) if plan.placement == "key" else None
-    partition = 2 if plan.placement == "partition" else -1
-    body = broker_load.shaped_body(plan.api, plan.fmt, values, partition, keys)
+    partitions = {"partition": [2] * 5, "spread": [0, 1, 2, 3, 0]}.get(plan.placement)
+    body = broker_load.shaped_body(plan.api, plan.fmt, values, partitions, keys)
     raw_values = values.to_pylist()
     if plan.api == "v1" and plan.fmt == "arrow":
         batch = codec.parse_arrow_stream(body)
@@ -352,7 +352,8 @@ def test_every_shape_body_takes_the_fast_path(plan: bench_broker.ShapePlan) -> N
         got_partitions = stream.partitions
     assert got_values == raw_values
     assert got_keys == (keys if keys is not None else [None] * 5)
-    assert got_partitions == [None if partition < 0 else partition] * 5
+    expected: list[int | None] = list(partitions) if partitions is not None else [None] * 5
+    assert got_partitions == expected
     if plan.api != "v1":
         assert broker_load.produce_path(plan.api, "t") != "/v1/topics/t/records?acks=all"
 
