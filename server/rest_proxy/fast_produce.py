@@ -282,6 +282,9 @@ def v3_report_json(
     name = msgspec.Raw(json.dumps(topic).encode())
     key_kind = msgspec.Raw(json.dumps(columns.key_kind).encode())
     value_kind = msgspec.Raw(json.dumps(columns.value_kind).encode())
+    # Sizes repeat (values of one size, keys of one format): one struct per distinct size.
+    key_info: dict[int, _Size] = {}
+    value_info: dict[int, _Size] = {}
     reports = [
         _Report(
             200,
@@ -290,8 +293,10 @@ def v3_report_json(
             p,
             o,
             t,
-            _Size(key_kind, ks) if has_key else None,
-            _Size(value_kind, vs) if has_value else None,
+            (key_info.get(ks) or key_info.setdefault(ks, _Size(key_kind, ks))) if has_key else None,
+            (value_info.get(vs) or value_info.setdefault(vs, _Size(value_kind, vs)))
+            if has_value
+            else None,
         )
         for p, o, t, ks, vs, has_key, has_value in zip(
             partitions,
