@@ -14,9 +14,13 @@ with 1, 2 and 3 broker processes in the same run, in two regimes:
 
 In each regime and broker count the same load runs twice: every broker
 appending to **one hot topic** (the figure), and each broker to **its own
-topic** (the baseline: what the commit path does without races). Clients are
-spread evenly over the brokers, one client process per broker. The brokers of
-a regime are started once; a run with fewer brokers leaves the others idle.
+topic** (the baseline: what the commit path does without races). In the
+commit-bound regime every broker brings its own clients (the offered load
+grows with the brokers; the question is whether the topic's capacity does);
+in the CPU-bound one the same clients are spread over the brokers (the
+machine is the limit). One client process per broker. Each broker count is a
+cluster of its own: brokers are started for the run and stopped after it, so
+a topic's commit leader is always a broker under load.
 
 Per run: records/s and commits/s of the topic(s), lost commit races per
 commit, produce latency p50/p99; per regime, the 3-broker / 1-broker ratios,
@@ -48,6 +52,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pyarrow as pa
 
 from benchmarks.broker_admin import create_topic, metric_families, parse_metrics
@@ -74,7 +79,7 @@ from benchmarks.common import (
 from benchmarks.servers import start_broker
 from lakelog.catalog import Catalog
 from lakelog.storage import S3Settings
-from lakelog.testing.brokers import LOOPBACK, ServerProcess
+from lakelog.testing.brokers import LOOPBACK, ServerProcess, wait_for
 from lakelog.testing.proxy import TcpProxy
 from lakelog.testing.s3 import CREDENTIALS, MotoServer, start_moto
 
@@ -113,7 +118,11 @@ class Regime:
     key: str  # "commit-bound" or "cpu-bound"
     s3: bool
     records: int  # per request
-    connections: int  # clients in total, spread over the brokers
+    connections: int  # clients in total, spread over the brokers (or per broker, see below)
+    #: Each broker brings ``connections`` clients of its own: the offered load grows with
+    #: the brokers and the question is whether the topic's capacity does. Otherwise the
+    #: same clients are spread over more brokers (the machine, not the load, is the limit).
+    clients_per_broker: bool = False
     store_delay_ms: float = 0.0  # added to each store request (S3 only)
     #: targets: 3-broker / 1-broker hot-topic records/s at least, p99 at most, races at most
     min_scaling: float = 1.0
@@ -125,11 +134,25 @@ class Regime:
         where = (
             f"S3 (moto) +{self.store_delay_ms:g} ms per store request" if self.s3 else "local root"
         )
-        return f"{self.key}: {self.records:,} records/request, {self.connections} clients, {where}"
+        clients = f"{self.connections} clients" + (" per broker" if self.clients_per_broker else "")
+        return f"{self.key}: {self.records:,} records/request, {clients}, {where}"
+
+    def clients(self, brokers: int) -> list[int]:
+        """Clients per broker in a run with ``brokers`` brokers."""
+        if self.clients_per_broker:
+            return [self.connections] * brokers
+        return spread(self.connections, brokers)
 
 
 COMMIT_BOUND = Regime(
-    "commit-bound", True, 10, 48, store_delay_ms=50.0, min_scaling=2.5, max_races=0.05
+    "commit-bound",
+    True,
+    10,
+    48,
+    clients_per_broker=True,
+    store_delay_ms=50.0,
+    min_scaling=2.5,
+    max_races=0.05,
 )
 CPU_BOUND = Regime("cpu-bound", False, 1_000, 12, min_scaling=1.0, max_p99_ratio=1.2)
 
@@ -150,7 +173,15 @@ class BrokersBenchConfig:
 CONFIGS: dict[str, BrokersBenchConfig] = {
     "tiny": BrokersBenchConfig(
         regimes=(
-            Regime("commit-bound", True, 10, 6, store_delay_ms=50.0, min_scaling=2.5),
+            Regime(
+                "commit-bound",
+                True,
+                10,
+                6,
+                clients_per_broker=True,
+                store_delay_ms=50.0,
+                min_scaling=2.5,
+            ),
             Regime("cpu-bound", False, 200, 3, max_p99_ratio=1.2),
         ),
         warmup_s=1.0,
@@ -392,6 +423,20 @@ class Run:
     params: Params
 
 
+def wait_for_cluster(brokers: Sequence[ServerProcess], timeout_s: float = 60.0) -> None:
+    """Until every broker's registry view (``lakelog_live_brokers``) holds all of them."""
+
+    def live(broker: ServerProcess) -> float:
+        text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+        return parse_metrics(text).get("lakelog_live_brokers", 0.0)
+
+    wait_for(
+        lambda: all(live(b) == len(brokers) for b in brokers),
+        f"all {len(brokers)} brokers to see each other",
+        timeout_s,
+    )
+
+
 def spread(total: int, parts: int) -> list[int]:
     """``total`` clients over ``parts`` brokers, as evenly as possible, at least one each."""
     return [max(1, total // parts + (1 if i < total % parts else 0)) for i in range(parts)]
@@ -428,7 +473,7 @@ def measure(
             keep_offsets=True,
         )
         for i, (broker, topic, connections) in enumerate(
-            zip(brokers, topics, spread(regime.connections, len(brokers)), strict=True)
+            zip(brokers, topics, regime.clients(len(brokers)), strict=True)
         )
     ]
     settle_disk()
@@ -469,7 +514,7 @@ def measure(
         "brokers": len(brokers),
         "topics": len(set(topics)),
         "records_per_request": regime.records,
-        "clients": regime.connections,
+        "clients": sum(regime.clients(len(brokers))),
         "partitions": cfg.partitions,
         "store_delay_ms": regime.store_delay_ms,
         "seconds": cfg.duration_s,
@@ -589,23 +634,32 @@ def run_regime(
             for broker in brokers:
                 broker.stop()
 
-        progress(f"{regime.key}: starting {max(cfg.broker_counts)} brokers on {store.url}")
-        for i in range(max(cfg.broker_counts)):
-            brokers.append(
-                start_broker(
-                    store.url,
-                    workdir,
-                    {"linger_ms": cfg.linger_ms, **store.broker_settings},
-                    name=f"broker{i}",
-                    env=store.broker_env,
-                )
-            )
         for n in cfg.broker_counts:
-            serving = brokers[:n]
+            # A cluster of n brokers: brokers of other runs are stopped (their registry
+            # entries go with them), so a topic's commit leader is one of these n.
+            for broker in brokers:
+                broker.stop()
+            brokers.clear()
+            progress(f"{regime.key}: starting {n} broker(s) on {store.url}")
+            for i in range(n):
+                brokers.append(
+                    start_broker(
+                        store.url,
+                        workdir,
+                        {
+                            "linger_ms": cfg.linger_ms,
+                            "heartbeat_interval_ms": 500,
+                            **store.broker_settings,
+                        },
+                        name=f"broker{i}",
+                        env=store.broker_env,
+                    )
+                )
+            wait_for_cluster(brokers)
             progress(f"{regime.key}: {n} broker(s), {HOT}")
-            hot[n] = measure(cfg, regime, store, serving, [f"hot-{n}"] * n, pool)
+            hot[n] = measure(cfg, regime, store, brokers, [f"hot-{n}"] * n, pool)
             progress(f"{regime.key}: {n} broker(s), {OWN}")
-            own[n] = measure(cfg, regime, store, serving, [f"own-{n}-{i}" for i in range(n)], pool)
+            own[n] = measure(cfg, regime, store, brokers, [f"own-{n}-{i}" for i in range(n)], pool)
     for runs, layout in ((hot, HOT), (own, OWN)):
         for n, run in runs.items():
             notes.append(

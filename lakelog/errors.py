@@ -192,6 +192,18 @@ class AmbiguousCommitError(KafkaStorageError):
     """
 
 
+class CommitLeaderUnreachableError(LakelogError):
+    """The topic's commit leader did not take a handoff: nothing was sent to it.
+
+    Retriable, and safe to commit elsewhere: the leader never saw the records.
+    """
+
+    code = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+    http_status = 503
+
+
 class UnsupportedVersionError(LakelogError):
     """The Delta table needs a protocol feature this writer does not implement."""
 

@@ -34,7 +34,7 @@ from server.rest_proxy import (
     v3_records,
     v3_topics,
 )
-from server.routes import admin, groups, records
+from server.routes import admin, commit_handoff, groups, records
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
 from server.settings import BrokerSettings
@@ -127,6 +127,7 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         v3_cluster,
         v3_groups,
         security_routes,
+        commit_handoff,
     ):
         app.include_router(module.router, dependencies=[Depends(enforce)])
 

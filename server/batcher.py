@@ -10,6 +10,11 @@ and the commits land in the order the groups were taken, so offsets follow
 arrival order. New requests queue up meanwhile and form the next group, so
 throughput grows with load instead of commits piling up.
 
+With a ``CommitRouter``, a group whose topic another broker leads is not
+staged here but handed to that commit leader once the group before it has
+finished (``server.commit_leader``); groups handed to this broker join its
+own next group without lingering again.
+
 Memory is bounded per partition and per broker. A request that does not fit
 waits (Kafka's throttling) up to ``max_block_ms`` and then gets the retriable
 THROTTLING_QUOTA_EXCEEDED error; nothing is ever dropped silently.
@@ -22,12 +27,18 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
-from lakelog.errors import LakelogError, ThrottlingQuotaExceededError, UnknownServerError
+from lakelog.errors import (
+    CommitLeaderUnreachableError,
+    LakelogError,
+    ThrottlingQuotaExceededError,
+    UnknownServerError,
+)
 from lakelog.produce import PreparedBatch
 from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 from server.settings import BrokerSettings
@@ -42,6 +53,8 @@ class _Pending:
     size: int
     per_partition: dict[int, int]
     enqueued: float = field(default_factory=time.monotonic)
+    #: Handed to this broker by another one: committed here, never handed on.
+    handed_off: bool = False
 
 
 @dataclass
@@ -72,11 +85,31 @@ def _busy(queue: _TopicQueue) -> bool:
 CommitObserver = Callable[[str, int, int, float], None]
 
 
+class CommitRouter(Protocol):
+    """Where a topic's group commits go (``server.commit_leader.router``)."""
+
+    def leader_url(self, topic: str) -> str | None:
+        """The commit leader's URL, or None when this broker commits the topic itself."""
+        ...
+
+    async def hand_off(
+        self, url: str, topic: str, batches: Sequence[PreparedBatch]
+    ) -> list[AppendResult | LakelogError]:
+        """The leader's outcome per request; ``CommitLeaderUnreachableError`` if not taken."""
+        ...
+
+
 class ProduceBatcher:
     """Queues prepared requests per topic and commits them in groups."""
 
-    def __init__(self, settings: BrokerSettings, on_commit: CommitObserver | None = None) -> None:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        on_commit: CommitObserver | None = None,
+        router: CommitRouter | None = None,
+    ) -> None:
         self.settings = settings
+        self._router = router
         self._queues: dict[str, _TopicQueue] = {}
         # Queues replaced by a newer log of the same topic name (deleted and created again)
         # whose flusher may still hold requests; close() must flush them too.
@@ -92,9 +125,12 @@ class ProduceBatcher:
         return self._buffered
 
     async def submit(
-        self, topic_log: TopicLog, batch: PreparedBatch
+        self, topic_log: TopicLog, batch: PreparedBatch, *, handed_off: bool = False
     ) -> asyncio.Future[AppendResult]:
-        """Queue a request; the future resolves once its records are durable (or fail)."""
+        """Queue a request; the future resolves once its records are durable (or fail).
+
+        ``handed_off``: another broker grouped it already; it does not linger again.
+        """
         if self._closing:
             raise UnknownServerError("broker is shutting down")
         size = max(batch.size_bytes, 1)
@@ -105,6 +141,9 @@ class ProduceBatcher:
         await self._reserve(topic_log.name, size, per_partition)
         loop = asyncio.get_running_loop()
         pending = _Pending(batch, loop.create_future(), size, per_partition)
+        if handed_off:
+            pending.handed_off = True
+            pending.enqueued -= self.settings.linger_ms / 1000
         queue = self._queues.get(topic_log.name)
         if queue is None or queue.log is not topic_log:
             self._replaced = [q for q in self._replaced if _busy(q)]
@@ -226,14 +265,37 @@ class ProduceBatcher:
             else:
                 item.future.set_result(result)
 
-    @staticmethod
+    def _leader_of(self, topic_log: TopicLog, items: list[_Pending]) -> str | None:
+        """The URL to hand this group to, or None to commit it here."""
+        if self._router is None or self._closing:
+            return None
+        if any(i.handed_off or i.batch.writer is not None for i in items):
+            return None  # handed over once already, or an internal topic's owner
+        return self._router.leader_url(topic_log.name)
+
     async def _stage_and_commit(
+        self,
         topic_log: TopicLog,
         items: list[_Pending],
         previous: asyncio.Task[None] | None,
         done_staging: asyncio.Event,
     ) -> list[AppendResult | LakelogError]:
-        """Stage now, commit once the group taken before this one has finished."""
+        """Stage now, commit once the group taken before this one has finished.
+
+        A group for another broker's topic waits for the group before it (so a
+        producer's requests reach the leader in order), then goes to the leader;
+        only if the leader never took it is it committed here.
+        """
+        leader = self._leader_of(topic_log, items)
+        if leader is not None and self._router is not None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            # ``done_staging`` stays unset until the leader answers (``_commit`` sets it):
+            # one handoff per topic at a time, and everything queued meanwhile goes next.
+            try:
+                return await self._router.hand_off(leader, topic_log.name, [i.batch for i in items])
+            except CommitLeaderUnreachableError as exc:
+                log.warning("committing here: %s", exc)
         staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
         done_staging.set()
         try:

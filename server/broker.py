@@ -20,14 +20,18 @@ import pyarrow as pa
 
 from lakelog.catalog import Catalog
 from lakelog.delta.checkpoint_process import CheckpointProcess
-from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError
+from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, LakelogError
 from lakelog.fetch import FetchResult, limit_bytes
-from lakelog.produce_batch import ProduceInput
+from lakelog.produce import PreparedBatch
+from lakelog.produce_batch import ProduceBatch, ProduceInput
 from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
+from server.commit_leader.handoff import HandoffClient
+from server.commit_leader.router import CommitRouter
 from server.groups.service import GroupService
 from server.metrics import BrokerMetrics, TopicCommitCollector
+from server.peer_tls import peer_tls_context
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
 from server.settings import BrokerSettings
@@ -35,6 +39,8 @@ from server.settings import BrokerSettings
 log = logging.getLogger(__name__)
 
 Acks = Literal[0, 1, -1]
+#: How long a broker waits for a commit leader's answer to a handoff.
+HANDOFF_TIMEOUT_S = 60.0
 OffsetSpec = int | Literal["earliest", "latest"]
 
 
@@ -68,9 +74,13 @@ class Broker:
             TopicCommitCollector(self.catalog.topic_opens, self.catalog.commit_stats)
         )
         self.cache = RecentBatches(settings.fetch_cache_bytes)
-        self.batcher = ProduceBatcher(settings, on_commit=self.metrics.observe_commit)
         self.registry = BrokerRegistry(self.storage, settings)
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
+        self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
+        self.commit_router = self._commit_router()
+        self.batcher = ProduceBatcher(
+            settings, on_commit=self.metrics.observe_commit, router=self.commit_router
+        )
         # Keyed by topic name and holding the TopicLog itself, not id(topic_log): a freed log
         # of a deleted topic can hand its id to the log of the recreated topic, which must
         # still get its append listener (cache, long-poll wakeups) and the old topic's
@@ -84,6 +94,26 @@ class Broker:
         self._background: set[asyncio.Task[None]] = set()
         self.started_ms = int(time.time() * 1000)
 
+    def _commit_router(self) -> CommitRouter | None:
+        """Handoffs to commit leaders, unless off, in-process only, or without a peer identity."""
+        s = self.settings
+        if not s.commit_handoff or self.storage.process_local:
+            return None
+        if s.auth_mode != "none" and s.peer_authorization is None:
+            log.warning(
+                "commit handoff is off: auth_mode=%s needs peer_authorization (a principal "
+                "with CLUSTER_ACTION) for brokers to hand commits to each other",
+                s.auth_mode,
+            )
+            return None
+        client = HandoffClient(
+            s.broker_id,
+            HANDOFF_TIMEOUT_S,
+            verify=peer_tls_context(s),
+            authorization=s.peer_authorization.get_secret_value() if s.peer_authorization else None,
+        )
+        return CommitRouter(s.broker_id, self.groups.live_brokers, client, self.metrics)
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.registry.start()
@@ -92,6 +122,8 @@ class Broker:
     async def stop(self) -> None:
         await self.groups.stop()
         await self.batcher.close()
+        if self.commit_router is not None:
+            await self.commit_router.close()
         for task in list(self._background):
             await task
         await self.registry.stop()
@@ -155,6 +187,34 @@ class Broker:
         result = await future
         self._count_written(topic, batch.num_records, result)
         return result
+
+    async def take_handoff(
+        self, topic: str, batches: list[PreparedBatch]
+    ) -> list[AppendResult | LakelogError]:
+        """Commit another broker's group as part of this broker's next group commit.
+
+        Each request is checked against this broker's view of the topic first (a
+        peer's view may be older); a refused one changes nothing and gets its error.
+        """
+        topic_log = await self.topic(topic)
+        self.metrics.handoffs.labels(topic, "received").inc()
+        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
+        futures: list[tuple[int, asyncio.Future[AppendResult]]] = []
+        for i, batch in enumerate(batches):
+            try:
+                rows = ProduceBatch(batch.table.drop_columns(["timestamp_type"]))
+                rows.check(topic, topic_log.num_partitions, topic_log.config)
+                future = await self.batcher.submit(topic_log, batch, handed_off=True)
+            except LakelogError as exc:
+                results[i] = exc
+                continue
+            futures.append((i, future))
+        for i, future in futures:
+            try:
+                results[i] = await future
+            except LakelogError as exc:
+                results[i] = exc
+        return [r for r in results if r is not None]
 
     def _count_written(self, topic: str, records: int, result: AppendResult) -> None:
         # Counted only after the commit and only for new records: refused requests

@@ -114,6 +114,13 @@ class BrokerMetrics:
             buckets=(1, 10, 100, 1_000, 10_000, 100_000, 1_000_000),
             registry=r,
         )
+        self.handoffs = Counter(
+            "lakelog_commit_handoffs",
+            "Group commits handed to (sent) or taken for (received) a topic's commit leader, "
+            "and those committed here because the leader could not be reached (fallback)",
+            ["topic", "direction"],
+            registry=r,
+        )
         self.abandoned_fetches = Counter(
             "lakelog_abandoned_fetches",
             "Long-poll fetches ended early because the client disconnected",
@@ -132,6 +139,12 @@ class BrokerMetrics:
         )
         self.cache_misses = Gauge(
             "lakelog_fetch_cache_misses", "Fetches that read storage", registry=r
+        )
+        self.live_brokers = Gauge(
+            "lakelog_live_brokers",
+            "Live brokers as this broker last read the registry (coordinators and commit "
+            "leaders are chosen among them)",
+            registry=r,
         )
         self.authentication_failures = Counter(
             "lakelog_authentication_failures", "Requests refused as unauthenticated", registry=r

@@ -49,6 +49,11 @@ class BrokerSettings(BaseSettings):
         description="Group commits of one topic in flight at once: while one commits, the "
         "next writes its segments (1 = one at a time).",
     )
+    commit_handoff: bool = Field(
+        True,
+        description="Hand a topic's group commits to its commit leader (one live broker per "
+        "topic) instead of racing other brokers for Delta versions.",
+    )
     partition_buffer_bytes: int = Field(
         32 << 20, ge=1, description="Most bytes waiting for one partition before throttling."
     )
@@ -130,6 +135,11 @@ class BrokerSettings(BaseSettings):
         None,
         description="CA bundle to verify other brokers' certificates (also trusted: "
         "ssl_ca_certs, this broker's own certificate, the system CAs).",
+    )
+    peer_authorization: SecretStr | None = Field(
+        None,
+        description="Authorization header this broker sends with its commit handoffs "
+        "(a principal with CLUSTER_ACTION on the cluster); needed when auth_mode is not none.",
     )
     quota_producer_byte_rate: float | None = Field(
         None, gt=0, description="Default produce bytes/s per user (unlimited if unset)."

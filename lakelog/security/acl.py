@@ -51,6 +51,8 @@ class Operation(enum.StrEnum):
     DELETE = "DELETE"
     ALTER = "ALTER"
     DESCRIBE = "DESCRIBE"
+    #: Kafka's ClusterAction: broker-to-broker requests (a commit handoff).
+    CLUSTER_ACTION = "CLUSTER_ACTION"
 
 
 class Permission(enum.StrEnum):

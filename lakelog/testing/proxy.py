@@ -74,6 +74,8 @@ class TcpProxy:
         self.latency_s = 0.0
         #: Added once to each request from the client (see the module docstring).
         self.request_delay_s = 0.0
+        #: Requests that were held back by ``request_delay_s`` before being forwarded.
+        self.delayed_requests = 0
         #: Requests whose request line matched a pattern of ``count_requests``, per pattern.
         self.counts: Counter[bytes] = Counter()
         #: Answers to those requests, per (pattern, HTTP status).
@@ -169,6 +171,8 @@ class TcpProxy:
                         connection.counted = self._count(data)
                         if self.request_delay_s:
                             time.sleep(self.request_delay_s)
+                            with self._lock:
+                                self.delayed_requests += 1
                     # Armed before the request is forwarded, so before its answer can come.
                     self._arm(connection, data)
                 else:

@@ -127,6 +127,10 @@ class GroupService:
             return BrokerInfo(own, self.settings.url, self.registry.started_ms, 0)
         return live[choose_coordinator(group_id, live)]
 
+    def live_brokers(self) -> dict[str, BrokerInfo]:
+        """The live brokers by id, as of the last registry read (one per heartbeat)."""
+        return self._live
+
     def is_local(self, group_id: str) -> bool:
         return self.coordinator_of(group_id).broker_id == self.settings.broker_id
 

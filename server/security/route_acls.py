@@ -98,6 +98,8 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("DELETE", "/v1/topics/{topic}"): topic(Operation.DELETE),
     ("GET", "/v1/brokers"): AUTHENTICATED,
     ("GET", "/healthz"): OPEN,
+    # -- broker to broker (server/routes/commit_handoff.py)
+    ("POST", "/internal/v1/topics/{topic}/commits"): cluster(Operation.CLUSTER_ACTION),
     ("GET", "/metrics"): METRICS,
     # -- FastAPI's own documentation routes
     ("GET", "/openapi.json"): OPEN,

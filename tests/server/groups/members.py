@@ -6,12 +6,15 @@ rebalance they assert on is one they caused.
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from lakelog.testing.brokers import wait_for
 
 #: Errors a member retries after a short backoff (the coordinator is moving).
 RETRIABLE = {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"}
@@ -111,20 +114,50 @@ class Member:
         )
 
 
-def rejoin_all(members: list[Member], attempts: int = 5) -> list[dict[str, Any]]:
-    """Every member rejoins at once (as clients do after REBALANCE_IN_PROGRESS).
+def rejoin_all(members: list[Member], timeout_s: float = 120.0) -> None:
+    """Every member rejoins at once, then acts as a client does until the group settles.
 
-    Again, as clients do, until all are in one generation: on a slow machine one
-    member's join may complete a generation alone, and the other's join then
-    starts the next one, which the first would only learn of at its next heartbeat.
+    Each member heartbeats after its join and rejoins whenever the coordinator
+    answers that the group rebalances or no longer knows it, until every
+    member's heartbeat succeeds in one generation. A member that merely waited
+    after its join would be expelled after its session timeout whenever the
+    other's join was late (a slow machine), and the two would go on completing
+    alternate generations alone.
     """
-    for _ in range(attempts):
-        futures = [m.join_async() for m in members]
-        answers = [f.result(timeout=120) for f in futures]
-        if len({m.generation_id for m in members}) == 1:
-            return answers
-    generations = [m.generation_id for m in members]
-    raise AssertionError(f"members never shared a generation: {generations}")
+    stop = threading.Event()
+    #: The generation of each member's last successful heartbeat (None: not settled).
+    settled: list[int | None] = [None] * len(members)
+    failures: list[BaseException] = []
+
+    def act(index: int, member: Member) -> None:
+        try:
+            member.join()
+            while not stop.is_set():
+                error = member.heartbeat()
+                if error is None:
+                    settled[index] = member.generation_id
+                elif error not in RETRIABLE:
+                    settled[index] = None
+                    member.join()
+                    continue
+                stop.wait(0.1)
+        except BaseException as exc:  # reported by the waiting test below
+            failures.append(exc)
+            stop.set()
+
+    futures = [POOL.submit(act, i, m) for i, m in enumerate(members)]
+    try:
+        wait_for(
+            lambda: bool(failures) or (None not in settled and len(set(settled)) == 1),
+            "every member to heartbeat in one generation",
+            timeout_s,
+        )
+    finally:
+        stop.set()
+        for future in futures:
+            future.result(timeout=timeout_s)
+    if failures:
+        raise failures[0]
 
 
 def fetch_offsets(url: str, group: str) -> dict[tuple[str, int], int]:

@@ -1,0 +1,67 @@
+"""Which broker commits a topic: the live broker with the highest rendezvous score."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from lakelog.append.result import AppendResult
+from lakelog.errors import CommitLeaderUnreachableError, LakelogError
+from lakelog.produce import PreparedBatch
+from server.commit_leader.handoff import HandoffClient
+from server.groups.rendezvous import choose_coordinator
+from server.metrics import BrokerMetrics
+from server.registry import BrokerInfo
+
+log = logging.getLogger(__name__)
+
+
+def leader_key(topic: str) -> str:
+    """The rendezvous key of a topic (apart from group ids, which may equal topic names)."""
+    return f"topic:{topic}"
+
+
+def choose_commit_leader(topic: str, broker_ids: Sequence[str]) -> str:
+    """The broker id that commits ``topic``; every broker computes the same one."""
+    return choose_coordinator(leader_key(topic), broker_ids)
+
+
+class CommitRouter:
+    """Hands a topic's groups to its leader while the broker set has more than one broker.
+
+    ``live`` is the broker's current view of the registry (refreshed every
+    heartbeat); views may differ for a heartbeat, which only means a group is
+    committed by a broker that is not the leader, as safely as before.
+    """
+
+    def __init__(
+        self,
+        broker_id: str,
+        live: Callable[[], Mapping[str, BrokerInfo]],
+        client: HandoffClient,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self.broker_id = broker_id
+        self._live = live
+        self._client = client
+        self._metrics = metrics
+
+    def leader_url(self, topic: str) -> str | None:
+        live = self._live()
+        if len(live) < 2:
+            return None
+        leader = choose_commit_leader(topic, list(live))
+        return None if leader == self.broker_id else live[leader].url
+
+    async def hand_off(
+        self, url: str, topic: str, batches: Sequence[PreparedBatch]
+    ) -> list[AppendResult | LakelogError]:
+        self._metrics.handoffs.labels(topic, "sent").inc()
+        try:
+            return await self._client.send(url, topic, batches)
+        except CommitLeaderUnreachableError:
+            self._metrics.handoffs.labels(topic, "fallback").inc()
+            raise
+
+    async def close(self) -> None:
+        await self._client.close()
