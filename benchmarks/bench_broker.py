@@ -12,6 +12,12 @@ Every figure has baselines measured in the same run, with the same client:
   ``pq.write_table`` of the same rows in files of the size the broker's
   segments had (the storage ceiling, in-process, no fsync), and vs a tiny
   FastAPI app doing one ``write_deltalake`` per request (the naive broker).
+* produce throughput by body shape (closed loop, the same client and
+  connections for every shape, rounds interleaved): native JSON and Arrow
+  with an explicit partition, keyed (murmur2 in the broker) and neither
+  (sticky), REST Proxy v2 binary and json embedded formats, v3 one record
+  per request and streamed; each beside the fastest shape and beside the
+  shape its goal compares it to.
 * produce latency (open loop: requests are due on a fixed schedule and timed
   from when they were due, so a slow answer cannot hide the ones queued
   behind it) at a fraction of the measured saturation, acks=all.
@@ -54,9 +60,11 @@ from benchmarks.broker_baselines import raw_parquet_read, raw_parquet_write
 from benchmarks.broker_load import (
     ARROW_TYPE,
     STOP,
+    Api,
     Format,
     HeadConsume,
     LoadResult,
+    Placement,
     ProduceLoad,
     RangeRead,
     StaticRead,
@@ -65,6 +73,7 @@ from benchmarks.broker_load import (
     consume_head,
     json_body,
     make_values,
+    produce_path,
     read_range,
     read_static,
     ready,
@@ -97,6 +106,9 @@ DESCRIPTION = (
 )
 
 PRODUCE = "produce throughput"
+SHAPES = "produce throughput by shape"
+FASTEST = "fastest shape"
+GOAL_SHAPE = "goal shape"
 LATENCY = "produce latency"
 E2E = "end-to-end latency"
 FETCH = "fetch throughput"
@@ -136,6 +148,67 @@ class ProducePlan:
 
 
 @dataclass(frozen=True)
+class ShapePlan:
+    """One body shape users send: API (and native format), how records are placed."""
+
+    api: Api
+    fmt: Format
+    placement: Placement
+    #: records per request; 0 takes the config's ``shape_records`` (``arrow_shape_records``)
+    records: int = 0
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.api}-{self.fmt}-{self.placement}"
+            if self.api == "v1"
+            else (f"{self.api}-{self.placement}")
+        )
+
+    def describe(self) -> str:
+        kind = {
+            "v1": "native JSON base64" if self.fmt == "json" else "native Arrow IPC",
+            "v2-binary": "REST v2 binary",
+            "v2-json": "REST v2 json",
+            "v3": "REST v3 one record/request",
+            "v3-stream": "REST v3 streamed",
+        }[self.api]
+        how = {
+            "partition": "explicit partition",
+            "spread": "explicit partitions, all in each request",
+            "key": "keyed",
+            "none": "no key, no partition",
+        }
+        return f"{kind}, {how[self.placement]}"
+
+
+#: Every shape, and the shape its goal compares it to (keyed vs explicit partition in the
+#: same format; REST vs native JSON keyed).
+SHAPE_PLAN: tuple[ShapePlan, ...] = (
+    ShapePlan("v1", "json", "partition"),
+    ShapePlan("v1", "json", "spread"),
+    ShapePlan("v1", "json", "key"),
+    ShapePlan("v1", "json", "none"),
+    ShapePlan("v1", "arrow", "partition"),
+    ShapePlan("v1", "arrow", "spread"),
+    ShapePlan("v1", "arrow", "key"),
+    ShapePlan("v1", "arrow", "none"),
+    ShapePlan("v2-binary", "json", "partition"),
+    ShapePlan("v2-binary", "json", "key"),
+    ShapePlan("v2-json", "json", "key"),
+    ShapePlan("v3-stream", "json", "key"),
+    ShapePlan("v3", "json", "key", records=1),
+)
+SHAPE_GOALS: dict[str, tuple[str, float]] = {
+    "v1-json-key": ("v1-json-partition", 0.85),
+    "v1-arrow-key": ("v1-arrow-partition", 0.85),
+    "v2-binary-key": ("v1-json-key", 0.85),
+    "v3-stream-key": ("v1-json-key", 0.85),
+    "v2-json-key": ("v1-json-key", 0.0),  # no goal: shown beside the native shape only
+}
+
+
+@dataclass(frozen=True)
 class BrokerBenchConfig:
     """How much of each benchmark to run; ``CONFIGS`` holds the named sizes."""
 
@@ -169,6 +242,13 @@ class BrokerBenchConfig:
     fetch_max_records: int = 10_000
     fetch_formats: tuple[Format, ...] = ("json", "arrow")
     raw_read_repeats: int = 3
+    #: the body shapes compared in one run (``SHAPES``), each ``shape_rounds`` times, interleaved
+    shape_plan: tuple[ShapePlan, ...] = SHAPE_PLAN
+    shape_records: int = 1_000
+    arrow_shape_records: int = 10_000
+    shape_connections: int = 8
+    shape_duration_s: float = 3.0
+    shape_rounds: int = 2
     seed: int = 0
 
     def saturation_plan(self) -> ProducePlan:
@@ -202,6 +282,11 @@ CONFIGS: dict[str, BrokerBenchConfig] = {
         fetch_fill_records=1_000,
         fetch_max_records=700,
         raw_read_repeats=1,
+        shape_records=50,
+        arrow_shape_records=500,
+        shape_connections=2,
+        shape_duration_s=0.4,
+        shape_rounds=1,
     ),
     "small": BrokerBenchConfig(),
     "large": BrokerBenchConfig(
@@ -214,6 +299,8 @@ CONFIGS: dict[str, BrokerBenchConfig] = {
         e2e_s=15.0,
         fetch_records=300_000,
         raw_read_repeats=5,
+        shape_duration_s=6.0,
+        shape_rounds=3,
     ),
 }
 
@@ -253,11 +340,13 @@ class Bench:
         stamp: bool = False,
         partitions: int | None = None,
         lead_s: float = 0.3,
+        api: Api = "v1",
+        placement: Placement = "partition",
     ) -> ProduceLoad:
         cfg = self.cfg
         return ProduceLoad(
             target=target_of(server),
-            path=f"/v1/topics/{topic}/records?acks=all",
+            path=produce_path(api, topic),
             fmt=fmt,
             records=records,
             partitions=partitions or cfg.partitions,
@@ -270,6 +359,8 @@ class Bench:
             duration_s=duration_s,
             rate=rate,
             stamp=stamp,
+            api=api,
+            placement=placement,
         )
 
     def run(self, fn: Callable[[ProduceLoad], LoadResult], load: ProduceLoad) -> LoadResult:
@@ -390,6 +481,94 @@ def bench_produce(b: Bench) -> list[Result]:
             f"commit, {segment:,.0f} records/segment, request p50 "
             f"{params['request_p50_ms'] or 0:.1f} ms; {_cores(lake, per_s[LAKELOG])}"
         )
+    return results
+
+
+def bench_shapes(b: Bench) -> list[Result]:
+    """Every body shape with the same client, rounds interleaved so drift hits all alike."""
+    cfg = b.cfg
+    rates: dict[str, list[float]] = {p.label: [] for p in cfg.shape_plan}
+    loads: dict[str, LoadResult] = {}
+    stats: dict[str, CommitStats] = {}
+    segments: dict[str, float] = {}
+    for round_no in range(cfg.shape_rounds):
+        for plan in cfg.shape_plan:
+            topic = f"shape-{plan.label}-{round_no}"
+            create_topic(b.broker, topic, cfg.partitions)
+            records = plan.records or (
+                cfg.arrow_shape_records if plan.fmt == "arrow" else cfg.shape_records
+            )
+            b.progress(f"shapes round {round_no + 1}: {plan.describe()}")
+            load = b.produce_load(
+                b.broker,
+                topic,
+                plan.fmt,
+                records,
+                cfg.shape_connections,
+                cfg.shape_duration_s,
+                api=plan.api,
+                placement=plan.placement,
+            )
+            before = broker_metrics(b.broker)
+            got = b.run(run_produce, load)
+            rates[plan.label].append(rate(got.records, got.seconds))
+            loads[plan.label] = got
+            stats[plan.label] = commit_stats(before, broker_metrics(b.broker), topic)
+            segments[plan.label] = segment_records(b.broker, topic)
+    per_s = {label: median(values) for label, values in rates.items()}
+    fastest = max(per_s, key=lambda label: per_s[label])
+    by_label = {p.label: p for p in cfg.shape_plan}
+    results = []
+    for plan in cfg.shape_plan:
+        got = loads[plan.label]
+        records = plan.records or (
+            cfg.arrow_shape_records if plan.fmt == "arrow" else cfg.shape_records
+        )
+        baselines = {FASTEST: per_s[fastest]}
+        goal = SHAPE_GOALS.get(plan.label)
+        if goal is not None and goal[0] in per_s:
+            baselines[GOAL_SHAPE] = per_s[goal[0]]
+        params: Params = {
+            "shape": plan.label,
+            "format": plan.fmt,
+            "request_records": records,
+            "connections": cfg.shape_connections,
+            "partitions": cfg.partitions,
+            "body_bytes": got.bytes,
+            "seconds": cfg.shape_duration_s,
+            "rounds": cfg.shape_rounds,
+            "fastest_shape": fastest,
+            "goal_shape": goal[0] if goal is not None else None,
+            "broker_cores": got.server_cores,
+            "broker_event_loop_cores": got.server_loop_cores,
+            "client_cores": got.client_cores,
+            "other_processes_cores": got.other_cores,
+        }
+        st = stats[plan.label]
+        params["requests_per_commit"] = st.requests_per_commit
+        params["records_per_segment"] = segments[plan.label]
+        variant = f"{plan.describe()}, {records:,} records/request"
+        results.append(
+            Result(
+                SHAPES,
+                variant,
+                "throughput",
+                per_s[plan.label],
+                "records/s",
+                baselines,
+                params=finite(params),
+            )
+        )
+        b.notes.append(
+            f"shape {plan.label}: {st.requests_per_commit:.1f} requests per commit, "
+            f"{st.commit_ms:.1f} ms per commit, {segments[plan.label]:,.0f} records/segment; "
+            f"{_cores(got, per_s[plan.label])}"
+        )
+    b.notes.append(
+        f"shapes: fastest is {by_label[fastest].describe()}; '{GOAL_SHAPE}' is the shape a "
+        "goal compares with (keyed: the same format with an explicit partition; REST: "
+        "native JSON keyed)"
+    )
     return results
 
 
@@ -677,6 +856,31 @@ def goal_notes(report: Report, cfg: BrokerBenchConfig) -> list[str]:
                 f"{r.value:,.0f} records/s ({_goal(r.value, goal, True)} goal >= {goal:,.0f})"
             )
     for r in report.results:
+        shape = r.params.get("shape")
+        if r.benchmark != SHAPES or not isinstance(shape, str) or shape not in SHAPE_GOALS:
+            continue
+        reference, floor = SHAPE_GOALS[shape]
+        ratio = r.ratio(GOAL_SHAPE)
+        if floor and ratio is not None:
+            notes.append(
+                f"goal {shape} >= {floor:.2f}x {reference}: {ratio:.2f}x "
+                f"({_goal(ratio, floor, True)})"
+            )
+        spread = next(
+            (s for s in report.results if s.params.get("shape") == shape.replace("key", "spread")),
+            None,
+        )
+        if spread is not None and spread.benchmark == SHAPES and spread.value > 0:
+            notes.append(
+                f"{shape} / {spread.params['shape']} (the same fan-out over partitions, so "
+                f"the cost of partitioning by key alone): {r.value / spread.value:.2f}x"
+            )
+        if shape == "v1-json-key" and r.params.get("request_records") == 1_000:
+            notes.append(
+                f"goal produce native JSON keyed, 1,000 records/request: {r.value:,.0f} "
+                f"records/s ({_goal(r.value, 300_000.0, True)} goal >= 300,000)"
+            )
+    for r in report.results:
         if r.benchmark == LATENCY and r.metric == "p99":
             notes.append(
                 f"goal produce latency p99: {r.value:.1f} ms "
@@ -741,6 +945,7 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
         bench = Bench(cfg, pool, broker, empty, naive, workdir, progress)
         try:
             report.results += bench_produce(bench)
+            report.results += bench_shapes(bench)
             report.results += bench_latency(bench)
             report.results += bench_e2e(bench)
             report.results += bench_fetch(bench, root)

@@ -53,6 +53,17 @@ STOP = b"STOP"
 FETCH_MAX_BYTES = 64 << 20  # never the limit: fetches are bounded by max_records
 
 Format = Literal["json", "arrow"]
+#: Which API a produce body is for: the native ``/v1`` (JSON or Arrow, by ``Format``), REST
+#: Proxy v2 with the binary or json embedded format, v3 one record per request or streamed.
+Api = Literal["v1", "v2-binary", "v2-json", "v3", "v3-stream"]
+#: How a record finds its partition: named in the body (one partition per request, or
+#: ``spread`` over every partition in each request, as keyed records are), by its key, or
+#: neither (sticky).
+Placement = Literal["partition", "spread", "key", "none"]
+BINARY_V2_TYPE = "application/vnd.kafka.binary.v2+json"
+JSON_V2_TYPE = "application/vnd.kafka.json.v2+json"
+#: The REST Proxy v3 cluster id the benchmark's broker reports (its default).
+CLUSTER_ID = "lakelog"
 
 
 # -- bodies ------------------------------------------------------------------
@@ -82,12 +93,96 @@ def json_body(values: pa.Array, partition: int) -> bytes:
 def arrow_body(values: pa.Array, partition: int) -> bytes:
     """A native Arrow IPC stream produce body: value binary, partition int32."""
     n = len(values)
-    table = pa.table({"value": values, "partition": pa.array(np.full(n, partition, np.int32))})
+    return ipc_bytes(
+        pa.table({"value": values, "partition": pa.array(np.full(n, partition, np.int32))})
+    )
+
+
+def ipc_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pyarrow.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     data: bytes = sink.getvalue().to_pybytes()
     return data
+
+
+def make_keys(count: int, rng: np.random.Generator) -> list[bytes]:
+    """Keys as applications send them: short ids out of a large space (``user-0001234``)."""
+    return [f"user-{n:07d}".encode() for n in rng.integers(0, 10_000_000, count)]
+
+
+def shaped_body(
+    api: Api,
+    fmt: Format,
+    values: pa.Array,
+    partitions: Sequence[int] | None,
+    keys: Sequence[bytes] | None,
+) -> bytes:
+    """One produce body of ``values`` for ``api``: record ``i`` names ``partitions[i]`` and
+    carries ``keys[i]``, each when given (with neither, the broker chooses)."""
+    raw = values.to_pylist()
+    b64 = [base64.b64encode(v).decode("ascii") for v in raw]
+    if api == "v1" and fmt == "arrow":
+        columns: dict[str, pa.Array] = {"value": values}
+        if keys is not None:
+            columns["key"] = pa.array(keys, pa.binary())
+        if partitions is not None:
+            columns["partition"] = pa.array(partitions, pa.int32())
+        return ipc_bytes(pa.table(columns))
+    field = "partition_id" if api in ("v3", "v3-stream") else "partition"
+    records: list[dict[str, object]]
+    sent_keys: list[object] | None
+    if api == "v2-json":
+        # Embedded JSON: the value is a JSON object holding the same bytes, hex-encoded.
+        records = [{"value": {"data": v.hex()}} for v in raw]
+        sent_keys = [k.decode("ascii") for k in keys] if keys is not None else None
+    elif field == "partition_id":
+        records = [{"value": {"type": "BINARY", "data": v}} for v in b64]
+        sent_keys = (
+            [{"type": "BINARY", "data": base64.b64encode(k).decode("ascii")} for k in keys]
+            if keys is not None
+            else None
+        )
+    else:
+        records = [{"value": v} for v in b64]
+        sent_keys = (
+            [base64.b64encode(k).decode("ascii") for k in keys] if keys is not None else None
+        )
+    for i, record in enumerate(records):
+        if sent_keys is not None:
+            record["key"] = sent_keys[i]
+        if partitions is not None:
+            record[field] = partitions[i]
+    if field == "partition_id":  # v3: concatenated JSON objects, one per record
+        return "\n".join(json.dumps(r, separators=(",", ":")) for r in records).encode()
+    formats = {"key_format": "base64", "value_format": "base64"} if api == "v1" else {}
+    return json.dumps({"records": records, **formats}, separators=(",", ":")).encode()
+
+
+def content_type_of(api: Api, fmt: Format) -> str:
+    if api == "v1":
+        return JSON_TYPE if fmt == "json" else ARROW_TYPE
+    return {"v2-binary": BINARY_V2_TYPE, "v2-json": JSON_V2_TYPE}.get(api, JSON_TYPE)
+
+
+def produce_path(api: Api, topic: str) -> str:
+    """Where ``api`` takes produce requests for ``topic`` (all wait for the durable commit)."""
+    if api == "v1":
+        return f"/v1/topics/{topic}/records?acks=all"
+    if api in ("v2-binary", "v2-json"):
+        return f"/topics/{topic}"
+    return f"/v3/clusters/{CLUSTER_ID}/topics/{topic}/records"
+
+
+def refused_records(api: Api, answer: bytes, records: int) -> str | None:
+    """What a REST Proxy answer (HTTP 200 even when records fail) says went wrong, if anything."""
+    if api in ("v2-binary", "v2-json"):
+        ok = answer.count(b'"error_code":null')
+    elif api in ("v3", "v3-stream"):
+        ok = answer.count(b'"error_code":200')
+    else:
+        return None
+    return None if ok == records else f"{records - ok} records refused: {answer[:300]!r}"
 
 
 def stamp_positions(body: bytes) -> list[int]:
@@ -149,6 +244,8 @@ class ProduceLoad:
     duration_s: float
     rate: float | None = None
     stamp: bool = False
+    api: Api = "v1"
+    placement: Placement = "partition"
     #: keep what every acknowledgement said (``LoadResult.acknowledged``), to check the log later
     keep_offsets: bool = False
 
@@ -288,16 +385,30 @@ def body_values(load: ProduceLoad) -> list[pa.Array]:
 
 
 def produce_bodies(load: ProduceLoad) -> list[bytes]:
-    """Body ``i`` sends ``body_values(load)[i]``, every record to partition ``i % partitions``."""
-    encode = json_body if load.fmt == "json" else arrow_body
-    return [encode(values, i % load.partitions) for i, values in enumerate(body_values(load))]
+    """Body ``i`` sends ``body_values(load)[i]``, every record to partition ``i % partitions``
+    (or, by ``placement``, with keys, or with neither)."""
+    values = body_values(load)
+    if load.api == "v1" and load.placement == "partition":
+        encode = json_body if load.fmt == "json" else arrow_body
+        return [encode(v, i % load.partitions) for i, v in enumerate(values)]
+    rng = np.random.default_rng(load.seed + 1)
+    bodies = []
+    for i, v in enumerate(values):
+        n = len(v)
+        partitions = {
+            "partition": [i % load.partitions] * n,
+            "spread": [j % load.partitions for j in range(n)],
+        }.get(load.placement)
+        keys = make_keys(n, rng) if load.placement == "key" else None
+        bodies.append(shaped_body(load.api, load.fmt, v, partitions, keys))
+    return bodies
 
 
 def run_produce(load: ProduceLoad) -> LoadResult:
     """Closed loop (``rate`` None) or open loop; only the window after warm-up counts."""
     bodies = produce_bodies(load)
     positions = [stamp_positions(b) for b in bodies] if load.stamp else []
-    content_type = JSON_TYPE if load.fmt == "json" else ARROW_TYPE
+    content_type = content_type_of(load.api, load.fmt)
     begin = load.start_at + load.warmup_s
     end = begin + load.duration_s
     total = LoadResult(seconds=load.duration_s, bytes=sum(map(len, bodies)) // len(bodies))
@@ -310,6 +421,9 @@ def run_produce(load: ProduceLoad) -> LoadResult:
     ) -> None:
         if status != 200:
             part.errors.append(f"HTTP {status}: {data[:300]!r}")
+            return
+        if (refused := refused_records(load.api, data, load.records)) is not None:
+            part.errors.append(refused)
             return
         if load.keep_offsets:
             try:
@@ -528,4 +642,4 @@ def warm_up(load: ProduceLoad) -> None:
     body = produce_bodies(replace(load, distinct_bodies=1))[0]
     if load.stamp:  # stamped before every timed window, so a consumer ignores it
         body = stamped(body, stamp_positions(body), 0)
-    call(load.target, "POST", load.path, body, JSON_TYPE if load.fmt == "json" else ARROW_TYPE)
+    call(load.target, "POST", load.path, body, content_type_of(load.api, load.fmt))

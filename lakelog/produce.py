@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequestError
 from lakelog.internal_topics import InternalWriter, check_append
-from lakelog.partitioner import Partitioner, partition_for_key
+from lakelog.partitioner import Partitioner, partitions_for_keys
 from lakelog.produce_batch import ProduceBatch, ProduceInput
 from lakelog.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE
 from lakelog.topic_config import TopicConfig
@@ -120,18 +120,30 @@ def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) 
 def assign_partitions(
     batch: ProduceBatch, num_partitions: int, keyless: Partitioner
 ) -> ProduceBatch:
-    """Kafka's choice: explicit partition, else murmur2 of the key, else the sticky partition."""
+    """Kafka's choice: explicit partition, else murmur2 of the key, else the sticky partition.
+
+    The whole batch at once: keys are hashed by ``partitions_for_keys`` and the
+    choice is merged column-wise, so a keyed record costs about what one with an
+    explicit partition does.
+    """
     partitions = batch.column("partition")
     if partitions.null_count == 0:
         return batch
-    keys = batch.column("key").to_pylist()
-    given = partitions.to_pylist()
     sticky = keyless.partition(num_partitions)
-    chosen = [
-        g if g is not None else (partition_for_key(k, num_partitions) if k is not None else sticky)
-        for g, k in zip(given, keys, strict=True)
-    ]
     keyless.on_new_batch()
+    keys = batch.column("key")
+    if keys.null_count == len(keys):
+        hashed = np.full(len(keys), sticky, np.int32)
+    else:
+        hashed = partitions_for_keys(keys.combine_chunks(), num_partitions)
+        hashed[hashed < 0] = sticky
+    if partitions.null_count == len(partitions):
+        chosen = hashed
+    else:
+        given = partitions.combine_chunks()
+        chosen = given.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+        missing = ~given.is_valid().to_numpy(zero_copy_only=False)
+        chosen[missing] = hashed[missing]
     return batch.with_column("partition", pa.array(chosen, pa.int32()))
 
 

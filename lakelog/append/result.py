@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lakelog.partitioner import stable_order
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionBatch:
@@ -112,7 +114,7 @@ def partition_batches(
     first = partitions[0]
     if (partitions == first).all():  # the common case: one partition per request
         return [PartitionBatch(int(first), int(offsets.min()), len(offsets))]
-    order = np.argsort(partitions, kind="stable")
+    order = stable_order(partitions)
     ordered = partitions[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     lowest = np.minimum.reduceat(offsets[order], starts)

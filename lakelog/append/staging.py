@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.offset_index import Segment
+from lakelog.partitioner import stable_order
 from lakelog.produce import PreparedBatch
 from lakelog.segments import SegmentWriter
 
@@ -83,31 +84,48 @@ def group_by_partition(
 
     For every request: its records' partitions and their positions within
     their partition's rows (the offset is then that partition's base plus the
-    position). Requests sent to one partition, the usual case, are only
-    concatenated (no copy); mixed requests are split with one ``take``.
+    position). When every request goes to one partition (the usual case for
+    explicit partitions) the requests are only concatenated (no copy). When
+    any request spreads over partitions (keyed records do), the whole commit
+    is reordered by partition with one stable sort and one ``take``, and each
+    partition's rows are a slice of it: one copy per commit, instead of one
+    ``take`` per partition of every request and segments of many small chunks.
     """
+    parts = [b.table.column("partition").to_numpy() for b in batches]
+    if all((p == p[0]).all() for p in parts):
+        return _concatenated(batches, parts)
+    everything = np.concatenate(parts)
+    order = stable_order(everything)
+    ordered = everything[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(ordered)) + 1))
+    counts = np.diff(np.append(starts, len(ordered)))
+    # position of each row within its partition: its rank in the stably sorted order
+    positions = np.empty(len(everything), dtype=np.int64)
+    positions[order] = np.arange(len(ordered)) - np.repeat(starts, counts)
+    rows = pa.concat_tables([b.table.drop_columns(["partition"]) for b in batches])
+    taken = rows.take(pa.array(order)).combine_chunks()
+    by_partition = {
+        int(ordered[start]): taken.slice(int(start), int(count))
+        for start, count in zip(starts, counts, strict=True)
+    }
+    bounds = np.cumsum([0] + [len(p) for p in parts])
+    locate = [(p, positions[bounds[i] : bounds[i + 1]]) for i, p in enumerate(parts)]
+    return by_partition, locate
+
+
+def _concatenated(
+    batches: Sequence[PreparedBatch], parts: Sequence[npt.NDArray[np.int32]]
+) -> tuple[dict[int, pa.Table], list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]]:
+    """``group_by_partition`` of requests that each go to one partition: no copy."""
     pieces: dict[int, list[pa.Table]] = {}
     filled: dict[int, int] = {}
     locate = []
-    for b in batches:
-        parts = b.table.column("partition").to_numpy()
-        rows = b.table.drop_columns(["partition"])
-        if (parts == parts[0]).all():
-            p = int(parts[0])
-            start = filled.get(p, 0)
-            pieces.setdefault(p, []).append(rows)
-            filled[p] = start + len(parts)
-            locate.append((parts, np.arange(start, start + len(parts), dtype=np.int64)))
-            continue
-        order = np.argsort(parts, kind="stable")
-        positions = np.empty(len(parts), dtype=np.int64)
-        for group in np.split(order, np.flatnonzero(np.diff(parts[order])) + 1):
-            p = int(parts[group[0]])
-            start = filled.get(p, 0)
-            pieces.setdefault(p, []).append(rows.take(pa.array(group)))
-            filled[p] = start + len(group)
-            positions[group] = np.arange(start, start + len(group))
-        locate.append((parts, positions))
+    for b, partitions in zip(batches, parts, strict=True):
+        p = int(partitions[0])
+        start = filled.get(p, 0)
+        pieces.setdefault(p, []).append(b.table.drop_columns(["partition"]))
+        filled[p] = start + len(partitions)
+        locate.append((partitions, np.arange(start, start + len(partitions), dtype=np.int64)))
     by_partition = {
         p: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         for p, tables in pieces.items()

@@ -61,6 +61,7 @@ from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
+import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -69,11 +70,13 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.errors import InvalidRecordError, LakelogError
-from lakelog.produce_batch import ProduceBatch
+from lakelog.produce_batch import ProduceBatch, binary_lengths
+from lakelog.records import TIMESTAMP_TYPE
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
-from server.codec import DataFormat, decode_data
+from server.codec import DataFormat, decode_data, empty_headers
 from server.http import get_broker, media_type, read_body
+from server.rest_proxy.fast_produce import V3Columns, decode_v3_stream, v3_report_json
 from server.rest_proxy.records_models import (
     V3BatchEntry,
     V3BatchFailure,
@@ -360,6 +363,25 @@ class Written:
 Outcome = Written | LakelogError
 
 
+@dataclass(frozen=True)
+class AllWritten:
+    """Every record of a produce written in one commit: where each one went, in record order.
+
+    Kept as columns, so an answer for a thousand records is written straight
+    from them rather than from an object per record.
+    """
+
+    partitions: list[int]
+    offsets: list[int]
+    timestamps_ms: list[int]
+
+    def outcomes(self) -> list[Outcome]:
+        return [
+            Written(p, o, t)
+            for p, o, t in zip(self.partitions, self.offsets, self.timestamps_ms, strict=True)
+        ]
+
+
 def decoded_batch(rows: list[Decoded]) -> ProduceBatch:
     return ProduceBatch.from_columns(
         partition=[r.partition for r in rows],
@@ -375,33 +397,37 @@ def refused_by_record(exc: LakelogError) -> bool:
     return not exc.retriable and 400 <= exc.http_status < 500
 
 
-async def write(broker: Broker, topic_log: TopicLog, rows: list[Decoded]) -> list[Outcome]:
-    """Produce ``rows`` in one commit; if some rows make lakelog refuse it, the others alone."""
-    batch = decoded_batch(rows)
+def outcomes_of(written: AllWritten | list[Outcome]) -> list[Outcome]:
+    return written.outcomes() if isinstance(written, AllWritten) else written
+
+
+async def write(
+    broker: Broker, topic_log: TopicLog, batch: ProduceBatch
+) -> AllWritten | list[Outcome]:
+    """Produce ``batch`` in one commit; if some rows make lakelog refuse it, the others alone."""
+    n = batch.num_rows
     try:
         result = await broker.produce(topic_log.name, batch, acks=-1)
     except LakelogError as exc:
-        if not refused_by_record(exc) or len(rows) == 1:
-            return [exc] * len(rows)
-        outcomes: list[Outcome | None] = [None] * len(rows)
-        for i in range(len(rows)):
+        if not refused_by_record(exc) or n == 1:
+            return [exc] * n
+        outcomes: list[Outcome | None] = [None] * n
+        for i in range(n):
             try:
                 topic_log.prepare(batch.take([i]))  # validation only, nothing is written
             except LakelogError as refused:
                 outcomes[i] = refused
         good = [i for i, outcome in enumerate(outcomes) if outcome is None]
-        if len(good) == len(rows):
-            return [exc] * len(rows)
+        if len(good) == n:
+            return [exc] * n
         if good:
-            retried = await write(broker, topic_log, [rows[i] for i in good])
+            retried = outcomes_of(await write(broker, topic_log, batch.take(good)))
             for i, outcome in zip(good, retried, strict=True):
                 outcomes[i] = outcome
         return [o if o is not None else exc for o in outcomes]
     assert result is not None  # acks=all always waits for the commit
-    return [
-        Written(p, o, t)
-        for p, o, t in zip(result.partitions, result.offsets, result.timestamps_ms, strict=True)
-    ]
+    partitions, offsets, stamps = result.arrays()
+    return AllWritten(partitions.tolist(), offsets.tolist(), stamps.tolist())
 
 
 def rfc3339(millis: int) -> str:
@@ -419,12 +445,18 @@ async def topic_for(broker: Broker, cluster_id: str, topic: str) -> TopicLog:
         raise
 
 
-async def read_json_body(request: Request, broker: Broker) -> str:
+async def read_json_raw(request: Request, broker: Broker) -> bytes:
+    """The body of a request whose content type and size are accepted (415, 413 otherwise)."""
     kind = media_type(request)
     if kind not in (JSON, ""):
         raise V3Failure(415, f"content type {kind!r}; send {JSON}")
     raw = await read_body(request, broker.settings.max_request_bytes)
     broker.metrics.bytes_in.inc(len(raw))
+    return raw
+
+
+def json_text(raw: bytes) -> str:
+    """The body as text, refusing one that is not UTF-8 (400) or is empty (422)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -432,6 +464,10 @@ async def read_json_body(request: Request, broker: Broker) -> str:
     if not text.strip():
         raise V3Failure(422, "the request body is empty; send one or more records")
     return text
+
+
+async def read_json_body(request: Request, broker: Broker) -> str:
+    return json_text(await read_json_raw(request, broker))
 
 
 def decode_each(
@@ -455,7 +491,7 @@ async def deliver(
 ) -> list[tuple[Decoded, Outcome] | RecordRefused]:
     """Write the records that decoded (see ``write``); each with its outcome, in request order."""
     rows = [item for item in items if isinstance(item, Decoded)]
-    written = iter(await write(broker, topic_log, rows) if rows else [])
+    written = iter(outcomes_of(await write(broker, topic_log, decoded_batch(rows))) if rows else [])
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 
@@ -496,7 +532,24 @@ async def produce_records(
     """Producing to the internal topic `__consumer_offsets` gives every record a report with
     `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     topic_log = await topic_for(broker, cluster_id, topic_name)
-    text = await read_json_body(request, broker)
+    raw = await read_json_raw(request, broker)
+    # A body the fast decoder takes is UTF-8 JSON with at least one record, so the checks
+    # of json_text only matter for the others.
+    fast = decode_v3_stream(raw)
+    stamps = column_timestamps(fast.timestamps) if fast is not None else None
+    if fast is not None and stamps is not None:
+        body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
+    else:
+        body = await produce_decoded(broker, topic_log, cluster_id, json_text(raw))
+    broker.metrics.bytes_out.inc(len(body))
+    return Response(body, media_type=JSON)
+
+
+async def produce_decoded(
+    broker: Broker, topic_log: TopicLog, cluster_id: str, text: str
+) -> str | bytes:
+    """Records decoded one by one through the models; each gets its report, in request order."""
+    topic_name = topic_log.name
     delivered = await deliver(broker, topic_log, decode_each(split_concatenated(text)))
     reports: list[V3ProduceResponse] = []
     for item in delivered:
@@ -515,12 +568,81 @@ async def produce_records(
                 error_code=200, **written_fields(cluster_id, topic_name, decoded, outcome)
             )
         )
-    body = "".join(
+    return render_reports(reports)
+
+
+def render_reports(reports: Iterable[V3ProduceResponse]) -> str:
+    return "".join(
         json.dumps(r.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n"
         for r in reports
     )
-    broker.metrics.bytes_out.inc(len(body))
-    return Response(body, media_type=JSON)
+
+
+def column_timestamps(texts: list[str | None]) -> pa.Array | None:
+    """The records' timestamps in ms (null: the broker's clock), or None if one is refused
+    (the models' path then reports it on its record)."""
+    if texts.count(None) == len(texts):
+        return pa.nulls(len(texts), TIMESTAMP_TYPE)
+    try:
+        millis = [parse_timestamp(t) for t in texts]
+    except RecordRefused:
+        return None
+    return pa.array(millis, pa.int64()).cast(TIMESTAMP_TYPE)
+
+
+async def produce_columns(
+    broker: Broker, topic_log: TopicLog, cluster_id: str, columns: V3Columns, stamps: pa.Array
+) -> str | bytes:
+    """The records of a stream the fast decoder took: one batch, reports from columns."""
+    n = len(columns)
+    given = columns.partitions
+    batch = ProduceBatch.from_columns(
+        num_rows=n,
+        partition=None if given.count(None) == n else pa.array(given, pa.int32()),
+        timestamp=stamps,
+        key=columns.keys,
+        value=columns.values,
+        headers=empty_headers(n),
+    )
+    written = await write(broker, topic_log, batch)
+    key_sizes = binary_lengths(pa.chunked_array([columns.keys])).tolist()
+    value_sizes = binary_lengths(pa.chunked_array([columns.values])).tolist()
+    if isinstance(written, AllWritten):
+        texts: dict[int, str] = {}
+        times = [texts.get(t) or texts.setdefault(t, rfc3339(t)) for t in written.timestamps_ms]
+        return v3_report_json(
+            cluster_id,
+            topic_log.name,
+            columns,
+            written.partitions,
+            written.offsets,
+            times,
+            key_sizes,
+            value_sizes,
+        )
+    reports = []
+    for i, outcome in enumerate(written):
+        if isinstance(outcome, LakelogError):
+            reports.append(
+                V3ProduceResponse(error_code=outcome.http_status, message=lakelog_message(outcome))
+            )
+            continue
+        key = V3ProduceResponseData(type=columns.key_kind, size=key_sizes[i])
+        value = V3ProduceResponseData(type=columns.value_kind, size=value_sizes[i])
+        decoded = Decoded(
+            partition=None,
+            timestamp_ms=None,
+            key=None,
+            value=None,
+            key_info=key if columns.has_key[i] else None,
+            value_info=value if columns.has_value[i] else None,
+        )
+        reports.append(
+            V3ProduceResponse(
+                error_code=200, **written_fields(cluster_id, topic_log.name, decoded, outcome)
+            )
+        )
+    return render_reports(reports)
 
 
 def batch_body() -> dict[str, Any]:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,8 @@ from benchmarks.common import (
     results_json,
 )
 from lakelog.testing.brokers import free_port
+from server import codec
+from server.rest_proxy import fast_produce
 
 LOG_BENCHMARKS = {bench_log.APPEND, bench_log.COMMIT, bench_log.READ, bench_log.OPEN}
 
@@ -195,6 +198,7 @@ BROKER_BENCHMARKS = {
     bench_broker.LATENCY,
     bench_broker.E2E,
     bench_broker.FETCH,
+    bench_broker.SHAPES,
 }
 
 
@@ -230,6 +234,18 @@ def test_broker_suite_covers_every_benchmark(broker_report: Report) -> None:
     assert len(fetch) == 2 * 2 * len(cfg.fetch_formats)  # cache and storage, two units
     assert {r.params["source"] for r in fetch} == {"cache", "storage"}
     assert all(r.params["records"] == cfg.fetch_records for r in fetch)
+    shapes = [r for r in broker_report.results if r.benchmark == bench_broker.SHAPES]
+    assert [r.params["shape"] for r in shapes] == [p.label for p in cfg.shape_plan]
+    fastest = max(r.value for r in shapes)
+    for r in shapes:  # each beside the fastest shape, and the goal's shape where it has one
+        assert r.baselines[bench_broker.FASTEST] == fastest
+        goal = bench_broker.SHAPE_GOALS.get(str(r.params["shape"]))
+        if goal is not None:
+            (reference,) = [s for s in shapes if s.params["shape"] == goal[0]]
+            assert r.baselines[bench_broker.GOAL_SHAPE] == reference.value
+        else:
+            assert bench_broker.GOAL_SHAPE not in r.baselines
+    assert any(n.startswith("goal v1-json-key >= 0.85x") for n in broker_report.notes)
 
 
 def test_broker_results_are_well_formed(broker_report: Report) -> None:
@@ -238,12 +254,17 @@ def test_broker_results_are_well_formed(broker_report: Report) -> None:
         bench_broker.LATENCY: {bench_broker.EMPTY, bench_broker.NAIVE},
         bench_broker.E2E: {bench_broker.ACK},
         bench_broker.FETCH: {bench_broker.STATIC, bench_broker.RAW_READ},
+        bench_broker.SHAPES: {bench_broker.FASTEST, bench_broker.GOAL_SHAPE},
     }
     for r in broker_report.results:
-        assert set(r.baselines) == expected[r.benchmark], r
+        assert set(r.baselines) <= expected[r.benchmark], r
+        assert bench_broker.FASTEST in r.baselines or r.benchmark != bench_broker.SHAPES
+        assert set(r.baselines) == expected[r.benchmark] or r.benchmark == bench_broker.SHAPES
         assert _finite_non_negative(r.value), r
         assert all(_non_negative_or_nan(v) for v in r.baselines.values()), r
-        assert r.higher_is_better == (r.benchmark in {bench_broker.PRODUCE, bench_broker.FETCH})
+        assert r.higher_is_better == (
+            r.benchmark in {bench_broker.PRODUCE, bench_broker.FETCH, bench_broker.SHAPES}
+        )
         assert r.variant and r.metric and r.unit
     for benchmark in (bench_broker.LATENCY, bench_broker.E2E):
         rows = [r for r in broker_report.results if r.benchmark == benchmark]
@@ -290,6 +311,61 @@ def test_stamps_survive_json_and_arrow() -> None:
         "json",
     )
     assert [magic for _, magic in stop] == [broker_load.STOP]
+
+
+@pytest.mark.parametrize("plan", bench_broker.SHAPE_PLAN, ids=lambda p: p.label)
+def test_every_shape_body_takes_the_fast_path(plan: bench_broker.ShapePlan) -> None:
+    # The shapes measure the broker's usual path for each API: bodies the fast decoders
+    # take, with keys (or partitions, or neither) as the shape says.
+    rng = np.random.default_rng(3)
+    values = broker_load.make_values(5, 100, rng, False)
+    keys = broker_load.make_keys(5, rng) if plan.placement == "key" else None
+    partitions = {"partition": [2] * 5, "spread": [0, 1, 2, 3, 0]}.get(plan.placement)
+    body = broker_load.shaped_body(plan.api, plan.fmt, values, partitions, keys)
+    raw_values = values.to_pylist()
+    if plan.api == "v1" and plan.fmt == "arrow":
+        batch = codec.parse_arrow_stream(body)
+        got_keys, got_values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
+        got_partitions = batch.column("partition").to_pylist()
+    elif plan.api == "v1":
+        decoded = codec.decode_produce_json(body)
+        assert decoded is not None
+        batch = decoded.batch
+        got_keys, got_values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
+        got_partitions = batch.column("partition").to_pylist()
+    elif plan.api in ("v2-binary", "v2-json"):
+        fmt: Literal["base64", "json"] = "base64" if plan.api == "v2-binary" else "json"
+        columns = fast_produce.decode_v2(body, fmt, with_partition=True)
+        assert columns is not None
+        got_keys, got_values = columns.keys.to_pylist(), columns.values.to_pylist()
+        named = columns.partitions.tolist() if columns.partitions is not None else None
+        got_partitions = named or [None] * len(columns)
+        if fmt == "json":  # embedded JSON: stored as the compact text of what was sent
+            raw_values = [
+                json.dumps({"data": v.hex()}, separators=(",", ":")).encode() for v in raw_values
+            ]
+            keys = [json.dumps(k.decode()).encode() for k in keys] if keys is not None else None
+    else:
+        stream = fast_produce.decode_v3_stream(body)
+        assert stream is not None
+        got_keys, got_values = stream.keys.to_pylist(), stream.values.to_pylist()
+        got_partitions = stream.partitions
+    assert got_values == raw_values
+    assert got_keys == (keys if keys is not None else [None] * 5)
+    expected: list[int | None] = list(partitions) if partitions is not None else [None] * 5
+    assert got_partitions == expected
+    if plan.api != "v1":
+        assert broker_load.produce_path(plan.api, "t") != "/v1/topics/t/records?acks=all"
+
+
+def test_refused_records_are_counted_as_errors() -> None:
+    ok_v2 = b'{"offsets":[{"partition":0,"offset":1,"error_code":null,"error":null}]}'
+    bad_v2 = b'{"offsets":[{"partition":null,"offset":null,"error_code":1,"error":"x"}]}'
+    assert broker_load.refused_records("v2-binary", ok_v2, 1) is None
+    assert broker_load.refused_records("v2-json", bad_v2, 1) is not None
+    assert broker_load.refused_records("v3-stream", b'{"error_code":200}\n' * 2, 2) is None
+    assert broker_load.refused_records("v3", b'{"error_code":400}\n', 1) is not None
+    assert broker_load.refused_records("v1", b"anything", 9) is None
 
 
 def test_metrics_parsing_and_commit_stats() -> None:

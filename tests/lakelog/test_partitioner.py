@@ -12,12 +12,14 @@ import random
 import threading
 from collections import Counter
 
+import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.errors import InvalidConfigError, InvalidPartitionsError
 from lakelog.partitioner import (
+    VECTOR_KEY_BYTES,
     Partitioner,
     RoundRobinPartitioner,
     StickyPartitioner,
@@ -25,8 +27,11 @@ from lakelog.partitioner import (
     make_keyless_partitioner,
     murmur2,
     partition_for_key,
+    partitions_for_keys,
     to_positive,
 )
+from lakelog.produce import assign_partitions
+from lakelog.produce_batch import ProduceBatch
 
 # --------------------------------------------------------------------------- reference
 
@@ -209,6 +214,95 @@ def test_partition_for_key_single_partition(key: bytes) -> None:
 def test_partition_for_key_rejects_bad_counts(n: int) -> None:
     with pytest.raises(InvalidPartitionsError, match="at least 1"):
         partition_for_key(b"k", n)
+
+
+# ------------------------------------------------------------------- partitions_for_keys
+
+
+def reference_partitions(keys: list[bytes | None], n: int) -> list[int]:
+    return [-1 if k is None else to_positive(reference_murmur2(k)) % n for k in keys]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=40),
+    st.integers(min_value=1, max_value=10_000),
+    st.integers(min_value=0, max_value=3),
+)
+def test_partitions_for_keys_agrees_with_reference(
+    keys: list[bytes | None], n: int, skip: int
+) -> None:
+    # A sliced array (non-zero offset) must read the same keys as a fresh one.
+    array = pa.array([b"pad"] * skip + keys, pa.binary()).slice(skip)
+    assert partitions_for_keys(array, n).tolist() == reference_partitions(keys, n)
+
+
+@pytest.mark.parametrize("n", [1, 6, 1000, 2**31 - 1])
+def test_partitions_for_keys_every_length_0_to_300(n: int) -> None:
+    # Random binary keys of every length 0..300, several per length, in one batch: every
+    # tail case at every block count, high bytes included, mixed lengths side by side.
+    rng = random.Random(n)
+    keys: list[bytes | None] = [rng.randbytes(length) for length in range(301) for _ in range(3)]
+    rng.shuffle(keys)
+    assert partitions_for_keys(pa.array(keys, pa.binary()), n).tolist() == (
+        reference_partitions(keys, n)
+    )
+
+
+@pytest.mark.parametrize("length", [*range(13), 16, 36, 64, 301])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_partitions_for_keys_all_one_length(length: int, gaps: bool) -> None:
+    # Keys of one length are hashed as a byte matrix: read in place when back to back,
+    # else gathered from where they are.
+    rng = random.Random(length)
+    keys: list[bytes | None] = [rng.randbytes(length) for _ in range(50)]
+    if gaps:  # a null takes no bytes; a key too long for the matrix leaves a gap
+        keys = [None if i % 7 == 3 else k for i, k in enumerate(keys)]
+        keys[20] = rng.randbytes(VECTOR_KEY_BYTES + 1)
+    array = pa.array([b"x" * (length + 1), *keys], pa.binary()).slice(1)
+    assert partitions_for_keys(array, 97).tolist() == reference_partitions(keys, 97)
+
+
+def test_partitions_for_keys_long_keys_and_nulls() -> None:
+    keys: list[bytes | None] = [b"", None, bytes(range(256)) * 4, b"abc", None, b"x" * 513]
+    got = partitions_for_keys(pa.array(keys, pa.binary()), 1000).tolist()
+    assert got == reference_partitions(keys, 1000)
+    assert got[0] == 681  # the Java producer's partition for the empty key
+
+
+def test_partitions_for_keys_edge_shapes() -> None:
+    assert partitions_for_keys(pa.array([], pa.binary()), 3).tolist() == []
+    assert partitions_for_keys(pa.nulls(4, pa.binary()), 3).tolist() == [-1] * 4
+    strings = pa.array(["foobar", "abc"], pa.string())  # cast to binary: the same bytes
+    assert partitions_for_keys(strings, 100).tolist() == [66, 7]
+    with pytest.raises(InvalidPartitionsError, match="at least 1"):
+        partitions_for_keys(pa.array([b"k"]), 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(min_value=0, max_value=4)),
+            st.one_of(st.none(), st.binary(max_size=40)),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_assign_partitions_per_row_rule(rows: list[tuple[int | None, bytes | None]]) -> None:
+    # The batch-wide choice equals Kafka's rule applied row by row: an explicit partition
+    # stays, a key is hashed, a null key takes the batch's one keyless (sticky) choice.
+    batch = ProduceBatch.from_columns(
+        partition=[p for p, _ in rows], key=[k for _, k in rows], value=[b"v"] * len(rows)
+    )
+    sticky = StickyPartitioner(random.Random(7)).partition(5)
+    got = assign_partitions(batch, 5, StickyPartitioner(random.Random(7)))
+    expected = [
+        p if p is not None else (sticky if k is None else to_positive(reference_murmur2(k)) % 5)
+        for p, k in rows
+    ]
+    assert got.column("partition").to_pylist() == expected
 
 
 # ------------------------------------------------------------------------------ sticky

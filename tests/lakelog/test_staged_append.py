@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lakelog import Catalog, Record
+from lakelog.append.staging import group_by_partition
 from lakelog.errors import LakelogError
+from lakelog.produce import PreparedBatch
+from lakelog.produce_batch import ProduceBatch
 from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 
 
@@ -115,3 +122,38 @@ def test_listeners_get_the_rows_as_committed_also_after_a_renumbering(
         stored = log.read(partition, offsets[0]).records
         assert stored.column("offset").to_pylist()[: len(offsets)] == offsets
         assert stored.column("value").to_pylist()[: len(values)] == values
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=12),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_group_by_partition_keeps_request_order_within_each_partition(
+    requests: list[list[int]],
+) -> None:
+    # Requests to one partition and requests spread over partitions, in one commit: every
+    # record is found at its reported position, and a partition holds its records in
+    # request order, then record order (the order offsets are given in).
+    batches = [
+        PreparedBatch(
+            ProduceBatch.from_columns(
+                partition=pa.array(parts, pa.int32()),
+                value=[f"{i}:{j}".encode() for j in range(len(parts))],
+            ).table
+        )
+        for i, parts in enumerate(requests)
+    ]
+    by_partition, locate = group_by_partition(batches)
+    expected: dict[int, list[bytes]] = {}
+    for i, parts in enumerate(requests):
+        for j, p in enumerate(parts):
+            expected.setdefault(p, []).append(f"{i}:{j}".encode())
+    assert {p: t.column("value").to_pylist() for p, t in by_partition.items()} == expected
+    for i, (sent, positions) in enumerate(locate):
+        assert sent.tolist() == requests[i]
+        for j, (p, at) in enumerate(zip(sent, positions, strict=True)):
+            assert by_partition[int(p)].column("value")[int(at)].as_py() == f"{i}:{j}".encode()

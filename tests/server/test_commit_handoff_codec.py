@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.append.result import AppendResult, partition_batches
+from lakelog.append.staging import group_by_partition
 from lakelog.errors import InvalidRequestError, LakelogError, OutOfOrderSequenceError
 from lakelog.partitioner import StickyPartitioner
 from lakelog.produce import PreparedBatch, prepare_batch
@@ -77,3 +78,32 @@ def test_foreign_rows_are_refused() -> None:
         writer.write_table(table)
     with pytest.raises(InvalidRequestError, match="not prepared produce rows"):
         decode_batches(sink.getvalue().to_pybytes())
+
+
+def test_handed_off_keyed_requests_stage_like_the_senders_own() -> None:
+    # Keyed requests spread over every partition; at the leader they join a group with
+    # the leader's own requests and are split by partition there. Each partition holds
+    # its rows in request order, then record order, and every record sits where it is
+    # reported, exactly as for requests that were never handed off.
+    sent = [
+        prepared([f"key-{i}" for i in range(40)]),
+        prepared(["x", "y", "z"], producer_id=7),
+        prepared([f"other-{i}" for i in range(25)]),
+    ]
+    own = prepared([f"leader-{i}" for i in range(10)])
+    group = [own, *decode_batches(encode_batches(sent))]
+    staged, located = group_by_partition(group)
+    expected: dict[int, list[dict[str, object]]] = {}
+    for batch in [own, *sent]:
+        parts = batch.table.column("partition").to_pylist()
+        for p, row in zip(parts, batch.table.drop_columns(["partition"]).to_pylist(), strict=True):
+            expected.setdefault(p, []).append(row)
+    assert len(expected) == 3
+    assert {p: t.to_pylist() for p, t in staged.items()} == expected
+    for batch, original, (parts, at) in zip(group, [own, *sent], located, strict=True):
+        assert parts.tolist() == original.table.column("partition").to_pylist()
+        rows = batch.table.drop_columns(["partition"]).to_pylist()
+        found = [
+            staged[int(p)].slice(int(i), 1).to_pylist()[0] for p, i in zip(parts, at, strict=True)
+        ]
+        assert found == rows

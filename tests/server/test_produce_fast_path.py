@@ -75,6 +75,7 @@ EDGE_CASES: list[tuple[bytes, Route]] = [
     (b'{"records":[{"value":"QUJ="},{"value":null},{"value":""}],"value_format":"base64"}', "fast"),
     (b'{"records":[{"value":NaN}]}', "refused"),
     (b'{"records":[{"value":"\\ud800"}]}', "refused"),
+    (b'{"records":[{"value":"\xff"}]}', "refused"),  # not UTF-8: msgspec's UnicodeDecodeError
     (b'{"records":[{"value":"a"}]} x', "refused"),
     (b'{"records":[{"value":"a","value":"b"}]}', "fast"),  # the last duplicate wins, as in json
     (b'{"records":[{"value":"a"}],"records":[{"value":"c"}]}', "fast"),
