@@ -118,6 +118,10 @@ class Broker:
             s.broker_id, self.groups.live_brokers, client, self.metrics, self._on_leader_commit
         )
 
+    def commit_leader(self, topic: str) -> str | None:
+        """The broker id that commits ``topic``; None when every broker commits its own."""
+        return None if self.commit_router is None else self.commit_router.leader_id(topic)
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.registry.start()

@@ -148,6 +148,12 @@ class TopicDescriptionOut(BaseModel):
     size_bytes: int
     partitions: list[PartitionInfo]
     configs: list[ConfigEntry]
+    commit_leader: str | None = Field(
+        None,
+        description="Broker id of the topic's commit leader, the broker that commits every "
+        "broker's appends to it, as this broker sees the live brokers; null when brokers "
+        "commit their own appends (commit_handoff=false).",
+    )
 
 
 class TopicList(BaseModel):

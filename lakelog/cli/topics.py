@@ -46,6 +46,8 @@ class DescribedTopic:
     size_bytes: int
     overrides: dict[str, str]
     partitions: list[PartitionLine]
+    #: Known only through a broker: storage alone does not say which broker commits.
+    commit_leader: str | None = None
 
     @classmethod
     def local(cls, d: TopicDescription) -> DescribedTopic:
@@ -77,6 +79,7 @@ class DescribedTopic:
                 )
                 for p in d.partitions
             ],
+            d.commit_leader,
         )
 
 
@@ -251,6 +254,7 @@ def format_description(d: DescribedTopic | TopicDescription) -> str:
     lines = [
         f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
         f"Size: {d.size_bytes}\tConfigs: {overrides}\tTable: {d.table_uri}"
+        + (f"\tCommitLeader: {d.commit_leader}" if d.commit_leader else "")
     ]
     for p in d.partitions:
         lines.append(

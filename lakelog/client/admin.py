@@ -56,6 +56,8 @@ class TopicDescription:
     size_bytes: int
     partitions: list[PartitionDescription]
     configs: dict[str, ConfigEntry]
+    #: The broker that commits the topic (``None``: each broker commits its own appends).
+    commit_leader: str | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -75,6 +77,7 @@ class TopicDescription:
             size_bytes=int(body["size_bytes"]),
             partitions=[_pick(PartitionDescription, p) for p in body["partitions"]],
             configs={c["name"]: _pick(ConfigEntry, c) for c in body["configs"]},
+            commit_leader=body.get("commit_leader"),
         )
 
 

@@ -50,6 +50,11 @@ class CommitRouter:
         #: them is stale, and its long polls on them may have records to answer with.
         self._on_committed = on_committed
 
+    def leader_id(self, topic: str) -> str:
+        """The broker id that commits ``topic``, as this broker sees the live brokers."""
+        live = self._live()
+        return choose_commit_leader(topic, list(live)) if live else self.broker_id
+
     def leader_url(self, topic: str) -> str | None:
         live = self._live()
         if len(live) < 2:

@@ -30,8 +30,9 @@ BrokerDep = Annotated[Broker, Depends(get_broker)]
 TopicName = Annotated[str, Path(min_length=1, max_length=249)]
 
 
-def describe_out(d: TopicDescription) -> TopicDescriptionOut:
+def describe_out(d: TopicDescription, broker: Broker) -> TopicDescriptionOut:
     return TopicDescriptionOut(
+        commit_leader=broker.commit_leader(d.name),
         name=d.name,
         topic_id=d.topic_id,
         table_uri=d.table_uri,
@@ -53,12 +54,12 @@ def create_topic(body: CreateTopicRequest, broker: BrokerDep) -> TopicDescriptio
     described = broker.catalog.create_topic(
         body.name, body.partitions, body.configs, replication_factor=body.replication_factor
     )
-    return describe_out(described)
+    return describe_out(described, broker)
 
 
 @router.get("/v1/topics/{topic}", response_model=TopicDescriptionOut)
 def describe_topic(topic: TopicName, broker: BrokerDep) -> TopicDescriptionOut:
-    return describe_out(broker.catalog.describe_topic(topic))
+    return describe_out(broker.catalog.describe_topic(topic), broker)
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=TopicDescriptionOut)
@@ -66,7 +67,7 @@ def alter_configs(
     topic: TopicName, body: AlterConfigsRequest, broker: BrokerDep
 ) -> TopicDescriptionOut:
     broker.catalog.alter_topic_configs(topic, body.set, body.delete)
-    return describe_out(broker.catalog.describe_topic(topic))
+    return describe_out(broker.catalog.describe_topic(topic), broker)
 
 
 @router.post("/v1/topics/{topic}/partitions", response_model=TopicDescriptionOut)
@@ -74,7 +75,7 @@ def create_partitions(
     topic: TopicName, body: CreatePartitionsRequest, broker: BrokerDep
 ) -> TopicDescriptionOut:
     broker.catalog.create_partitions(topic, body.count)
-    return describe_out(broker.catalog.describe_topic(topic))
+    return describe_out(broker.catalog.describe_topic(topic), broker)
 
 
 @router.delete("/v1/topics/{topic}", status_code=204, response_class=Response)

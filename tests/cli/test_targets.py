@@ -48,7 +48,11 @@ def test_topics_talks_to_the_broker_of_the_environment(
     described = lakelog("topics", "--describe", "--topic", "orders", env=env, cwd=elsewhere)
     assert "PartitionCount: 2" in described.stdout
     with AdminClient(broker.url) as admin:
-        assert admin.describe_topic("orders").num_partitions == 2
+        description = admin.describe_topic("orders")
+        assert description.num_partitions == 2
+        (only,) = admin.brokers().brokers
+        assert description.commit_leader == only.broker_id  # a broker alone commits its topics
+    assert f"CommitLeader: {only.broker_id}" in described.stdout
     assert list(elsewhere.iterdir()) == []  # no root invented where the tool ran
 
     # --root, and only --root, goes to the storage directly

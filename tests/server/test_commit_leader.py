@@ -71,6 +71,8 @@ def test_follower_hands_its_commits_to_the_leader(
         for http in clients:
             assert topic_counter(http, "lakelog_topic_commit_races_lost", "shared") == 0
         assert sorted(stored_keys(root, "shared", PARTITIONS)) == sorted(acked)
+        for http in clients:  # every broker names the same leader
+            assert http.get("/v1/topics/shared").json()["commit_leader"] == ids[leader]
     finally:
         for client in clients:
             client.close()

@@ -51,6 +51,8 @@ def test_commits_and_lost_races_per_topic(
         return [topic_counter(http, family, "shared") for http in clients]
 
     try:
+        # Each broker commits its own appends: no broker is named the topic's commit leader.
+        assert clients[0].get("/v1/topics/shared").json()["commit_leader"] is None
         acked: list[str] = []
         for round_ in range(MAX_ROUNDS):
             jobs = [(b, f"r{round_}b{b}t{t}") for t in range(THREADS_PER_BROKER) for b in (0, 1)]
