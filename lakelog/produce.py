@@ -6,7 +6,10 @@ broker batches into the same commit. Idempotent producers follow Kafka's
 model: every record of producer ``pid`` carries a sequence number, a request
 holds the consecutive range ``base_sequence .. base_sequence + n - 1``, and
 the highest sequence committed per producer is a Delta app transaction, so a
-retried request is recognised whichever broker it reaches.
+retried request is recognised whichever broker it reaches. A producer numbers
+its records either once per topic (lakelog's own API) or once per partition
+(Kafka's protocol, ``sequence_partition``): each numbering is its own stream
+with its own app transaction.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ PRODUCER_TXN_PREFIX = "lakelog.producer."
 MAX_SEQUENCE = 2**31 - 1
 
 
-def producer_txn(producer_id: int) -> str:
-    return f"{PRODUCER_TXN_PREFIX}{producer_id}"
+def producer_txn(producer_id: int, partition: int | None = None) -> str:
+    """The app transaction id holding the last sequence of one producer's stream."""
+    if partition is None:
+        return f"{PRODUCER_TXN_PREFIX}{producer_id}"
+    return f"{PRODUCER_TXN_PREFIX}{producer_id}.p{partition}"
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,22 @@ class PreparedBatch:
     ``table`` has the produce columns plus ``timestamp_type``; offsets are
     the only thing left to assign, at commit time. ``writer`` is set only on
     the batches of an internal topic's owner (``lakelog.internal_topics``).
+    ``sequence_partition`` is set when the producer numbers its records per
+    partition (Kafka's protocol): all rows are then in that partition.
     """
 
     table: pa.Table
     producer_id: int | None = None
     base_sequence: int | None = None
     writer: InternalWriter | None = field(default=None, repr=False, compare=False)
+    sequence_partition: int | None = None
+
+    @property
+    def sequence_txn(self) -> str | None:
+        """The app transaction of this batch's sequence stream (None: not idempotent)."""
+        if self.producer_id is None or self.base_sequence is None:
+            return None
+        return producer_txn(self.producer_id, self.sequence_partition)
 
     @property
     def num_records(self) -> int:
@@ -73,10 +89,12 @@ def prepare_batch(
     producer_id: int | None = None,
     base_sequence: int | None = None,
     writer: InternalWriter | None = None,
+    sequence_partition: int | None = None,
 ) -> PreparedBatch:
     """Validate and complete one request's records, or raise the error that names the problem.
 
     An internal topic is refused first, as Kafka does, unless ``writer`` is its owner's.
+    With ``sequence_partition`` every record must be in that partition.
     """
     check_append(topic, writer)
     if len(records) == 0:
@@ -100,7 +118,13 @@ def prepare_batch(
             "sequence",
             pa.array(np.arange(base_sequence, base_sequence + n, dtype=np.int32)),
         )
-    return PreparedBatch(table, producer_id, base_sequence, writer)
+    if sequence_partition is not None:
+        partitions = table.column("partition")
+        if pc.any(pc.not_equal(partitions, sequence_partition)).as_py():
+            raise InvalidRequestError(
+                f"records numbered for partition {sequence_partition} name another partition"
+            )
+    return PreparedBatch(table, producer_id, base_sequence, writer, sequence_partition)
 
 
 def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) -> None:
@@ -173,28 +197,29 @@ class SequenceCheck:
 
 
 def check_sequences(
-    batches: Sequence[PreparedBatch], last_sequence: Callable[[int], int | None]
+    batches: Sequence[PreparedBatch], last_sequence: Callable[[str], int | None]
 ) -> SequenceCheck:
     """Kafka's idempotence rules, applied in batch order on top of the committed state.
 
-    A batch whose sequences were all written (by an earlier commit or an
-    earlier batch of this commit) is a duplicate; one that starts after a gap
-    is out of order. A producer unknown to the table may start anywhere.
+    ``last_sequence`` gives the committed last sequence of a stream by its app
+    transaction id. A batch whose sequences were all written (by an earlier
+    commit or an earlier batch of this commit) is a duplicate; one that starts
+    after a gap is out of order. A stream unknown to the table may start anywhere.
     """
-    last: dict[int, int | None] = {}
+    last: dict[str, int | None] = {}
     duplicates: list[int] = []
     out_of_order: list[tuple[int, int]] = []
     for i, batch in enumerate(batches):
-        pid, base = batch.producer_id, batch.base_sequence
-        if pid is None or base is None:
+        stream, base = batch.sequence_txn, batch.base_sequence
+        if stream is None or base is None:
             continue
-        if pid not in last:
-            last[pid] = last_sequence(pid)
-        seen = last[pid]
+        if stream not in last:
+            last[stream] = last_sequence(stream)
+        seen = last[stream]
         if seen is not None and base <= seen:
             duplicates.append(i)
         elif seen is not None and base != seen + 1:
             out_of_order.append((i, seen + 1))
         else:
-            last[pid] = batch.last_sequence
+            last[stream] = batch.last_sequence
     return SequenceCheck(duplicates, out_of_order)

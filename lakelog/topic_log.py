@@ -216,14 +216,23 @@ class TopicLog:
         base_sequence: int | None = None,
         *,
         writer: InternalWriter | None = None,
+        sequence_partition: int | None = None,
     ) -> PreparedBatch:
         """Validate one request's records against the topic; nothing is written.
 
         An internal topic refuses every request but its owner's, which carry
-        the owner's ``writer`` (``lakelog.internal_topics``).
+        the owner's ``writer`` (``lakelog.internal_topics``). A producer that
+        numbers its records per partition (Kafka's protocol) names the
+        partition in ``sequence_partition``.
         """
         return prepare_request(
-            self.table, self._keyless, records, producer_id, base_sequence, writer=writer
+            self.table,
+            self._keyless,
+            records,
+            producer_id,
+            base_sequence,
+            writer=writer,
+            sequence_partition=sequence_partition,
         )
 
     def append(
@@ -295,10 +304,17 @@ class TopicLog:
         return self._appender.commit_staged(staged, app_transaction)
 
     def find_producer_records(
-        self, producer_id: int, base_sequence: int, count: int, max_segments: int = 64
+        self,
+        producer_id: int,
+        base_sequence: int,
+        count: int,
+        max_segments: int = 64,
+        partitions: Sequence[int] | None = None,
     ) -> AppendResult | None:
         """Look up records of a producer's sequence range in the newest segments."""
-        return self._appender.find_producer_records(producer_id, base_sequence, count, max_segments)
+        return self._appender.find_producer_records(
+            producer_id, base_sequence, count, max_segments, partitions
+        )
 
     def add_append_listener(self, listener: AppendListener) -> None:
         """Call ``listener(partition, rows_with_offsets)`` after each append of this process.

@@ -24,6 +24,7 @@ from server.http import (
     request_validation_handler,
     unexpected_error_handler,
 )
+from server.kafka.listener import KafkaListeners
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
 from server.rest_proxy import (
@@ -90,13 +91,18 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
+        # Bound before the broker registers, so its registry entry names the Kafka addresses.
+        kafka = KafkaListeners(broker)
+        await kafka.bind()
         await broker.start()
         await security.start()
+        await kafka.start()
         consumers = v2_consumers.instance_manager(broker.settings)
         app.state.rest_consumers = consumers
         try:
             yield
         finally:
+            await kafka.stop()
             # REST Proxy consumer instances commit (if auto-commit is on) and leave their
             # groups before the broker they call stops.
             await asyncio.to_thread(consumers.close)

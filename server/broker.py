@@ -197,19 +197,49 @@ class Broker:
         acks: Acks = -1,
         producer_id: int | None = None,
         base_sequence: int | None = None,
+        sequence_partition: int | None = None,
     ) -> AppendResult | None:
         """Validate, queue for the next group commit, and (acks != 0) wait until durable."""
+        future = await self.submit(
+            topic, records, acks, producer_id, base_sequence, sequence_partition
+        )
+        return None if future is None else await future
+
+    async def submit(
+        self,
+        topic: str,
+        records: ProduceInput,
+        acks: Acks = -1,
+        producer_id: int | None = None,
+        base_sequence: int | None = None,
+        sequence_partition: int | None = None,
+    ) -> asyncio.Future[AppendResult] | None:
+        """Validate and queue for the next group commit; the future of the durable result.
+
+        Once this returns the request holds its place in the topic's queue, so
+        requests submitted one after another commit in that order. acks=0: None.
+        """
         topic_log = await self.topic(topic)
-        batch = topic_log.prepare(records, producer_id, base_sequence)
+        batch = topic_log.prepare(
+            records, producer_id, base_sequence, sequence_partition=sequence_partition
+        )
         future = await self.batcher.submit(topic_log, batch)
         if acks == 0:
             future.add_done_callback(
                 functools.partial(self._after_unacknowledged, topic, batch.num_records)
             )
             return None
-        result = await future
-        self._count_written(topic, batch.num_records, result)
-        return result
+        return self._counted(topic, batch.num_records, future)
+
+    def _counted(
+        self, topic: str, records: int, future: asyncio.Future[AppendResult]
+    ) -> asyncio.Future[AppendResult]:
+        def count(done: asyncio.Future[AppendResult]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._count_written(topic, records, done.result())
+
+        future.add_done_callback(count)
+        return future
 
     async def take_handoff(
         self, topic: str, batches: list[PreparedBatch]
@@ -313,18 +343,23 @@ class Broker:
         return await asyncio.to_thread(topic_log.read, partition, offset, max_records, max_bytes)
 
     async def _wait_for_append(self, topic: str, partition: int, timeout: float) -> None:
+        await self.wait_for_appends([(topic, partition)], timeout)
+
+    async def wait_for_appends(self, partitions: list[tuple[str, int]], timeout: float) -> None:
+        """Until a commit this broker sees lands in any of ``partitions``, or ``timeout``."""
         if timeout <= 0:
             return
         event = asyncio.Event()
-        key = (topic, partition)
-        self._waiters[key].add(event)
+        for key in partitions:
+            self._waiters[key].add(event)
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout)
         finally:
-            self._waiters[key].discard(event)
-            if not self._waiters[key]:
-                del self._waiters[key]
+            for key in partitions:
+                self._waiters[key].discard(event)
+                if not self._waiters[key]:
+                    del self._waiters[key]
 
     async def offset_for_time(
         self, topic: str, partition: int, timestamp_ms: int

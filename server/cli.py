@@ -14,10 +14,11 @@ import sys
 import uvicorn
 
 from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
-from lakelog.errors import LakelogError
+from lakelog.errors import InvalidConfigError, LakelogError
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
-from server.settings import load_settings
+from server.kafka.listeners import configured_listeners
+from server.settings import BrokerSettings, load_settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,8 +40,31 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="HTTP port (default 8082)")
     parser.add_argument("--broker-id", help="broker identity (default: random)")
     parser.add_argument("--advertised-url", help="URL clients should use for this broker")
+    parser.add_argument(
+        "--kafka-port",
+        help="Kafka protocol port on --host (default 9092; 'off': no Kafka listener). "
+        "Shorthand for kafka_listeners=PLAINTEXT://<host>:<port>",
+    )
     parser.add_argument("--linger-ms", type=int, help="group-commit linger (default 5)")
     parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
+
+
+def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSettings:
+    """``--kafka-port``: PLAINTEXT on the broker's interface at that port, or 'off'."""
+    if port is None:
+        return settings
+    if port.strip().lower() == "off":
+        return settings.model_copy(update={"kafka_listeners": ""})
+    if not port.isdigit() or int(port) > 65535:
+        raise InvalidConfigError(f"--kafka-port must be a port number or 'off', got {port!r}")
+    return settings.model_copy(update={"kafka_listeners": f"PLAINTEXT://{settings.host}:{port}"})
+
+
+def kafka_listeners_text(settings: BrokerSettings) -> str:
+    if settings.kafka_listeners == "":
+        return ""
+    listeners = configured_listeners(settings.kafka_listeners, settings.host)
+    return ", ".join(f"{item.name}://{item.address}" for item in listeners)
 
 
 def run_start(args: argparse.Namespace) -> int:
@@ -54,13 +78,15 @@ def run_start(args: argparse.Namespace) -> int:
         linger_ms=args.linger_ms,
         log_level=args.log_level,
     )
+    settings = with_kafka_port(settings, args.kafka_port)
     require_root_setting(settings)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     log_internal_calls_at_debug()
     print(
-        f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}",
+        f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}"
+        + (f", Kafka {kafka}" if (kafka := kafka_listeners_text(settings)) else ""),
         flush=True,
     )
     uvicorn.run(

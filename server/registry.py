@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from lakelog.storage import Storage, join
 from server.settings import BrokerSettings
@@ -28,6 +28,8 @@ class BrokerInfo:
     url: str
     started_ms: int
     heartbeat_ms: int
+    #: Advertised Kafka listener addresses by listener name ("host:port").
+    kafka: dict[str, str] = field(default_factory=dict)
 
 
 class BrokerRegistry:
@@ -36,6 +38,8 @@ class BrokerRegistry:
         self.settings = settings
         self.started_ms = int(time.time() * 1000)
         self._task: asyncio.Task[None] | None = None
+        #: The Kafka listeners' advertised addresses, once they are bound.
+        self.kafka_addresses: dict[str, str] = {}
 
     @property
     def _path(self) -> str:
@@ -43,7 +47,11 @@ class BrokerRegistry:
 
     def _beat(self) -> None:
         info = BrokerInfo(
-            self.settings.broker_id, self.settings.url, self.started_ms, int(time.time() * 1000)
+            self.settings.broker_id,
+            self.settings.url,
+            self.started_ms,
+            int(time.time() * 1000),
+            dict(self.kafka_addresses),
         )
         self.storage.put(self._path, json.dumps(asdict(info)).encode())
 

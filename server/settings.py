@@ -11,10 +11,12 @@ import socket
 import uuid
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lakelog.errors import InvalidConfigError
 from lakelog.settings_files import load_layered
+from server.kafka.listeners import parse_listeners
 
 #: Bind addresses meaning "every interface", never an address to give out.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -38,6 +40,23 @@ class BrokerSettings(BaseSettings):
         None, description="URL other clients should use to reach this broker."
     )
     cluster_id: str = Field("lakelog", description="Cluster id reported by the REST Proxy APIs.")
+    kafka_listeners: str | None = Field(
+        None,
+        description="Kafka protocol listeners in Kafka's `listeners` form "
+        "(`PLAINTEXT://host:port`, comma-separated; an empty host listens on every "
+        "interface). Unset: `PLAINTEXT://<host>:9092`; empty: no Kafka listener.",
+    )
+    kafka_advertised_listeners: str | None = Field(
+        None,
+        description="Kafka's `advertised.listeners`: the addresses Kafka clients are told, "
+        "by listener name (for a broker behind NAT or in a container). Unset: the listeners.",
+    )
+    kafka_max_request_bytes: int = Field(
+        100 << 20,
+        ge=1024,
+        description="Largest Kafka request frame accepted (Kafka's socket.request.max.bytes); "
+        "a larger size prefix closes the connection.",
+    )
     linger_ms: int = Field(5, ge=0, le=60_000, description="How long a batch waits for company.")
     batch_bytes: int = Field(
         1 << 20, ge=1, description="A topic's batch is committed once this many bytes wait."
@@ -152,6 +171,16 @@ class BrokerSettings(BaseSettings):
     )
     quota_window_num: int = Field(11, ge=2, description="Kafka's quota.window.num.")
     quota_window_size_ms: int = Field(1_000, ge=1, description="One quota sample's length.")
+
+    @field_validator("kafka_listeners", "kafka_advertised_listeners")
+    @classmethod
+    def _kafka_listeners_parse(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value:
+            try:
+                parse_listeners(value, info.field_name or "kafka_listeners")
+            except InvalidConfigError as exc:
+                raise ValueError(exc.message) from None
+        return value
 
     @field_validator("root")
     @classmethod

@@ -41,7 +41,6 @@ from lakelog.produce import (
     SequenceCheck,
     check_sequences,
     prepare_batch,
-    producer_txn,
 )
 from lakelog.produce_batch import ProduceInput
 from lakelog.records import with_offsets
@@ -71,6 +70,7 @@ def prepare(
     base_sequence: int | None = None,
     *,
     writer: InternalWriter | None = None,
+    sequence_partition: int | None = None,
 ) -> PreparedBatch:
     """Validate one request's records against the topic; nothing is written.
 
@@ -87,6 +87,7 @@ def prepare(
         producer_id=producer_id,
         base_sequence=base_sequence,
         writer=writer,
+        sequence_partition=sequence_partition,
     )
 
 
@@ -235,17 +236,18 @@ class Appender:
                 done = state.txns.get(app_id)
                 if done is not None and done >= app_version:
                     raise _AlreadyCommitted()
-            check = check_sequences(batches, lambda pid: state.txns.get(producer_txn(pid)))
+            check = check_sequences(batches, state.txns.get)
             if check:
                 raise _SequenceConflict(check)
             actions = self._build_append(state, by_partition, prepared)
             if app_transaction is not None:
                 actions.append(Txn(app_transaction[0], app_transaction[1], now))
-            last: dict[int, int] = {}
+            last: dict[str, int] = {}
             for b in batches:
-                if b.producer_id is not None and b.last_sequence is not None:
-                    last[b.producer_id] = b.last_sequence
-            actions += [Txn(producer_txn(pid), seq, now) for pid, seq in last.items()]
+                stream = b.sequence_txn
+                if stream is not None and b.last_sequence is not None:
+                    last[stream] = b.last_sequence
+            actions += [Txn(stream, seq, now) for stream, seq in last.items()]
             return actions
 
         try:
@@ -318,7 +320,10 @@ class Appender:
         """Where a duplicate request's records were first written, found by their sequences."""
         assert batch.producer_id is not None and batch.base_sequence is not None
         found = self.find_producer_records(
-            batch.producer_id, batch.base_sequence, batch.num_records
+            batch.producer_id,
+            batch.base_sequence,
+            batch.num_records,
+            partitions=None if batch.sequence_partition is None else [batch.sequence_partition],
         )
         if found is None:
             return DuplicateSequenceError(
@@ -328,14 +333,21 @@ class Appender:
         return found
 
     def find_producer_records(
-        self, producer_id: int, base_sequence: int, count: int, max_segments: int = 64
+        self,
+        producer_id: int,
+        base_sequence: int,
+        count: int,
+        max_segments: int = 64,
+        partitions: Sequence[int] | None = None,
     ) -> AppendResult | None:
-        """Look up records of a producer's sequence range in the newest segments."""
+        """Look up records of a producer's sequence range in the newest segments
+        (of ``partitions`` only, for a stream numbered per partition)."""
         wanted = np.arange(base_sequence, base_sequence + count)
         parts = np.full(count, -1, np.int64)
         offs = np.full(count, -1, np.int64)
         stamps = np.zeros(count, np.int64)
-        for partition in range(self.table.num_partitions):
+        searched = range(self.table.num_partitions) if partitions is None else partitions
+        for partition in searched:
             for segment in reversed(self.table.segments(partition)[-max_segments:]):
                 rows = self.reader.read(segment, segment.base_offset, 2**62)
                 mask = pc.and_(

@@ -59,6 +59,8 @@ class ServerProcess:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    #: ``host:port`` of a broker's Kafka listener (its ``bootstrap.servers``), if it has one.
+    kafka: str | None = None
 
     @property
     def pid(self) -> int:
@@ -166,13 +168,19 @@ def start_broker(
 
     ``settings`` are broker settings by name (``linger_ms=5``, ``broker_id="b1"``),
     passed as ``LAKELOG_<NAME>`` environment variables on top of ``env``
-    (default: this process's environment).
+    (default: this process's environment). Unless ``settings`` name
+    ``kafka_listeners``, the broker's Kafka listener is on another free
+    loopback port (``ServerProcess.kafka``).
     """
     settings = dict(settings or {})
+    kafka: str | None = None
+    if "kafka_listeners" not in settings:
+        kafka = f"{LOOPBACK}:{free_port()}"
+        settings["kafka_listeners"] = f"PLAINTEXT://{kafka}"
     environment = dict(os.environ if env is None else env)
     for key, value in settings.items():
         environment[f"LAKELOG_{key.upper()}"] = str(value)
-    return start_server(
+    server = start_server(
         name,
         ["-m", "server", "--root", root],
         log_dir,
@@ -180,3 +188,5 @@ def start_broker(
         cwd=cwd,
         verify=broker_probe_context(settings),
     )
+    server.kafka = kafka
+    return server

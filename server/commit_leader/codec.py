@@ -58,7 +58,7 @@ def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
 def encode_batches(batches: Sequence[PreparedBatch]) -> bytes:
     """The prepared requests of one group, in order."""
     table = pa.concat_tables([b.table for b in batches])
-    meta = [[b.num_records, b.producer_id, b.base_sequence] for b in batches]
+    meta = [[b.num_records, b.producer_id, b.base_sequence, b.sequence_partition] for b in batches]
     return _ipc(table, meta)
 
 
@@ -72,12 +72,19 @@ def decode_batches(body: bytes) -> list[PreparedBatch]:
     batches: list[PreparedBatch] = []
     start = 0
     for item in meta:
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], int)):
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], int)):
             raise InvalidRequestError(f"unreadable commit handoff: bad request entry {item!r}")
-        rows, producer_id, base_sequence = item
+        rows, producer_id, base_sequence, sequence_partition = item
         if rows <= 0 or start + rows > table.num_rows:
             raise InvalidRequestError("unreadable commit handoff: request rows do not add up")
-        batches.append(PreparedBatch(table.slice(start, rows), producer_id, base_sequence))
+        batches.append(
+            PreparedBatch(
+                table.slice(start, rows),
+                producer_id,
+                base_sequence,
+                sequence_partition=sequence_partition,
+            )
+        )
         start += rows
     if start != table.num_rows or not batches:
         raise InvalidRequestError("unreadable commit handoff: request rows do not add up")

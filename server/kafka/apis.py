@@ -1,0 +1,43 @@
+"""The Kafka APIs lakelog's listener answers, and the versions of each.
+
+Pure. The ranges are chosen so that librdkafka (confluent-kafka),
+kafka-python 3 and aiokafka each negotiate their newest layout of every API
+they use, within what kio's schemas cover (docs/kafka-protocol.md lists them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiRange:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+FIND_COORDINATOR = 10
+API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
+
+SUPPORTED: dict[int, ApiRange] = {
+    api.key: api
+    for api in (
+        ApiRange(PRODUCE, "Produce", 3, 9),
+        ApiRange(FETCH, "Fetch", 4, 12),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 6),
+        ApiRange(METADATA, "Metadata", 0, 12),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
+        ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+    )
+}

@@ -1,0 +1,103 @@
+"""Build a kio response entity of any version from one set of values.
+
+Kafka's message layouts grow field by field across versions, and kio has one
+class per version. A handler states every field the newest version it serves
+needs, by kio's field names; ``build`` keeps the fields the requested
+version has and converts the plain values (milliseconds, error codes, dicts
+of nested entities) to kio's types. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+E = TypeVar("E")
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    kind: str  # "entity", "entities", "timedelta", "datetime", "error_code", "plain"
+    nested: type[Any] | None
+
+
+def _plan(entity: type[Any]) -> tuple[_Field, ...]:
+    plan = _PLANS.get(entity)
+    if plan is None:
+        plan = _PLANS[entity] = _make_plan(entity)
+    return plan
+
+
+_PLANS: dict[type[Any], tuple[_Field, ...]] = {}
+
+
+def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
+    hints = typing.get_type_hints(entity)
+    plan = []
+    for f in dataclasses.fields(entity):
+        kafka_type = f.metadata.get("kafka_type", "")
+        hint = hints[f.name]
+        nested = _nested_entity(hint)
+        if nested is not None:
+            kind = "entities" if typing.get_origin(hint) is tuple else "entity"
+        elif kafka_type.startswith("timedelta"):
+            kind = "timedelta"
+        elif kafka_type.startswith("datetime"):
+            kind = "datetime"
+        elif kafka_type == "error_code":
+            kind = "error_code"
+        else:
+            kind = "plain"
+        plan.append(_Field(f.name, kind, nested))
+    return tuple(plan)
+
+
+def _nested_entity(hint: Any) -> type[Any] | None:
+    """The dataclass inside ``tuple[X, ...]``, ``X`` or ``X | None``, if there is one."""
+    origin = typing.get_origin(hint)
+    if origin is tuple or origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+                return arg
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    return None
+
+
+def build(entity: type[E], /, **values: Any) -> E:
+    """``entity(**values)`` for the fields ``entity`` has, converted to kio's types."""
+    kwargs: dict[str, Any] = {}
+    for f in _plan(entity):
+        if f.name not in values:
+            continue
+        value = values[f.name]
+        if f.kind == "entities" and f.nested is not None:
+            value = tuple(_nested(f.nested, item) for item in value)
+        elif f.kind == "entity" and f.nested is not None and value is not None:
+            value = _nested(f.nested, value)
+        elif f.kind == "timedelta" and isinstance(value, int):
+            value = datetime.timedelta(milliseconds=value)
+        elif f.kind == "datetime" and isinstance(value, int):
+            value = _EPOCH + datetime.timedelta(milliseconds=value)
+        elif f.kind == "error_code" and not isinstance(value, ErrorCode):
+            value = ErrorCode(value)
+        kwargs[f.name] = value
+    return entity(**kwargs)
+
+
+def _nested(entity: type[Any], value: Any) -> Any:
+    return build(entity, **value) if isinstance(value, dict) else value
+
+
+def field_names(entity: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in _plan(entity))

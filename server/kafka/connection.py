@@ -1,0 +1,115 @@
+"""One Kafka client connection: read frames, answer them concurrently, reply in order.
+
+Kafka clients pipeline requests (librdkafka keeps up to five produce
+requests in flight per connection) and match answers by order. Requests
+start in arrival order and a Produce is fully queued for its group commit
+before the next frame is read, so idempotent sequences reach the commit in
+the order the client sent them; answers are written in that same order.
+At most ``MAX_IN_FLIGHT`` answers wait at once, and a frame larger than
+``max_request_bytes`` ends the connection before any of it is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from server.kafka import wire
+from server.kafka.context import Session
+from server.kafka.dispatch import CloseConnection, Dispatcher
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 64
+
+
+async def serve_connection(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    session: Session,
+    dispatcher: Dispatcher,
+    max_request_bytes: int,
+) -> None:
+    answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+    replies = asyncio.create_task(_write_answers(answers, writer, session))
+    try:
+        while not replies.done():
+            try:
+                prefix = await reader.readexactly(wire.SIZE.size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break  # the client closed the connection
+            (size,) = wire.SIZE.unpack(prefix)
+            if not wire.HEADER_PREFIX.size <= size <= max_request_bytes:
+                log.warning(
+                    "closing Kafka connection from %s: request size %d is outside %d..%d",
+                    session.client_host,
+                    size,
+                    wire.HEADER_PREFIX.size,
+                    max_request_bytes,
+                )
+                break
+            try:
+                frame = await reader.readexactly(size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                log.warning(
+                    "Kafka connection from %s closed inside a %d-byte request",
+                    session.client_host,
+                    size,
+                )
+                break
+            try:
+                accepted, task = dispatcher.start(frame, session)
+            except CloseConnection as exc:
+                log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
+                break
+            await answers.put(task)
+            await _first(accepted, task)
+    finally:
+        await answers.put(None)
+        with contextlib.suppress(asyncio.CancelledError):
+            await replies
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def _first(accepted: asyncio.Event, task: asyncio.Task[bytes | None]) -> None:
+    """Until the request's effect is queued (or it is answered already)."""
+    if accepted.is_set() or task.done():
+        return
+    waiter = asyncio.create_task(accepted.wait())
+    try:
+        await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+
+
+async def _write_answers(
+    answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+    writer: asyncio.StreamWriter,
+    session: Session,
+) -> None:
+    """Write each answer in request order; after a failure, close and drain the rest."""
+    broken = False
+    while (task := await answers.get()) is not None:
+        try:
+            answer = await task
+        except CloseConnection as exc:
+            log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
+            broken = True
+            writer.close()
+            continue
+        except Exception:
+            log.exception("Kafka request from %s failed; closing", session.client_host)
+            broken = True
+            writer.close()
+            continue
+        if answer is None or broken:
+            continue
+        try:
+            writer.write(answer)
+            await writer.drain()
+        except ConnectionError as exc:
+            log.info("Kafka client %s went away before its answer: %s", session.client_host, exc)
+            broken = True

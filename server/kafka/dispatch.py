@@ -1,0 +1,103 @@
+"""From one request frame to its response frame: version checks, decoding, the handler.
+
+A frame lakelog cannot answer in the client's layout (unknown API, unknown
+version, bytes that do not decode) ends the connection, as Kafka's broker
+does; ApiVersions alone is answered in any version, in the v0 layout with
+UNSUPPORTED_VERSION, so that a client can learn what to speak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from lakelog.errors import LakelogError
+from server.kafka import wire
+from server.kafka.apis import API_VERSIONS, SUPPORTED
+from server.kafka.build import build
+from server.kafka.context import Handler, RequestContext, Session
+
+log = logging.getLogger(__name__)
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered in its layout; the connection ends (logged once)."""
+
+
+def api_versions_list() -> list[dict[str, int]]:
+    return [
+        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
+        for api in SUPPORTED.values()
+    ]
+
+
+def unsupported_api_versions_answer(correlation_id: int) -> bytes:
+    """ApiVersions in a version lakelog does not know: v0 layout, UNSUPPORTED_VERSION."""
+    body = build(
+        wire.response_schema(API_VERSIONS, 0),
+        error_code=ErrorCode.unsupported_version,
+        api_keys=api_versions_list(),
+    )
+    return wire.encode_response(API_VERSIONS, 0, correlation_id, body)
+
+
+class Dispatcher:
+    def __init__(self, handlers: Mapping[int, Handler]) -> None:
+        missing = set(SUPPORTED) - set(handlers)
+        if missing:
+            raise ValueError(f"no handler for API keys {sorted(missing)}")
+        self.handlers = handlers
+
+    def start(
+        self, frame: bytes, session: Session
+    ) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
+        """Start answering ``frame``; the event is set once its effect is queued in order."""
+        api_key, api_version, correlation_id = wire.peek_header(frame)
+        api = SUPPORTED.get(api_key)
+        if api is None:
+            raise CloseConnection(f"unknown API key {api_key} (version {api_version})")
+        if not api.supports(api_version):
+            if api_key == API_VERSIONS:
+                done = asyncio.Event()
+                done.set()
+                answer = unsupported_api_versions_answer(correlation_id)
+                return done, asyncio.ensure_future(_ready(answer))
+            raise CloseConnection(
+                f"{api.name} v{api_version} is not supported "
+                f"(v{api.min_version}-v{api.max_version})"
+            )
+        try:
+            request = wire.decode_request(frame)
+        except LakelogError as exc:
+            raise CloseConnection(exc.message) from exc
+        ctx = RequestContext(session, request.header)
+        if api_key != 0:  # only Produce has an ordered effect to wait for
+            ctx.accepted.set()
+        task = asyncio.create_task(self._answer(ctx, request.body))
+        return ctx.accepted, task
+
+    async def _answer(self, ctx: RequestContext, body: Any) -> bytes | None:
+        header = ctx.header
+        try:
+            response = await self.handlers[header.api_key](ctx, body)
+        except CloseConnection:
+            raise
+        except LakelogError as exc:
+            raise CloseConnection(
+                f"{SUPPORTED[header.api_key].name} v{header.api_version}: {exc}"
+            ) from exc
+        finally:
+            ctx.accepted.set()
+        if response is None:
+            return None
+        return wire.encode_response(
+            header.api_key, header.api_version, header.correlation_id, response
+        )
+
+
+async def _ready(answer: bytes) -> bytes | None:
+    return answer

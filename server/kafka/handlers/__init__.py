@@ -1,0 +1,23 @@
+"""One module per group of Kafka APIs; ``HANDLERS`` maps each supported API key to its handler."""
+
+from __future__ import annotations
+
+from server.kafka import apis
+from server.kafka.context import Handler
+from server.kafka.handlers.api_versions import api_versions
+from server.kafka.handlers.coordinators import find_coordinator
+from server.kafka.handlers.fetch import fetch
+from server.kafka.handlers.list_offsets import list_offsets
+from server.kafka.handlers.metadata import metadata
+from server.kafka.handlers.produce import produce
+from server.kafka.handlers.producer_ids import init_producer_id
+
+HANDLERS: dict[int, Handler] = {
+    apis.API_VERSIONS: api_versions,
+    apis.METADATA: metadata,
+    apis.PRODUCE: produce,
+    apis.FETCH: fetch,
+    apis.LIST_OFFSETS: list_offsets,
+    apis.FIND_COORDINATOR: find_coordinator,
+    apis.INIT_PRODUCER_ID: init_producer_id,
+}

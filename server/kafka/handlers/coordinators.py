@@ -1,0 +1,47 @@
+"""FindCoordinator: the broker that coordinates a consumer group, on the client's listener."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakelog.errors import InvalidRequestError
+from server.kafka import wire
+from server.kafka.apis import FIND_COORDINATOR
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+
+GROUP = 0
+BATCHED_VERSION = 4
+
+
+async def find_coordinator(ctx: RequestContext, body: Any) -> Any:
+    schema = wire.response_schema(FIND_COORDINATOR, ctx.version)
+    key_type = int(getattr(body, "key_type", GROUP))
+    if ctx.version >= BATCHED_VERSION:
+        found = [_find(ctx, key, key_type) for key in body.coordinator_keys]
+        return build(schema, throttle_time=0, coordinators=found)
+    return build(schema, throttle_time=0, **_find(ctx, body.key, key_type))
+
+
+def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "key": key,
+        "error_code": 0,
+        "error_message": None,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
+    try:
+        if key_type != GROUP:
+            raise InvalidRequestError(
+                f"coordinator key type {key_type}: only groups (0) have coordinators; "
+                "transactions are not supported"
+            )
+        node = ctx.session.cluster.coordinator(key, ctx.session.listener)
+    except Exception as exc:  # answered per key; unexpected ones are logged
+        answer["error_code"], answer["error_message"] = error_code(exc, f"coordinator of {key!r}")
+        return answer
+    answer.update(node_id=node.node_id, host=node.host, port=node.port)
+    return answer

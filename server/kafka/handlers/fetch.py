@@ -1,0 +1,121 @@
+"""Fetch: records of each requested partition as RecordBatch v2, with Kafka's long poll.
+
+The broker answers at once when the partitions hold at least ``min_bytes``
+past the fetch offsets, otherwise when an append wakes it or ``max_wait``
+passes (re-checking storage for other brokers' commits on the way, as HTTP
+fetch does). Fetch sessions are not kept: the answer's session id is 0, so
+clients send full fetch requests, which Kafka's protocol allows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from lakelog.fetch import FetchResult
+from lakelog.records import SEGMENT_SCHEMA
+from server.kafka import wire
+from server.kafka.apis import FETCH
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+from server.kafka.records import encode_fetch
+
+#: Records a partition answer may hold at most; bytes limit it long before this.
+MAX_RECORDS_PER_PARTITION = 1_000_000
+
+
+@dataclass
+class _Wanted:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+async def fetch(ctx: RequestContext, body: Any) -> Any:
+    broker = ctx.broker
+    wanted = [
+        _Wanted(t.topic, p.partition, int(p.fetch_offset), int(p.partition_max_bytes))
+        for t in body.topics
+        for p in t.partitions
+    ]
+    max_wait_s = min(body.max_wait.total_seconds(), broker.settings.fetch_max_wait_ms / 1000)
+    deadline = time.monotonic() + max(0.0, max_wait_s)
+    interval = broker.settings.refresh_interval_ms / 1000
+    while True:
+        answers, size = await _read_all(ctx, wanted, int(body.max_bytes))
+        remaining = deadline - time.monotonic()
+        if size >= int(body.min_bytes) or remaining <= 0:
+            break
+        keys = [(w.topic, w.partition) for w in wanted]
+        await broker.wait_for_appends(keys, min(interval, remaining))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for w, answer in zip(wanted, answers, strict=True):
+        by_topic.setdefault(w.topic, []).append(answer)
+    return build(
+        wire.response_schema(FETCH, ctx.version),
+        throttle_time=0,
+        error_code=0,
+        session_id=0,
+        responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
+    )
+
+
+async def _read_all(
+    ctx: RequestContext, wanted: list[_Wanted], max_bytes: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One pass over the partitions; the first data found may exceed the limits (Kafka's rule)."""
+    answers = []
+    total = 0
+    for w in wanted:
+        answer: dict[str, Any] = {
+            "partition_index": w.partition,
+            "error_code": 0,
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "records": b"",
+        }
+        limit = min(w.max_bytes, max_bytes - total)
+        try:
+            if limit <= 0 and total > 0:
+                result = await _bounds_only(ctx, w)
+            else:
+                result = await ctx.broker.fetch(
+                    w.topic,
+                    w.partition,
+                    w.offset,
+                    max_records=MAX_RECORDS_PER_PARTITION,
+                    max_bytes=max(limit, 1),
+                )
+        except Exception as exc:  # answered per partition; unexpected ones are logged
+            answer["error_code"], _ = error_code(exc, f"fetch of {w.topic}-{w.partition}")
+            answers.append(answer)
+            continue
+        records = encode_fetch(result.records) if result.records.num_rows else b""
+        total += len(records)
+        answer.update(
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.high_watermark,
+            log_start_offset=result.log_start_offset,
+            records=records,
+        )
+        answers.append(answer)
+    return answers, total
+
+
+async def _bounds_only(ctx: RequestContext, w: _Wanted) -> FetchResult:
+    """The partition's bounds without records: the response is already full."""
+    topic_log = await ctx.broker.topic(w.topic)
+    topic_log.check_partition(w.partition)
+    return FetchResult(
+        w.partition,
+        SEGMENT_SCHEMA.empty_table(),
+        topic_log.high_watermark(w.partition),
+        topic_log.log_start_offset(w.partition),
+        w.offset,
+    )

@@ -1,0 +1,88 @@
+"""Metadata: the live brokers on the client's listener, and each topic's partitions and leaders."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from lakelog.topic_config import INTERNAL_TOPICS
+from server.kafka import wire
+from server.kafka.apis import METADATA
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+
+#: Kafka's "not requested" value for authorized operations.
+OPERATIONS_OMITTED = -(2**31)
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """A topic's id as the UUID Kafka clients expect; lakelog ids that are not UUIDs map stably."""
+    try:
+        return uuid.UUID(topic_id)
+    except ValueError:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"lakelog-topic:{topic_id}")
+
+
+async def metadata(ctx: RequestContext, body: Any) -> Any:
+    session = ctx.session
+    broker = session.broker
+    requested = body.topics
+    if requested is None or (ctx.version == 0 and not requested):
+        names = await asyncio.to_thread(broker.catalog.list_topics)
+    else:
+        names = [t.name for t in requested if t.name is not None]
+    topics = [await _topic(ctx, name) for name in names]
+    cluster = session.cluster
+    return build(
+        wire.response_schema(METADATA, ctx.version),
+        throttle_time=0,
+        brokers=[
+            {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+            for n in cluster.nodes(session.listener)
+        ],
+        cluster_id=broker.settings.cluster_id,
+        controller_id=cluster.controller_id(),
+        topics=topics,
+        cluster_authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
+    session = ctx.session
+    try:
+        topic_log = await session.broker.topic(name)
+    except Exception as exc:  # answered per topic; unexpected ones are logged
+        code, _ = error_code(exc, f"metadata of topic {name!r}")
+        return {
+            "error_code": code,
+            "name": name,
+            "topic_id": NO_TOPIC_ID,
+            "is_internal": name in INTERNAL_TOPICS,
+            "partitions": [],
+            "topic_authorized_operations": OPERATIONS_OMITTED,
+        }
+    partitions = []
+    for p in range(topic_log.num_partitions):
+        leader = session.cluster.leader(name, p, session.listener)
+        partitions.append(
+            {
+                "error_code": 0,
+                "partition_index": p,
+                "leader_id": leader,
+                "leader_epoch": 0,
+                "replica_nodes": [leader],
+                "isr_nodes": [leader],
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": 0,
+        "name": name,
+        "topic_id": topic_uuid(topic_log.topic_id),
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": OPERATIONS_OMITTED,
+    }

@@ -1,0 +1,107 @@
+"""Produce: each partition's RecordBatch decoded into the broker's one append path.
+
+Every partition of a request is validated and queued for its topic's group
+commit before the next request on the connection is read (so an idempotent
+producer's batches commit in the order it sent them); the answer waits for
+the durable commits, as HTTP produce does. acks=0 gets no answer at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, LakelogError
+from lakelog.topic_log import AppendResult
+from server.kafka import wire
+from server.kafka.apis import PRODUCE
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+from server.kafka.records import decode_produce
+
+NO_TIMESTAMP = -1
+
+
+@dataclass
+class _Pending:
+    topic: str
+    partition: int
+    future: asyncio.Future[AppendResult] | None = None
+    error: tuple[int, str] | None = None
+
+
+async def produce(ctx: RequestContext, body: Any) -> Any:
+    broker = ctx.broker
+    acks = int(body.acks)
+    refusal: LakelogError | None = None
+    if acks not in (0, 1, -1):
+        refusal = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
+    elif body.transactional_id is not None:
+        refusal = InvalidRequestError(
+            f"transactional id {body.transactional_id!r}: transactions are not supported"
+        )
+    pending: list[_Pending] = []
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            item = _Pending(topic.name, part.index)
+            pending.append(item)
+            if refusal is not None:
+                item.error = (refusal.code, refusal.message)
+                continue
+            try:
+                if part.records is None:
+                    raise InvalidRequestError(f"partition {part.index} has no records")
+                batch = decode_produce(part.records, part.index)
+                item.future = await broker.submit(
+                    topic.name,
+                    batch.rows,
+                    acks,  # type: ignore[arg-type]
+                    batch.producer_id,
+                    batch.base_sequence,
+                    sequence_partition=part.index if batch.producer_id is not None else None,
+                )
+            except Exception as exc:  # answered per partition; unexpected ones are logged
+                item.error = error_code(exc, f"produce to {topic.name}-{part.index}")
+    ctx.accepted.set()
+    if acks == 0:
+        return None
+    answers = [await _answer(ctx, item) for item in pending]
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for item, answer in zip(pending, answers, strict=True):
+        by_topic.setdefault(item.topic, []).append(answer)
+    return build(
+        wire.response_schema(PRODUCE, ctx.version),
+        responses=[
+            {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
+        ],
+        throttle_time=0,
+    )
+
+
+async def _answer(ctx: RequestContext, item: _Pending) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "index": item.partition,
+        "error_code": 0,
+        "base_offset": -1,
+        "log_append_time": NO_TIMESTAMP,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": None,
+    }
+    if item.future is not None:
+        try:
+            result = await item.future
+        except Exception as exc:  # answered per partition; unexpected ones are logged
+            item.error = error_code(exc, f"produce to {item.topic}-{item.partition}")
+        else:
+            _, offsets, stamps = result.arrays()
+            answer["base_offset"] = int(offsets.min())
+            topic_log = await ctx.broker.topic(item.topic)
+            answer["log_start_offset"] = topic_log.log_start_offset(item.partition)
+            if topic_log.config.log_append_time:
+                answer["log_append_time"] = int(stamps.max())
+    if item.error is not None:
+        answer["error_code"], answer["error_message"] = item.error
+    return answer

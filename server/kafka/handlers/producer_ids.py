@@ -1,0 +1,28 @@
+"""InitProducerId: a new producer id for an idempotent producer, unique across brokers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lakelog.errors import InvalidRequestError
+from server.kafka import wire
+from server.kafka.apis import INIT_PRODUCER_ID
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+
+
+async def init_producer_id(ctx: RequestContext, body: Any) -> Any:
+    """Every call gets a fresh id at epoch 0: sequences start again, as after Kafka's bump."""
+    schema = wire.response_schema(INIT_PRODUCER_ID, ctx.version)
+    try:
+        if body.transactional_id is not None:
+            raise InvalidRequestError(
+                f"transactional id {body.transactional_id!r}: transactions are not supported"
+            )
+        producer_id = await asyncio.to_thread(ctx.broker.producer_ids.next_id)
+    except Exception as exc:  # answered in the response; unexpected ones are logged
+        code, _ = error_code(exc, "InitProducerId")
+        return build(schema, throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    return build(schema, throttle_time=0, error_code=0, producer_id=producer_id, producer_epoch=0)

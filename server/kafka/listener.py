@@ -1,0 +1,99 @@
+"""The broker's Kafka listeners: one asyncio TCP server per configured listener.
+
+Runs in the broker's event loop beside the HTTP app and shares its
+``Broker`` (append pipeline, group-commit batcher, recent-batch cache,
+long-poll wake-ups, group coordinator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import socket
+
+from server.broker import Broker
+from server.kafka.cluster import KafkaCluster
+from server.kafka.connection import serve_connection
+from server.kafka.context import Session
+from server.kafka.dispatch import Dispatcher
+from server.kafka.handlers import HANDLERS
+from server.kafka.listeners import Listener, advertised, configured_listeners
+
+log = logging.getLogger(__name__)
+
+
+class KafkaListeners:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        settings = broker.settings
+        self.listeners = (
+            []
+            if settings.kafka_listeners == ""
+            else configured_listeners(settings.kafka_listeners, settings.host)
+        )
+        self.cluster = KafkaCluster(broker)
+        self.dispatcher = Dispatcher(HANDLERS)
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def bind(self) -> dict[str, str]:
+        """Bind every listener (without serving yet); the advertised address of each."""
+        bound: list[Listener] = []
+        for listener in self.listeners:
+            server = await asyncio.start_server(
+                functools.partial(self._accept, listener=listener.name),
+                host=listener.host or None,
+                port=listener.port,
+                start_serving=False,
+                reuse_address=True,
+            )
+            port = server.sockets[0].getsockname()[1]
+            bound.append(Listener(listener.name, listener.host, port))
+            self._servers.append(server)
+        self.bound = bound
+        addresses = advertised(bound, self.broker.settings.kafka_advertised_listeners)
+        self.broker.registry.kafka_addresses = addresses
+        return addresses
+
+    async def start(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
+        for listener in self.bound:
+            log.info(
+                "Kafka listener %s on %s:%d", listener.name, listener.host or "*", listener.port
+            )
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _accept(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str
+    ) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else "unknown"
+        session = Session(self.broker, self.cluster, listener, host)
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            await serve_connection(
+                reader,
+                writer,
+                session,
+                self.dispatcher,
+                self.broker.settings.kafka_max_request_bytes,
+            )
+        finally:
+            if task is not None:
+                self._connections.discard(task)

@@ -1,0 +1,90 @@
+"""Kafka's ``listeners`` and ``advertised.listeners``: where to bind, what to tell clients.
+
+Pure. A listener is ``NAME://host:port``; the name is also its security
+protocol (PLAINTEXT, SASL_PLAINTEXT), as in Kafka's default
+``listener.security.protocol.map``. A client is answered, in Metadata and
+FindCoordinator, with the advertised addresses of the listener it connected
+to, so a broker behind NAT or in a container advertises what clients can reach.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from lakelog.errors import InvalidConfigError
+
+DEFAULT_PORT = 9092
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def security_protocol(self) -> str:
+        return self.name
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_listeners(text: str, setting: str = "kafka_listeners") -> list[Listener]:
+    """``PLAINTEXT://host:port,SASL_PLAINTEXT://host:port`` → listeners; names are unique."""
+    listeners: list[Listener] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        host, colon, port_text = rest.rpartition(":")
+        if not sep or not colon or not port_text.isdigit():
+            raise InvalidConfigError(f"{setting}: {item!r} is not of the form NAME://host:port")
+        name = name.upper()
+        if name not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(
+                f"{setting}: listener {name!r} is not one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
+        port = int(port_text)
+        if port > 65535:
+            raise InvalidConfigError(f"{setting}: port {port} of {item!r} is out of range")
+        if any(existing.name == name for existing in listeners):
+            raise InvalidConfigError(f"{setting}: listener {name} is given twice")
+        listeners.append(Listener(name, host.strip("[]"), port))
+    return listeners
+
+
+def configured_listeners(listeners: str | None, host: str) -> list[Listener]:
+    """The listeners to bind: the setting, or PLAINTEXT on the HTTP interface and port 9092."""
+    if listeners is None:
+        return [Listener("PLAINTEXT", host, DEFAULT_PORT)]
+    return parse_listeners(listeners)
+
+
+def advertised(bound: list[Listener], advertised_setting: str | None) -> dict[str, str]:
+    """Per listener name, the address clients are told.
+
+    An advertised listener overrides its bound one; a bound listener on a
+    wildcard interface advertises the machine's name, as Kafka does.
+    """
+    given = {
+        item.name: item
+        for item in parse_listeners(advertised_setting or "", "kafka_advertised_listeners")
+    }
+    unknown = set(given) - {b.name for b in bound}
+    if unknown:
+        raise InvalidConfigError(
+            f"kafka_advertised_listeners names {sorted(unknown)}, which are not listeners"
+        )
+    out: dict[str, str] = {}
+    for listener in bound:
+        chosen = given.get(listener.name, listener)
+        if chosen.host in WILDCARD_HOSTS:
+            chosen = Listener(chosen.name, socket.getfqdn(), chosen.port)
+        out[listener.name] = chosen.address
+    return out
