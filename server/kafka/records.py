@@ -70,11 +70,15 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
             f"partition {partition}: {len(data)} bytes is shorter than a record batch header"
         )
     _, length = _LENGTH.unpack_from(data)
-    if length + 12 != len(data):
-        what = "more than one record batch" if length + 12 < len(data) else "a truncated batch"
-        raise (InvalidRecordError if length + 12 < len(data) else CorruptRecordError)(
-            f"partition {partition}: the produce data holds {what} "
-            f"(batch length {length}, {len(data)} bytes); Kafka takes exactly one batch"
+    if length < HEADER_SIZE - 12 or length + 12 > len(data):
+        raise CorruptRecordError(
+            f"partition {partition}: batch length {length} does not fit the {len(data)} bytes "
+            "of produce data"
+        )
+    if length + 12 < len(data):
+        raise InvalidRecordError(
+            f"partition {partition}: the produce data holds more than one record batch "
+            f"({len(data)} bytes, the first is {length + 12}); Kafka takes exactly one"
         )
     if data[16] != MAGIC:
         raise CorruptRecordError(
