@@ -2,15 +2,32 @@
 
 States as in Kafka: ``Empty`` (no members, maybe committed offsets),
 ``PreparingRebalance`` (waiting for the members to (re)join),
-``CompletingRebalance`` (the assignment is computed and being made durable),
-``Stable`` and ``Dead`` (deleted, or this coordinator stepped down).
+``CompletingRebalance`` (the new generation is formed; its assignment is
+being made durable, or awaited from the leader), ``Stable`` and ``Dead``
+(deleted, or this coordinator stepped down).
 
-Kafka's leader computes the assignment and hands it over in SyncGroup; here
-the coordinator computes it when the rebalance completes, so the join answer
-already carries each member's partitions. Nothing in this module does I/O or
-reads a clock: the coordinator calls ``expire(now)`` and ``ready(now)``, and
-makes a completed generation durable (fencing) between ``complete`` and
-``finish``.
+A group is assigned in one of two ways (``AssignmentMode``), decided by its
+first member and kept while it has members; a join of the other kind is
+refused with INCONSISTENT_GROUP_PROTOCOL.
+
+- Server-assigned (HTTP members, ``JoinRequest``): the coordinator computes
+  the assignment when the rebalance completes (``complete``), so the join
+  answer already carries each member's partitions and ``sync`` only re-reads
+  them.
+- Client-assigned (Kafka-protocol members, ``ClientAssignedJoinRequest``):
+  Kafka's own protocol. ``complete_join`` forms the generation: it keeps the
+  leader while it stays (else the first member to have joined), elects the
+  protocol by vote, and the answers come from ``client_join_result`` (the
+  leader's carries every member's metadata). The leader's ``sync_client``
+  hands in the assignment bytes; only then is the generation written and
+  ``Stable``. Followers' syncs wait for it (``client_assignment``). Members
+  that have not synced one rebalance timeout after the generation formed are
+  removed and a new rebalance starts, as in Kafka; a member that has synced
+  is not expired while it waits for the leader.
+
+Nothing in this module does I/O or reads a clock: the coordinator calls
+``expire(now)`` and ``ready(now)``, and makes a generation durable (fencing)
+between the record returned by ``complete`` / ``sync_client`` and ``finish``.
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakelog.errors import (
+    CorruptRecordError,
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
     IllegalGenerationError,
@@ -37,10 +55,33 @@ from lakelog.groups.assignors import (
     assign,
     choose_protocol,
 )
+from lakelog.groups.client_assigned import (
+    ClientAssignedJoinRequest,
+    ClientAssignedJoinResult,
+    MemberMetadata,
+    Protocol,
+    check_join,
+    decode_bytes,
+    decode_protocols,
+    elect_protocol,
+    encode_bytes,
+    encode_protocols,
+)
 from lakelog.groups.ids import new_member_id
 
 #: How many replaced static member ids a group remembers, to answer them FENCED_INSTANCE_ID.
 MAX_FENCED_IDS = 1_000
+
+
+#: The protocol type a server-assigned group reports (its members are consumers).
+SERVER_PROTOCOL_TYPE = "consumer"
+
+
+class AssignmentMode(enum.StrEnum):
+    """Who assigns a group's partitions: the coordinator, or the members' leader."""
+
+    SERVER = "server"
+    CLIENT = "client"
 
 
 class GroupState(enum.StrEnum):
@@ -89,9 +130,17 @@ class Member:
     #: Rejoined in the current rebalance (a member waiting in its join is never expired).
     joined: bool = False
     assignment: list[TopicPartition] = field(default_factory=list)
+    #: Client-assigned members: each protocol with the member's metadata, preferred first.
+    metadata: tuple[Protocol, ...] = ()
+    #: Client-assigned members: what the leader assigned, untouched (empty until it has).
+    assignment_bytes: bytes = b""
 
-    def to_record(self) -> dict[str, Any]:
-        return {
+    def protocol_metadata(self, protocol: str | None) -> bytes:
+        """The member's metadata for ``protocol`` (empty if it sent none for it)."""
+        return next((data for name, data in self.metadata if name == protocol), b"")
+
+    def to_record(self, mode: AssignmentMode | None = AssignmentMode.SERVER) -> dict[str, Any]:
+        record: dict[str, Any] = {
             "member_id": self.member_id,
             "client_id": self.client_id,
             "host": self.host,
@@ -102,11 +151,16 @@ class Member:
             "topics": list(self.topics),
             "assignment": [[tp.topic, tp.partition] for tp in self.assignment],
         }
+        if mode is AssignmentMode.CLIENT:
+            record["metadata"] = encode_protocols(self.metadata)
+            record["assignment_bytes"] = encode_bytes(self.assignment_bytes)
+        return record
 
     @classmethod
     def from_record(cls, obj: Mapping[str, Any], now_ms: int) -> Member:
+        member_id = str(obj["member_id"])
         return cls(
-            member_id=str(obj["member_id"]),
+            member_id=member_id,
             client_id=str(obj["client_id"]),
             host=str(obj.get("host", "")),
             group_instance_id=obj.get("group_instance_id"),
@@ -117,6 +171,10 @@ class Member:
             owned=None,
             last_heartbeat_ms=now_ms,
             assignment=[TopicPartition(str(t), int(p)) for t, p in obj["assignment"]],
+            metadata=decode_protocols(obj.get("metadata", []), member_id),
+            assignment_bytes=decode_bytes(
+                obj.get("assignment_bytes", ""), f"the assignment of member {member_id!r}"
+            ),
         )
 
 
@@ -131,6 +189,25 @@ class JoinResult:
     protocol: str | None
     members: list[str]
     assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member as Kafka's DescribeGroups shows it (and the HTTP describe, partitions).
+
+    ``metadata`` is the member's metadata for the group's current protocol and
+    ``assignment`` the bytes its leader assigned (both empty for server-assigned
+    members, whose assignment is ``partitions``). Kafka blanks both while the
+    group is not Stable; that is left to the protocol front end.
+    """
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    partitions: tuple[TopicPartition, ...]
+    metadata: bytes
+    assignment: bytes
 
 
 class Group:
@@ -153,6 +230,15 @@ class Group:
         self.delay_until_ms = 0
         #: Set by a cooperative assignment that withheld partitions for a hand-over.
         self.followup = False
+        #: Who assigns; None until the first member joins. Kept while the group has members.
+        self.mode: AssignmentMode | None = None
+        self.protocol_type: str | None = None
+        #: Client-assigned: the members of the generation formed last, as its leader is told.
+        self.generation_members: tuple[MemberMetadata, ...] = ()
+        #: Client-assigned: members of the current generation that have not synced yet,
+        #: and when they are removed for it.
+        self.awaiting_sync: set[str] = set()
+        self.sync_deadline_ms = 0
 
     # -- queries ---------------------------------------------------------------
 
@@ -188,34 +274,71 @@ class Group:
             list(member.assignment),
         )
 
+    def client_join_result(self, member_id: str) -> ClientAssignedJoinResult:
+        """The JoinGroup answer of a member of the client-assigned generation formed last."""
+        member = self.member(member_id)
+        if self.mode is not AssignmentMode.CLIENT or self.protocol is None:
+            raise InconsistentGroupProtocolError(
+                f"group {self.group_id!r} is not client-assigned: its members get their "
+                "partitions from the coordinator",
+                group_id=self.group_id,
+            )
+        assert self.leader_id is not None and self.protocol_type is not None
+        return ClientAssignedJoinResult(
+            group_id=self.group_id,
+            generation_id=self.generation_id,
+            member_id=member.member_id,
+            leader_id=self.leader_id,
+            protocol_type=self.protocol_type,
+            protocol_name=self.protocol,
+            members=self.generation_members if member_id == self.leader_id else (),
+        )
+
     def owners(self) -> dict[TopicPartition, str]:
         return {tp: m.member_id for m in self.members.values() for tp in m.assignment}
 
+    def describe(self) -> list[MemberDescription]:
+        """Every member, in join order, with its metadata for the current protocol."""
+        return [
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                host=m.host,
+                partitions=tuple(m.assignment),
+                metadata=m.protocol_metadata(self.protocol),
+                assignment=m.assignment_bytes,
+            )
+            for m in self.members.values()
+        ]
+
     # -- membership ------------------------------------------------------------
 
-    def join(self, member_id: str, request: JoinRequest, now_ms: int) -> str:
+    def join(
+        self, member_id: str, request: JoinRequest | ClientAssignedJoinRequest, now_ms: int
+    ) -> str:
         """Register a (re)join and return the member's id; the answer comes when the
         rebalance completes.
 
         An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394):
-        a member that dies before the second join leaves only a pending id.
+        a member that dies before the second join leaves only a pending id
+        (a client-assigned request with ``require_member_id`` False, Kafka's
+        JoinGroup before v4, gets its id at once instead).
         A static member (``group_instance_id``) gets its id at once instead and
         takes the place, and the partitions, of the member that had its
         instance id; that one is fenced (KIP-345), so two processes started
         with one instance id cannot both consume.
+
+        Every join starts (or takes part in) a rebalance, leaving the group
+        ``PreparingRebalance``, except Kafka's unchanged rejoin of a
+        client-assigned member: same protocols and metadata while the
+        generation awaits its syncs, or a follower's while ``Stable``. That
+        one changes nothing and is answered with the current generation
+        (``client_join_result``), so a retried JoinGroup does not rebalance.
         """
         self._check_session_timeout(request.session_timeout_ms)
-        others = [m.protocols for m in self.members.values() if m.member_id != member_id]
-        if not any(p in ASSIGNORS for p in request.protocols):
-            raise InconsistentGroupProtocolError(
-                f"none of the assignment strategies {list(request.protocols)} is supported; "
-                f"supported: {', '.join(ASSIGNORS)}"
-            )
-        if others and not set(request.protocols).intersection(*map(set, others)):
-            raise InconsistentGroupProtocolError(
-                f"assignment strategies {list(request.protocols)} share none with the "
-                f"members of group {self.group_id!r}"
-            )
+        self._check_protocols(member_id, request)
+        rejoining = bool(member_id) and member_id in self.members
         static = self._static_member(request.group_instance_id)
         if member_id and static is not None and static.member_id != member_id:
             self.member(member_id)  # fenced already, or an unknown id
@@ -237,31 +360,98 @@ class Group:
             self._check_room()
             fresh = new_member_id(request.client_id)
             self.pending[fresh] = now_ms + request.session_timeout_ms
-            raise MemberIdRequiredError(
-                "first join: join again with the member id in details.member_id",
-                member_id=fresh,
-            )
+            if isinstance(request, JoinRequest) or request.require_member_id:
+                raise MemberIdRequiredError(
+                    "first join: join again with the member id in details.member_id",
+                    member_id=fresh,
+                )
+            member_id = fresh
         if member_id not in self.members and member_id not in self.pending:
             self.member(member_id)  # raises UNKNOWN_MEMBER_ID
         self.pending.pop(member_id, None)
         previous = self.members.get(member_id)
-        self.members[member_id] = Member(
-            member_id=member_id,
-            client_id=request.client_id,
-            host=request.host,
-            group_instance_id=request.group_instance_id,
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            protocols=request.protocols,
-            topics=request.topics,
-            owned=request.owned,
-            last_heartbeat_ms=now_ms,
-            assignment=previous.assignment if previous is not None else [],
-        )
+        if isinstance(request, ClientAssignedJoinRequest):
+            if rejoining and previous is not None and self._unchanged_rejoin(previous, request):
+                previous.last_heartbeat_ms = now_ms
+                return member_id
+            member = Member(
+                member_id=member_id,
+                client_id=request.client_id,
+                host=request.host,
+                group_instance_id=request.group_instance_id,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                protocols=request.protocol_names,
+                topics=(),
+                owned=None,
+                last_heartbeat_ms=now_ms,
+                metadata=request.metadata(),
+                assignment_bytes=previous.assignment_bytes if previous is not None else b"",
+            )
+            mode, protocol_type = AssignmentMode.CLIENT, request.protocol_type
+        else:
+            member = Member(
+                member_id=member_id,
+                client_id=request.client_id,
+                host=request.host,
+                group_instance_id=request.group_instance_id,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                protocols=request.protocols,
+                topics=request.topics,
+                owned=request.owned,
+                last_heartbeat_ms=now_ms,
+                assignment=previous.assignment if previous is not None else [],
+            )
+            mode, protocol_type = AssignmentMode.SERVER, SERVER_PROTOCOL_TYPE
+        if not any(m != member_id for m in self.members):
+            self.mode, self.protocol_type = mode, protocol_type
+        self.members[member_id] = member
         if self.state is not GroupState.PREPARING_REBALANCE:
             self.start_rebalance(now_ms)
         self.members[member_id].joined = True
         return member_id
+
+    def _check_protocols(
+        self, member_id: str, request: JoinRequest | ClientAssignedJoinRequest
+    ) -> None:
+        """INCONSISTENT_GROUP_PROTOCOL unless the join fits the other members' assignment."""
+        others = [m.protocols for m in self.members.values() if m.member_id != member_id]
+        if isinstance(request, ClientAssignedJoinRequest):
+            if others and self.mode is AssignmentMode.SERVER:
+                raise InconsistentGroupProtocolError(
+                    f"group {self.group_id!r} is assigned by the coordinator (its {len(others)} "
+                    "members joined over HTTP); a member that assigns partitions itself "
+                    "(Kafka protocol) can join it only once it has no members",
+                    group_id=self.group_id,
+                )
+            check_join(self.group_id, request, self.protocol_type, others)
+            return
+        if others and self.mode is AssignmentMode.CLIENT:
+            raise InconsistentGroupProtocolError(
+                f"group {self.group_id!r} is assigned by its members' leader (its "
+                f"{len(others)} members joined over the Kafka protocol); a member assigned by "
+                "the coordinator (HTTP) can join it only once it has no members",
+                group_id=self.group_id,
+            )
+        if not any(p in ASSIGNORS for p in request.protocols):
+            raise InconsistentGroupProtocolError(
+                f"none of the assignment strategies {list(request.protocols)} is supported; "
+                f"supported: {', '.join(ASSIGNORS)}"
+            )
+        if others and not set(request.protocols).intersection(*map(set, others)):
+            raise InconsistentGroupProtocolError(
+                f"assignment strategies {list(request.protocols)} share none with the "
+                f"members of group {self.group_id!r}"
+            )
+
+    def _unchanged_rejoin(self, member: Member, request: ClientAssignedJoinRequest) -> bool:
+        """Kafka answers this join from the current generation instead of rebalancing."""
+        if self.mode is not AssignmentMode.CLIENT or member.metadata != request.metadata():
+            return False
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return True
+        return self.state is GroupState.STABLE and member.member_id != self.leader_id
 
     def _static_member(self, instance_id: str | None) -> Member | None:
         if instance_id is None:
@@ -300,27 +490,110 @@ class Group:
         for member in self.members.values():
             member.joined = False
             member.last_heartbeat_ms = max(member.last_heartbeat_ms, now_ms)
+        self.awaiting_sync = set()
         self.delay_until_ms = now_ms + (self.limits.initial_rebalance_delay_ms if was_empty else 0)
         longest = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         self.rebalance_deadline_ms = now_ms + longest
 
     def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> None:
+        """REBALANCE_IN_PROGRESS while members must rejoin; fine once the generation formed.
+
+        A member of a client-assigned generation heartbeats while it waits for
+        the leader's assignment, as Kafka's clients do (a server-assigned
+        generation is completed under the coordinator's lock, never seen
+        half-formed).
+        """
         member = self.member(member_id)
         self._check_generation(generation_id)
         member.last_heartbeat_ms = now_ms
-        if self.state is not GroupState.STABLE:
+        assigning = self.state is GroupState.COMPLETING_REBALANCE
+        if self.state is not GroupState.STABLE and not (
+            assigning and self.mode is AssignmentMode.CLIENT
+        ):
             raise RebalanceInProgressError(
                 f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
             )
 
     def sync(self, member_id: str, generation_id: int) -> list[TopicPartition]:
         member = self.member(member_id)
+        self._check_mode(AssignmentMode.SERVER)
         self._check_generation(generation_id)
         if self.state is not GroupState.STABLE:
             raise RebalanceInProgressError(
                 f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
             )
         return list(member.assignment)
+
+    def sync_client(
+        self,
+        member_id: str,
+        generation_id: int,
+        assignments: Mapping[str, bytes] | None,
+        now_ms: int,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> dict[str, Any] | None:
+        """A SyncGroup of a client-assigned member; the generation's record once the leader's.
+
+        The leader's ``assignments`` (member id -> bytes) are the generation's:
+        a member it left out gets empty bytes, ids that are not members are
+        ignored (as Kafka does), a follower's are ignored. The returned record
+        must be made durable before ``finish``; the answers then come from
+        ``client_assignment``. ``protocol_type``/``protocol_name`` (SyncGroup
+        v5) must be the group's when given.
+        """
+        member = self.member(member_id)
+        self._check_mode(AssignmentMode.CLIENT)
+        self._check_generation(generation_id)
+        for given, own, what in (
+            (protocol_type, self.protocol_type, "protocol type"),
+            (protocol_name, self.protocol, "protocol"),
+        ):
+            if given is not None and given != own:
+                raise InconsistentGroupProtocolError(
+                    f"{what} {given!r} is not the {what} {own!r} of group {self.group_id!r}",
+                    group_id=self.group_id,
+                )
+        if self.state is GroupState.PREPARING_REBALANCE:
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
+            )
+        member.last_heartbeat_ms = now_ms
+        self.awaiting_sync.discard(member_id)
+        if self.state is not GroupState.COMPLETING_REBALANCE or member_id != self.leader_id:
+            return None
+        given_bytes = assignments or {}
+        for m in self.members.values():
+            m.assignment_bytes = bytes(given_bytes.get(m.member_id, b""))
+        return self.record()
+
+    def client_assignment(self, member_id: str, generation_id: int) -> bytes | None:
+        """The member's assignment bytes once its leader synced; None while awaited.
+
+        REBALANCE_IN_PROGRESS if a new rebalance started meanwhile (the leader
+        left or was removed, a member joined): the member rejoins.
+        """
+        member = self.member(member_id)
+        self._check_mode(AssignmentMode.CLIENT)
+        self._check_generation(generation_id)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
+            )
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return None
+        return member.assignment_bytes
+
+    def _check_mode(self, mode: AssignmentMode) -> None:
+        if self.mode is not mode:
+            how = {
+                AssignmentMode.SERVER: "by the coordinator (HTTP members)",
+                AssignmentMode.CLIENT: "by its members' leader (Kafka protocol)",
+            }
+            raise InconsistentGroupProtocolError(
+                f"group {self.group_id!r} is not assigned {how[mode]}",
+                group_id=self.group_id,
+            )
 
     def leave(self, member_id: str, now_ms: int) -> None:
         if member_id in self.pending:
@@ -363,13 +636,29 @@ class Group:
     # -- time ------------------------------------------------------------------
 
     def expire(self, now_ms: int) -> list[str]:
-        """Remove members whose session ran out; a member waiting in its join stays."""
+        """Remove members whose session ran out, or that did not sync in time.
+
+        A member waiting in its join stays, and so does one that synced and
+        waits for its client-assigned leader.
+        """
         self.pending = {m: until for m, until in self.pending.items() if until >= now_ms}
         waiting = self.state is GroupState.PREPARING_REBALANCE
-        gone = [
+        completing = self.state is GroupState.COMPLETING_REBALANCE
+        gone = []
+        if self.awaiting_sync and now_ms > self.sync_deadline_ms:
+            gone = [m for m in self.members if m in self.awaiting_sync]
+            self.awaiting_sync = set()
+        gone += [
             m.member_id
             for m in self.members.values()
-            if not (waiting and m.joined) and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+            if m.member_id not in gone
+            and not (waiting and m.joined)
+            and not (
+                completing
+                and self.mode is AssignmentMode.CLIENT
+                and m.member_id not in self.awaiting_sync
+            )
+            and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
         ]
         for member_id in gone:
             del self.members[member_id]
@@ -388,6 +677,8 @@ class Group:
         times = [m.last_heartbeat_ms + m.session_timeout_ms + 1 for m in self.members.values()]
         if self.state is GroupState.PREPARING_REBALANCE:
             times += [self.delay_until_ms, self.rebalance_deadline_ms]
+        if self.awaiting_sync:
+            times.append(self.sync_deadline_ms + 1)
         times += list(self.pending.values())
         return min(times) if times else None
 
@@ -425,6 +716,39 @@ class Group:
         self.state = GroupState.COMPLETING_REBALANCE
         return self.record()
 
+    def complete_join(self, now_ms: int) -> dict[str, Any] | None:
+        """Form the client-assigned generation; its record only if it has no members.
+
+        Drops members that did not rejoin and bumps the generation. With
+        members, the group is then ``CompletingRebalance`` awaiting the
+        leader's ``sync_client`` (nothing to write yet: the generation is
+        written with its assignment); without, the record is written and
+        ``finish`` makes the group ``Empty``, as ``complete`` does.
+        """
+        for member_id in [m for m, member in self.members.items() if not member.joined]:
+            del self.members[member_id]
+        self.generation_id += 1
+        self.state = GroupState.COMPLETING_REBALANCE
+        if not self.members:
+            self.protocol = self.leader_id = None
+            self.generation_members = ()
+            return self.record()
+        leader = self.leader_id if self.leader_id in self.members else next(iter(self.members))
+        others = [m for m in self.members if m != leader]
+        self.protocol = elect_protocol([self.members[m].protocols for m in [leader, *others]])
+        self.leader_id = leader
+        self.generation_members = tuple(
+            MemberMetadata(m.member_id, m.group_instance_id, m.protocol_metadata(self.protocol))
+            for m in self.members.values()
+        )
+        for member in self.members.values():
+            member.assignment_bytes = b""
+            member.last_heartbeat_ms = now_ms
+        self.awaiting_sync = set(self.members)
+        longest = max(m.rebalance_timeout_ms for m in self.members.values())
+        self.sync_deadline_ms = now_ms + longest
+        return None
+
     def finish(self, now_ms: int) -> None:
         """The generation is durable: Stable or Empty (a cooperative hand-over rebalances again)."""
         for member in self.members.values():
@@ -442,9 +766,11 @@ class Group:
         return {
             "group_id": self.group_id,
             "generation_id": self.generation_id,
+            "assignment_mode": None if self.mode is None else self.mode.value,
+            "protocol_type": self.protocol_type,
             "protocol": self.protocol,
             "leader_id": self.leader_id,
-            "members": [m.to_record() for m in self.members.values()],
+            "members": [m.to_record(self.mode) for m in self.members.values()],
             "fenced": dict(self.fenced),
         }
 
@@ -455,7 +781,9 @@ class Group:
         Members are kept (so they rejoin with their ids and keep sticky
         ownership) but must rejoin: the group starts a rebalance, and members
         that neither heartbeat nor rejoin within their session timeout are
-        dropped.
+        dropped. A client-assigned group keeps its protocol type, protocol,
+        leader (the leader again if it rejoins) and each member's metadata and
+        assignment bytes, so describing it shows the last durable generation.
         """
         group = cls(str(record["group_id"]), limits, int(record["generation_id"]))
         group.protocol = record.get("protocol")
@@ -463,6 +791,18 @@ class Group:
         for obj in record.get("members", []):
             member = Member.from_record(obj, now_ms)
             group.members[member.member_id] = member
+        mode = record.get("assignment_mode")
+        if mode is not None:
+            try:
+                group.mode = AssignmentMode(mode)
+            except ValueError:
+                raise CorruptRecordError(
+                    f"generation {group.generation_id} of group {group.group_id!r} has an "
+                    f"unknown assignment_mode {mode!r}"
+                ) from None
+            group.protocol_type = record.get("protocol_type")
+        elif group.members:  # written before groups could be client-assigned
+            group.mode, group.protocol_type = AssignmentMode.SERVER, SERVER_PROTOCOL_TYPE
         group.fenced = {str(m): str(i) for m, i in record.get("fenced", {}).items()}
         if group.members:
             group.state = GroupState.STABLE

@@ -2,12 +2,29 @@
 
 Each group is a pure ``lakelog.groups.state.Group`` guarded by an asyncio
 condition: every request mutates it under the condition's lock and wakes the
-members waiting in their (long-poll) joins. A rebalance completes inside
-``_advance``: partition counts are read, the assignment computed, and the new
-generation written with put-if-absent before anyone is told about it. If that
-write finds the generation already taken, another coordinator is active:
-this one drops the group (NOT_COORDINATOR) and reloads it from storage on the
-next request.
+members waiting in their (long-poll) joins and syncs. A server-assigned
+rebalance completes inside ``_advance``: partition counts are read, the
+assignment computed, and the new generation written with put-if-absent
+before anyone is told about it. If that write finds the generation already
+taken, another coordinator is active: this one drops the group
+(NOT_COORDINATOR) and reloads it from storage on the next request.
+
+Client-assigned groups (Kafka protocol; the Kafka listener is the caller)
+use the same coordinator, generation files and offsets table:
+
+- ``await join(group_id, member_id, ClientAssignedJoinRequest(...))`` ->
+  ``ClientAssignedJoinResult`` (generation, chosen protocol, leader, the
+  member's id and, for the leader, every member's metadata). Errors are
+  ``LakelogError`` subclasses carrying Kafka's code: MEMBER_ID_REQUIRED
+  (``details["member_id"]`` is the id to join with), INCONSISTENT_GROUP_PROTOCOL,
+  UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INVALID_SESSION_TIMEOUT,
+  GROUP_MAX_SIZE_REACHED, REBALANCE_IN_PROGRESS, NOT_COORDINATOR.
+- ``await sync_assignments(group_id, member_id, generation_id, assignments)``
+  -> ``SyncResult``: the leader passes every member's assignment bytes, a
+  follower ``None``; every caller waits until the leader's assignment is
+  durable in the generation file, then gets its own bytes.
+- ``heartbeat``, ``leave``, ``commit`` and ``snapshot`` serve both kinds of
+  group; ``snapshot(...).descriptions`` has what DescribeGroups answers.
 """
 
 from __future__ import annotations
@@ -18,7 +35,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from lakelog.catalog import Catalog
 from lakelog.errors import (
@@ -32,10 +49,23 @@ from lakelog.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.groups.assignors import TopicPartition
+from lakelog.groups.client_assigned import (
+    ClientAssignedJoinRequest,
+    ClientAssignedJoinResult,
+    SyncResult,
+)
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.groups.reset import PartitionPosition, ResetRow, ResetSpec, plan_reset
-from lakelog.groups.state import Group, GroupLimits, GroupState, JoinRequest, JoinResult
+from lakelog.groups.state import (
+    AssignmentMode,
+    Group,
+    GroupLimits,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    MemberDescription,
+)
 from server.batcher import ProduceBatcher
 from server.groups.fencing import GenerationStore
 
@@ -60,7 +90,14 @@ class _Entry:
 
 @dataclass(frozen=True)
 class GroupSnapshot:
-    """A consistent copy of a group's membership for describe/list."""
+    """A consistent copy of a group's membership for describe/list.
+
+    ``members`` is what the HTTP describe shows; ``descriptions`` the same
+    members with what Kafka's DescribeGroups shows (metadata and assignment
+    bytes of client-assigned members). ``protocol_type`` is "consumer" for a
+    server-assigned group, the members' own for a client-assigned one, and
+    empty for a group that never had members.
+    """
 
     group_id: str
     state: str
@@ -68,6 +105,10 @@ class GroupSnapshot:
     generation_id: int
     members: list[dict[str, Any]]
     owners: dict[TopicPartition, str]
+    protocol_type: str = ""
+    assignment_mode: AssignmentMode | None = None
+    leader_id: str | None = None
+    descriptions: list[MemberDescription] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -201,8 +242,32 @@ class GroupCoordinator:
             entry.cond.notify_all()
         if not group.ready(now):
             return
-        partitions = await asyncio.to_thread(self._partition_counts, group.topics())
-        record = group.complete(partitions)
+        if group.mode is AssignmentMode.CLIENT:
+            formed = group.complete_join(now)
+            if formed is None:  # written once the leader has synced its assignment
+                log.info(
+                    "group %s generation %d formed: %d members (%s), leader %s",
+                    group.group_id,
+                    group.generation_id,
+                    len(group.members),
+                    group.protocol,
+                    group.leader_id,
+                )
+                entry.cond.notify_all()
+                return
+            record = formed
+        else:
+            partitions = await asyncio.to_thread(self._partition_counts, group.topics())
+            record = group.complete(partitions)
+        await self._make_durable(entry, record, now)
+
+    async def _make_durable(self, entry: _Entry, record: dict[str, Any], now: int) -> None:
+        """Write the generation (put-if-absent), then finish it and wake the waiters.
+
+        Another coordinator's file at this generation, or a failed write,
+        drops the group here: its waiters get NOT_COORDINATOR.
+        """
+        group = entry.group
         record["coordinator"] = self.broker_id
         record["timestamp_ms"] = now
         try:
@@ -243,10 +308,29 @@ class GroupCoordinator:
 
     # -- membership -----------------------------------------------------------------
 
-    async def join(self, group_id: str, member_id: str, request: JoinRequest) -> JoinResult:
+    @overload
+    async def join(self, group_id: str, member_id: str, request: JoinRequest) -> JoinResult: ...
+
+    @overload
+    async def join(
+        self, group_id: str, member_id: str, request: ClientAssignedJoinRequest
+    ) -> ClientAssignedJoinResult: ...
+
+    async def join(
+        self, group_id: str, member_id: str, request: JoinRequest | ClientAssignedJoinRequest
+    ) -> JoinResult | ClientAssignedJoinResult:
+        """Join and wait until the generation forms (server-assigned: until it is durable).
+
+        A client-assigned member's answer is its JoinGroup response; it must
+        then ``sync_assignments``. An unchanged client-assigned rejoin is
+        answered at once from the current generation (Kafka's rule).
+        """
         async with self._locked(group_id) as entry:
             group = entry.group
             member_id = group.join(member_id, request, self.now())
+            client = isinstance(request, ClientAssignedJoinRequest)
+            if client and group.state is not GroupState.PREPARING_REBALANCE:
+                return group.client_join_result(member_id)
             before = group.generation_id
             entry.cond.notify_all()
             await self._advance(entry)
@@ -261,6 +345,8 @@ class GroupCoordinator:
                         "during the rebalance; rejoin",
                         group_id=group_id,
                     )
+                if client and group.generation_id > before:
+                    return group.client_join_result(member_id)
                 if group.generation_id > before and group.state in (
                     GroupState.STABLE,
                     GroupState.PREPARING_REBALANCE,
@@ -281,6 +367,57 @@ class GroupCoordinator:
     async def sync(self, group_id: str, member_id: str, generation_id: int) -> list[TopicPartition]:
         async with self._locked(group_id) as entry:
             return entry.group.sync(member_id, generation_id)
+
+    async def sync_assignments(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        assignments: Mapping[str, bytes] | None,
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> SyncResult:
+        """Kafka's SyncGroup for a client-assigned member: its assignment bytes, untouched.
+
+        The leader's ``assignments`` (member id -> bytes; a member left out
+        gets empty bytes) complete the generation: it is written to storage,
+        and only then does anyone get an answer. Followers pass ``None`` and
+        wait for that. REBALANCE_IN_PROGRESS if a new rebalance starts
+        meanwhile (e.g. the leader left, or did not sync within the rebalance
+        timeout and was removed); ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID as
+        for heartbeats; INCONSISTENT_GROUP_PROTOCOL if ``protocol_type`` or
+        ``protocol_name`` (SyncGroup v5) are given and are not the group's.
+        """
+        async with self._locked(group_id) as entry:
+            group = entry.group
+            now = self.now()
+            record = group.sync_client(
+                member_id, generation_id, assignments, now, protocol_type, protocol_name
+            )
+            if record is not None:
+                await self._make_durable(entry, record, now)
+            timeout_s = group.member(member_id).rebalance_timeout_ms / 1000 + JOIN_GRACE_S
+            deadline = time.monotonic() + timeout_s
+            while True:
+                self._check_alive(entry)
+                assignment = group.client_assignment(member_id, generation_id)
+                if assignment is not None:
+                    assert group.protocol_type is not None and group.protocol is not None
+                    return SyncResult(
+                        generation_id, group.protocol_type, group.protocol, assignment
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RebalanceInProgressError(
+                        f"the leader of group {group_id!r} did not send the assignment of "
+                        f"generation {generation_id} in time; rejoin",
+                        group_id=group_id,
+                    )
+                try:
+                    await asyncio.wait_for(entry.cond.wait(), remaining)
+                except TimeoutError:
+                    continue
 
     async def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
         async with self._locked(group_id) as entry:
@@ -354,10 +491,14 @@ class GroupCoordinator:
                 group.generation_id,
                 members,
                 group.owners(),
+                protocol_type=group.protocol_type or "",
+                assignment_mode=group.mode,
+                leader_id=group.leader_id,
+                descriptions=group.describe(),
             )
 
     def local_groups(self) -> list[GroupSnapshot]:
-        """Groups loaded here that ever had members (for listing)."""
+        """Groups loaded here that ever had members (for listing; no members in the copies)."""
         found = []
         for entry in list(self._groups.values()):
             group = entry.group
@@ -371,6 +512,9 @@ class GroupCoordinator:
                     group.generation_id,
                     [],
                     {},
+                    protocol_type=group.protocol_type or "",
+                    assignment_mode=group.mode,
+                    leader_id=group.leader_id,
                 )
             )
         return found

@@ -24,6 +24,12 @@ def generation_path(group_id: str, generation_id: int) -> str:
     return join(GROUPS_DIR, group_id, f"{generation_id:020d}.json")
 
 
+def _generation_of(path: str) -> int | None:
+    """The generation a file holds, from its name; None for a file of another name."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".json")
+    return int(stem) if stem.isdigit() else None
+
+
 class GenerationStore:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -35,18 +41,28 @@ class GenerationStore:
             generation_path(group_id, generation), json.dumps(record, indent=1).encode()
         )
         if written and generation > 2:
-            # Only the newest generation is ever read; keep one older for readers mid-lookup.
-            self.storage.delete(generation_path(group_id, generation - 2))
+            # Only the newest generation is ever read; keep the one before it for readers
+            # mid-lookup. Older ones are listed, not computed: a client-assigned generation
+            # whose leader never synced was never written, so the numbers may have gaps.
+            older = sorted(
+                (number, path)
+                for path in self._paths(group_id)
+                if (number := _generation_of(path)) is not None and number < generation
+            )
+            for _, path in older[:-1]:
+                self.storage.delete(path)
         return written
 
-    def latest(self, group_id: str) -> dict[str, Any] | None:
-        """The newest durable generation of the group, or None if it never had one."""
-        entries = [
+    def _paths(self, group_id: str) -> list[str]:
+        return [
             e.path
             for e in self.storage.list_dir(join(GROUPS_DIR, group_id))
             if not e.is_dir and e.path.endswith(".json")
         ]
-        for path in sorted(entries, reverse=True):
+
+    def latest(self, group_id: str) -> dict[str, Any] | None:
+        """The newest durable generation of the group, or None if it never had one."""
+        for path in sorted(self._paths(group_id), reverse=True):
             try:
                 data = self.storage.read_bytes(path)
             except FileNotFoundError:
