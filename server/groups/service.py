@@ -177,12 +177,12 @@ class GroupService:
                 continue
             for summary in answer:
                 found.setdefault(summary.group_id, summary)
-        stored = await asyncio.to_thread(self._stored_groups)
+        stored = await asyncio.to_thread(self.stored_groups)
         for group_id in stored:
             found.setdefault(group_id, GroupSummary(group_id=group_id, state="Empty", members=0))
         return sorted(found.values(), key=lambda g: g.group_id)
 
-    def _stored_groups(self) -> set[str]:
+    def stored_groups(self) -> set[str]:
         return self.offsets.groups() | set(self.generations.groups())
 
     async def _remote_groups(self, request: Request, broker: BrokerInfo) -> list[GroupSummary]:

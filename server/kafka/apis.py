@@ -25,9 +25,18 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
+DELETE_GROUPS = 42
 
 SUPPORTED: dict[int, ApiRange] = {
     api.key: api
@@ -39,5 +48,14 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 8),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 7),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     )
 }

@@ -7,6 +7,17 @@ from server.kafka.context import Handler
 from server.kafka.handlers.api_versions import api_versions
 from server.kafka.handlers.coordinators import find_coordinator
 from server.kafka.handlers.fetch import fetch
+from server.kafka.handlers.groups import (
+    delete_groups,
+    describe_groups,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    offset_commit,
+    offset_fetch,
+    sync_group,
+)
 from server.kafka.handlers.list_offsets import list_offsets
 from server.kafka.handlers.metadata import metadata
 from server.kafka.handlers.produce import produce
@@ -20,4 +31,13 @@ HANDLERS: dict[int, Handler] = {
     apis.LIST_OFFSETS: list_offsets,
     apis.FIND_COORDINATOR: find_coordinator,
     apis.INIT_PRODUCER_ID: init_producer_id,
+    apis.OFFSET_COMMIT: offset_commit,
+    apis.OFFSET_FETCH: offset_fetch,
+    apis.JOIN_GROUP: join_group,
+    apis.HEARTBEAT: heartbeat,
+    apis.LEAVE_GROUP: leave_group,
+    apis.SYNC_GROUP: sync_group,
+    apis.DESCRIBE_GROUPS: describe_groups,
+    apis.LIST_GROUPS: list_groups,
+    apis.DELETE_GROUPS: delete_groups,
 }

@@ -1,0 +1,356 @@
+"""Consumer group APIs over the Kafka protocol, on lakelog's one group coordinator.
+
+Kafka clients find a group's coordinator (FindCoordinator) and send it every
+membership request; a broker that does not coordinate the group answers
+NOT_COORDINATOR and the client looks again. Members join as client-assigned
+members (their leader computes the assignment, the coordinator passes the
+bytes through: ``lakelog.groups.client_assigned``). Offsets go to, and come
+from, the same offsets table the HTTP API and ``lakelog consumer-groups`` use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from lakelog.errors import (
+    InvalidRequestError,
+    LakelogError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
+)
+from lakelog.groups.assignors import TopicPartition
+from lakelog.groups.client_assigned import ClientAssignedJoinRequest
+from lakelog.groups.codec import CommittedOffset
+from lakelog.groups.ids import validate_group_id
+from server.groups.coordinator import wall_ms
+from server.groups.service import GroupService
+from server.kafka import apis, wire
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+
+T = TypeVar("T")
+NO_OFFSET = -1
+STABLE = "Stable"
+OPERATIONS_OMITTED = -(2**31)
+
+
+def _groups(ctx: RequestContext) -> GroupService:
+    return ctx.broker.groups
+
+
+def _coordinated_here(ctx: RequestContext, group_id: str) -> GroupService:
+    """The group service, once this broker is known to coordinate ``group_id``."""
+    validate_group_id(group_id)
+    groups = _groups(ctx)
+    if not groups.is_local(group_id):
+        info = groups.coordinator_of(group_id)
+        raise NotCoordinatorError(
+            f"broker {ctx.broker.settings.broker_id} is not the coordinator of group "
+            f"{group_id!r}; it is {info.broker_id}",
+            group_id=group_id,
+        )
+    return groups
+
+
+async def _answer(
+    ctx: RequestContext, what: str, call: Callable[[], Awaitable[T]]
+) -> tuple[T | None, int, str | None]:
+    """(result, error code, message) of a coordinator call; errors become codes."""
+    try:
+        return await call(), 0, None
+    except Exception as exc:  # answered with its code; unexpected ones are logged
+        code, message = error_code(exc, what)
+        return None, code, message
+
+
+# -- membership ------------------------------------------------------------------------
+
+
+async def join_group(ctx: RequestContext, body: Any) -> Any:
+    schema = wire.response_schema(apis.JOIN_GROUP, ctx.version)
+    session_ms = int(body.session_timeout.total_seconds() * 1000)
+    rebalance = getattr(body, "rebalance_timeout", None)
+    rebalance_ms = session_ms if rebalance is None else int(rebalance.total_seconds() * 1000)
+    request = ClientAssignedJoinRequest(
+        client_id=ctx.header.client_id or "",
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        group_instance_id=getattr(body, "group_instance_id", None),
+        host=ctx.session.client_host,
+        require_member_id=ctx.version >= 4,
+    )
+    answer: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": 0,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None if ctx.version >= 7 else "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": body.member_id,
+        "members": [],
+    }
+    try:
+        groups = _coordinated_here(ctx, body.group_id)
+        result = await groups.coordinator.join(body.group_id, body.member_id, request)
+    except MemberIdRequiredError as exc:
+        answer.update(error_code=exc.code, member_id=str(exc.details.get("member_id", "")))
+        return build(schema, **answer)
+    except Exception as exc:  # answered with its code; unexpected ones are logged
+        answer["error_code"], _ = error_code(exc, f"join of group {body.group_id!r}")
+        return build(schema, **answer)
+    answer.update(
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        leader=result.leader_id,
+        member_id=result.member_id,
+        members=[
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
+            for m in result.members
+        ],
+    )
+    return build(schema, **answer)
+
+
+async def sync_group(ctx: RequestContext, body: Any) -> Any:
+    schema = wire.response_schema(apis.SYNC_GROUP, ctx.version)
+    assignments = {a.member_id: bytes(a.assignment) for a in body.assignments} or None
+
+    async def call() -> Any:
+        groups = _coordinated_here(ctx, body.group_id)
+        return await groups.coordinator.sync_assignments(
+            body.group_id,
+            body.member_id,
+            body.generation_id,
+            assignments,
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+        )
+
+    result, code, _ = await _answer(ctx, f"sync of group {body.group_id!r}", call)
+    return build(
+        schema,
+        throttle_time=0,
+        error_code=code,
+        protocol_type=None if result is None else result.protocol_type,
+        protocol_name=None if result is None else result.protocol_name,
+        assignment=b"" if result is None else result.assignment,
+    )
+
+
+async def heartbeat(ctx: RequestContext, body: Any) -> Any:
+    async def call() -> None:
+        groups = _coordinated_here(ctx, body.group_id)
+        await groups.coordinator.heartbeat(body.group_id, body.member_id, body.generation_id)
+
+    _, code, _ = await _answer(ctx, f"heartbeat of group {body.group_id!r}", call)
+    return build(
+        wire.response_schema(apis.HEARTBEAT, ctx.version), throttle_time=0, error_code=code
+    )
+
+
+async def leave_group(ctx: RequestContext, body: Any) -> Any:
+    """v0-2 name one member; v3+ a list (each answered on its own)."""
+    schema = wire.response_schema(apis.LEAVE_GROUP, ctx.version)
+    members = getattr(body, "members", None)
+    if members is None:
+        leaving = [(body.member_id, None)]
+    else:
+        leaving = [(m.member_id, m.group_instance_id) for m in members]
+    answers = []
+    top_code = 0
+    for member_id, instance_id in leaving:
+
+        async def call(member_id: str = member_id) -> None:
+            groups = _coordinated_here(ctx, body.group_id)
+            await groups.coordinator.leave(body.group_id, member_id)
+
+        _, code, _ = await _answer(ctx, f"leave of group {body.group_id!r}", call)
+        top_code = top_code or code
+        answers.append(
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+        )
+    if members is None:
+        return build(schema, throttle_time=0, error_code=top_code, members=[])
+    not_coordinator = any(a["error_code"] == NotCoordinatorError.code for a in answers)
+    return build(
+        schema,
+        throttle_time=0,
+        error_code=NotCoordinatorError.code if not_coordinator else 0,
+        members=answers,
+    )
+
+
+# -- offsets ---------------------------------------------------------------------------
+
+
+async def offset_commit(ctx: RequestContext, body: Any) -> Any:
+    """All partitions of a commit share its outcome: it is stored as one Delta commit."""
+    now = wall_ms()
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            offsets[TopicPartition(topic.name, p.partition_index)] = CommittedOffset(
+                int(p.committed_offset), p.committed_metadata or "", now
+            )
+    generation = int(body.generation_id_or_member_epoch)
+
+    async def call() -> None:
+        groups = _coordinated_here(ctx, body.group_id)
+        if len(offsets) != sum(len(t.partitions) for t in body.topics):
+            raise InvalidRequestError("the same topic partition appears twice in one commit")
+        await groups.coordinator.commit(body.group_id, body.member_id, generation, offsets)
+
+    _, code, _ = await _answer(ctx, f"offset commit of group {body.group_id!r}", call)
+    return build(
+        wire.response_schema(apis.OFFSET_COMMIT, ctx.version),
+        throttle_time=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code}
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ],
+    )
+
+
+async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
+    """Served by any broker, straight from the offsets table (as the HTTP API is)."""
+    schema = wire.response_schema(apis.OFFSET_FETCH, ctx.version)
+    try:
+        validate_group_id(body.group_id)
+        committed = await asyncio.to_thread(_groups(ctx).offsets.fetch, body.group_id)
+    except Exception as exc:  # answered with its code; unexpected ones are logged
+        code, _ = error_code(exc, f"offset fetch of group {body.group_id!r}")
+        return build(schema, throttle_time=0, error_code=code, topics=[])
+    if body.topics is None:
+        wanted: dict[str, list[int]] = {}
+        for tp in sorted(committed):
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+    topics = []
+    for name, partitions in wanted.items():
+        answers = []
+        for partition in partitions:
+            found = committed.get(TopicPartition(name, partition))
+            answers.append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": NO_OFFSET if found is None else found.offset,
+                    "committed_leader_epoch": -1,
+                    "metadata": "" if found is None else found.metadata,
+                    "error_code": 0,
+                }
+            )
+        topics.append({"name": name, "partitions": answers})
+    return build(schema, throttle_time=0, error_code=0, topics=topics)
+
+
+# -- administration --------------------------------------------------------------------
+
+
+async def describe_groups(ctx: RequestContext, body: Any) -> Any:
+    described = []
+    for group_id in body.groups:
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "group_id": group_id,
+            "group_state": "Dead",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": OPERATIONS_OMITTED,
+        }
+        try:
+            groups = _coordinated_here(ctx, group_id)
+            snap = await groups.coordinator.snapshot(group_id)
+        except Exception as exc:  # answered per group; unexpected ones are logged
+            entry["error_code"], _ = error_code(exc, f"describe of group {group_id!r}")
+            described.append(entry)
+            continue
+        stable = snap.state == STABLE
+        entry.update(
+            group_state=snap.state,
+            protocol_type=snap.protocol_type,
+            protocol_data=snap.protocol or "",
+            members=[
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.host,
+                    # Kafka shows the bytes only while the group is Stable.
+                    "member_metadata": m.metadata if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in snap.descriptions
+            ],
+        )
+        described.append(entry)
+    return build(
+        wire.response_schema(apis.DESCRIBE_GROUPS, ctx.version), throttle_time=0, groups=described
+    )
+
+
+async def list_groups(ctx: RequestContext, body: Any) -> Any:
+    """The groups this broker coordinates (Kafka's admin clients ask every broker)."""
+    groups = _groups(ctx)
+    states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
+    listed: dict[str, dict[str, Any]] = {}
+    for snap in groups.coordinator.local_groups():
+        if groups.is_local(snap.group_id):
+            listed[snap.group_id] = {
+                "group_id": snap.group_id,
+                "protocol_type": snap.protocol_type,
+                "group_state": snap.state,
+            }
+    try:
+        stored = await asyncio.to_thread(groups.stored_groups)
+    except LakelogError as exc:
+        code, _ = error_code(exc, "list groups")
+        return build(
+            wire.response_schema(apis.LIST_GROUPS, ctx.version),
+            throttle_time=0,
+            error_code=code,
+            groups=[],
+        )
+    for group_id in stored:
+        if group_id not in listed and groups.is_local(group_id):
+            listed[group_id] = {"group_id": group_id, "protocol_type": "", "group_state": "Empty"}
+    chosen = [g for g in listed.values() if not states or g["group_state"].lower() in states]
+    return build(
+        wire.response_schema(apis.LIST_GROUPS, ctx.version),
+        throttle_time=0,
+        error_code=0,
+        groups=sorted(chosen, key=lambda g: g["group_id"]),
+    )
+
+
+async def delete_groups(ctx: RequestContext, body: Any) -> Any:
+    results = []
+    for group_id in body.groups_names:
+
+        async def call(group_id: str = group_id) -> None:
+            groups = _coordinated_here(ctx, group_id)
+            await groups.coordinator.delete(group_id)
+
+        _, code, _ = await _answer(ctx, f"delete of group {group_id!r}", call)
+        results.append({"group_id": group_id, "error_code": code})
+    return build(
+        wire.response_schema(apis.DELETE_GROUPS, ctx.version), throttle_time=0, results=results
+    )
