@@ -193,8 +193,10 @@ class ProducerIdAllocator:
         """A producer id never handed out before; claims a new block when this one is spent.
 
         Blocking (storage I/O when a block is claimed): call it from a thread
-        on an event loop. Raises ``KafkaStorageError`` (retriable) when the
-        root cannot be read or written; no id is handed out then.
+        on an event loop. No id is handed out when it raises:
+        ``KafkaStorageError`` (retriable) when the root cannot be read or
+        written, ``CorruptRecordError`` when the highest block is unreadable,
+        ``UnknownServerError`` when the 63-bit id space is spent.
         """
         with self._lock:
             if self._block is None or self._next > self._block.last_id:
@@ -229,7 +231,12 @@ class ProducerIdAllocator:
         return pid
 
     def _claim(self) -> ProducerIdBlock:
-        """Create the next free block with put-if-absent, starting after the highest one."""
+        """Create the next free block with put-if-absent, starting after the highest one.
+
+        Only a block this call saw itself create is used. A put whose outcome
+        is unknown (it raised, or a store's internal retry of a put that had
+        landed answers "exists") at worst leaves a block nobody hands out.
+        """
         try:
             previous = self._highest()
             for _ in range(MAX_CLAIM_ATTEMPTS):
