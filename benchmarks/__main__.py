@@ -44,6 +44,7 @@ SUITES: dict[str, str] = {
     "soak": "benchmarks.bench_soak",
     "groups": "benchmarks.bench_groups",
     "compaction": "benchmarks.bench_compaction",
+    "kafka-codec": "benchmarks.bench_kafka_codec",
 }
 
 

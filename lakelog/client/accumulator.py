@@ -25,14 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lakelog.client.batch import PendingRecord, ProducerBatch
+from lakelog.producer_ids import FIRST_ALLOCATED_ID
 
 #: The broker's largest sequence number; a topic past it switches producer ids.
 MAX_SEQUENCE = 2**31 - 1
 
 
 def new_producer_id() -> int:
-    """A random non-negative 63-bit id: collisions between producers are negligible."""
-    return random.getrandbits(63)
+    """A random id below the ids brokers allocate to Kafka producers (``lakelog.producer_ids``).
+
+    62 random bits: two clients colliding is negligible, and an id a broker
+    handed to a Kafka producer is never drawn.
+    """
+    return random.randrange(FIRST_ALLOCATED_ID)
 
 
 @dataclass

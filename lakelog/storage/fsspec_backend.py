@@ -162,6 +162,9 @@ class S3Storage(FsspecStorage):
             endpoint_url=self.settings.endpoint_url,
             client_kwargs={"region_name": self.settings.region},
             skip_instance_cache=True,
+            # s3fs answers a read from the parent directory's last listing when it has
+            # one: an object another client created since would read as missing.
+            use_listings_cache=False,
         )
         super().__init__(url, fs, bucket_and_prefix)
 

@@ -288,6 +288,26 @@ def test_another_client_sees_changes(backend: Backend) -> None:
     assert list(second.walk_files("d")) == []
 
 
+def test_an_object_created_after_a_listing_is_read_without_listing_again(
+    backend: Backend,
+) -> None:
+    """Listing a directory must not make later reads answer from that listing.
+
+    A broker lists ``_meta/topics`` or a directory of blocks, then reads an
+    object another broker created since: that object exists and must be read,
+    not reported missing because the earlier listing did not show it.
+    """
+    first, second = backend.storage, backend.reopen()
+    first.put("d/one", b"1")
+    assert [i.path for i in first.list_dir("d")] == ["d/one"]
+    assert second.put_if_absent("d/two", b"22")
+    assert first.read_bytes("d/two") == b"22"
+    assert first.read_many(["d/one", "d/two", "d/three"]) == [b"1", b"22", None]
+    assert first.exists("d/two")
+    assert first.put_if_absent("d/two", b"x") is False
+    assert first.read_bytes("d/two") == b"22"
+
+
 # --------------------------------------------------------------------------- delete / walk
 
 
