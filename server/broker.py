@@ -24,6 +24,7 @@ from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, Lakelo
 from lakelog.fetch import FetchResult, limit_bytes
 from lakelog.produce import PreparedBatch
 from lakelog.produce_batch import ProduceBatch, ProduceInput
+from lakelog.producer_ids import ProducerIdAllocator
 from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
@@ -76,6 +77,8 @@ class Broker:
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.registry = BrokerRegistry(self.storage, settings)
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
+        #: Kafka's InitProducerId: blocks of ids claimed in storage, unique across brokers.
+        self.producer_ids = ProducerIdAllocator(self.storage, settings.broker_id)
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
         self.commit_router = self._commit_router()
         self.batcher = ProduceBatcher(

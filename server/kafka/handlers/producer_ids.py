@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from lakelog.errors import InvalidRequestError
@@ -21,7 +20,7 @@ async def init_producer_id(ctx: RequestContext, body: Any) -> Any:
             raise InvalidRequestError(
                 f"transactional id {body.transactional_id!r}: transactions are not supported"
             )
-        producer_id = await asyncio.to_thread(ctx.broker.producer_ids.next_id)
+        producer_id = await ctx.broker.producer_ids.next_id_async()
     except Exception as exc:  # answered in the response; unexpected ones are logged
         code, _ = error_code(exc, "InitProducerId")
         return build(schema, throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
