@@ -42,7 +42,7 @@ def confluent(bootstrap: str, topic: str, group: str, out: TextIO, stop: Path) -
     while not stop.exists():
         messages = [m for m in consumer.consume(500, 0.5) if not m.error()]
         if messages:
-            record(out, [(m.partition(), m.offset()) for m in messages])
+            record(out, [(int(m.partition() or 0), int(m.offset() or 0)) for m in messages])
             consumer.commit(asynchronous=False)
     consumer.close()
 

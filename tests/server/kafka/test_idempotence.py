@@ -16,8 +16,8 @@ import httpx
 from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.types import TopicName
-from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
+from kio.schema.types import ProducerId, TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
@@ -38,7 +38,7 @@ def producer_id(broker: BrokerProcess) -> int:
             InitProducerIdRequest(
                 transactional_id=None,
                 transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
-                producer_id=i64(-1),
+                producer_id=ProducerId(-1),
                 producer_epoch=i16(-1),
             ),
         )
