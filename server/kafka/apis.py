@@ -27,7 +27,14 @@ LIST_OFFSETS = 2
 METADATA = 3
 FIND_COORDINATOR = 10
 API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
 
 SUPPORTED: dict[int, ApiRange] = {
     api.key: api
@@ -39,5 +46,12 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 5),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     )
 }
