@@ -42,12 +42,15 @@ from kio.schema.incremental_alter_configs.v1.request import AlterableConfig
 from kio.static.primitive import i8
 
 from lakelog.errors import InvalidConfigError
+from lakelog.storage import S3Settings
 from lakelog.testing import brokers
 from lakelog.topic_config import TopicConfig
 from server.kafka.cluster import node_id
 from server.kafka.handlers.configs import APPEND, SUBTRACT, resolve_changes
 from tests.fixtures.brokers import PROJECT, BrokerProcess
+from tests.fixtures.roots import RootSpec
 from tests.fixtures.s3 import new_bucket, subprocess_env
+from tests.fixtures.snapshots import RootSnapshots
 
 T = TypeVar("T")
 
@@ -294,18 +297,26 @@ CLIENTS: dict[str, Callable[[str], Admin]] = {
 
 
 @pytest.fixture(scope="module", params=["local", "s3"])
-def broker(
+def module_root(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
-    """One broker for the module's tests, on a local root and then on an S3 bucket."""
-    log_dir = tmp_path_factory.mktemp("kafka-admin")
+) -> RootSpec:
+    """The module's root: a local directory, then a bucket on the S3-protocol server."""
     if request.param == "local":
-        root, env = str(log_dir / "root"), dict(os.environ)
-    else:
-        settings = request.getfixturevalue("s3_settings")
-        root, env = f"s3://{new_bucket(settings)}/lakelog", subprocess_env(settings)
+        return RootSpec(str(tmp_path_factory.mktemp("kafka-admin-root")))
+    settings: S3Settings = request.getfixturevalue("s3_settings")
+    return RootSpec(f"s3://{new_bucket(settings)}/lakelog", settings)
+
+
+@pytest.fixture(scope="module")
+def broker(
+    module_root: RootSpec, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
+    """One broker for the module's tests (each test names its own topics)."""
+    env = dict(os.environ) if module_root.s3 is None else subprocess_env(module_root.s3)
     env["PYTHONPATH"] = str(PROJECT)
-    process = brokers.start_broker(root, log_dir, env=env)
+    process = brokers.start_broker(
+        module_root.url, tmp_path_factory.mktemp("kafka-admin-logs"), env=env
+    )
     yield process
     process.stop()
 
@@ -370,7 +381,9 @@ def test_topic_lifecycle(admin: Admin, broker: BrokerProcess) -> None:
     assert topic not in admin.partitions()
 
 
-def test_bad_input_is_refused_and_changes_nothing(admin: Admin, broker: BrokerProcess) -> None:
+def test_bad_input_is_refused_and_changes_nothing(
+    admin: Admin, broker: BrokerProcess, module_root: RootSpec
+) -> None:
     topic = unique("kept")
     created = httpx.post(
         f"{broker.url}/v1/topics",
@@ -378,7 +391,8 @@ def test_bad_input_is_refused_and_changes_nothing(admin: Admin, broker: BrokerPr
         timeout=TIMEOUT_S,
     )
     assert created.status_code == 201, created.text
-    before = http_topic(broker, topic)
+    snapshots = RootSnapshots(module_root)
+    stored = snapshots.take()
 
     bad_name = admin.create("no spaces allowed", 1, {})
     assert bad_name is not None and bad_name.code == INVALID_TOPIC
@@ -406,7 +420,7 @@ def test_bad_input_is_refused_and_changes_nothing(admin: Admin, broker: BrokerPr
     assert gone is not None and gone.code == UNKNOWN_TOPIC
     assert gone.message is None or missing in gone.message
 
-    assert http_topic(broker, topic) == before
+    assert snapshots.take() == stored
 
 
 def test_cluster_and_broker_settings(broker: BrokerProcess) -> None:
