@@ -195,7 +195,7 @@ def resolve_changes(current: TopicConfig, changes: Any) -> tuple[dict[str, str],
         operation = int(change.config_operation)
         if operation == SET:
             if change.value is None:
-                raise InvalidConfigError(f"SET of config {change.name} needs a value")
+                raise InvalidRequestError(f"SET of config {change.name} needs a value (not null)")
             set_configs[change.name] = change.value
         elif operation == DELETE:
             delete.append(change.name)

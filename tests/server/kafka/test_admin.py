@@ -57,6 +57,7 @@ T = TypeVar("T")
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 INVALID_TOPIC, TOPIC_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG = 17, 36, 37, 40
 UNKNOWN_TOPIC = 3
+INVALID_REQUEST = 42
 TIMEOUT_S = 30
 
 
@@ -420,7 +421,51 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert gone is not None and gone.code == UNKNOWN_TOPIC
     assert gone.message is None or missing in gone.message
 
+    internal = admin.create("__consumer_offsets", 1, {})
+    assert internal is not None and internal.code in (INVALID_TOPIC, TOPIC_EXISTS)
+    kept_internal = admin.delete("__consumer_offsets")
+    assert kept_internal is not None and kept_internal.code == INVALID_TOPIC
+
     assert snapshots.take() == stored
+
+
+def test_creation_answer_and_refused_replica_assignments(broker: BrokerProcess) -> None:
+    """CreateTopics v5+ answers the created topic; replica assignments are refused."""
+    assert broker.kafka is not None
+    client = KafkaAdminClient(bootstrap_servers=broker.kafka)
+    try:
+        topic = unique("answered")
+        answer = client.create_topics(
+            {topic: {"replication_factor": 3, "configs": {"cleanup.policy": "compact"}}},
+            raise_errors=False,
+        )
+        (created,) = answer["topics"]
+        assert (created["error_code"], created["num_partitions"]) == (0, 1)
+        assert created["replication_factor"] == 1, "one replica per partition, whatever was asked"
+        assert created["configs"]["cleanup.policy"]["value"] == "compact"
+        assert created["configs"]["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        described = http_topic(broker, topic)
+        assert described is not None
+        assert uuid.UUID(created["topic_id"]) == uuid.UUID(described["topic_id"])
+
+        placed = unique("placed")
+        answer = client.create_topics({placed: {"assignments": {0: [1]}}}, raise_errors=False)
+        (refused,) = answer["topics"]
+        assert refused["error_code"] == INVALID_REQUEST
+        assert "replica assignments" in refused["error_message"]
+        assert http_topic(broker, placed) is None
+
+        answer = client.create_partitions(
+            {topic: {"count": 2, "assignments": [[1]]}}, raise_errors=False
+        )
+        (grown,) = answer.results
+        assert (grown.error_code, "replica assignments" in grown.error_message) == (
+            INVALID_REQUEST,
+            True,
+        )
+        assert len((http_topic(broker, topic) or {})["partitions"]) == 1
+    finally:
+        client.close()
 
 
 def test_cluster_and_broker_settings(broker: BrokerProcess) -> None:
