@@ -38,7 +38,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import KafkaAdminClient
-from kio.index import load_response_schema
+from kio.schema.create_topics.v5.response import CreateTopicsResponse
 from kio.schema.incremental_alter_configs.v1.request import AlterableConfig
 from kio.static.primitive import i8
 
@@ -46,7 +46,6 @@ from lakelog.errors import InvalidConfigError
 from lakelog.storage import S3Settings
 from lakelog.testing import brokers
 from lakelog.topic_config import TopicConfig
-from server.kafka.apis import CREATE_TOPICS
 from server.kafka.build import build
 from server.kafka.cluster import node_id
 from server.kafka.handlers.configs import APPEND, SUBTRACT, resolve_changes
@@ -521,11 +520,12 @@ def test_append_and_subtract_work_on_the_current_list() -> None:
 
 def test_nullable_lists_of_entities_are_built_or_left_null() -> None:
     """CreateTopics v5+ ``configs`` is a nullable array: dicts become entities, None stays."""
-    schema = load_response_schema(CREATE_TOPICS, 5)
     config = {"name": "retention.ms", "value": "1", "read_only": False, "is_sensitive": False}
     topic = {"name": "t", "error_code": 0, "error_message": None, "num_partitions": 1}
-    built = build(schema, throttle_time=0, topics=[{**topic, "configs": [config]}])
-    (entry,) = built.topics[0].configs
+    built = build(CreateTopicsResponse, throttle_time=0, topics=[{**topic, "configs": [config]}])
+    configs = built.topics[0].configs
+    assert configs is not None
+    (entry,) = configs
     assert (type(entry).__name__, entry.value) == ("CreatableTopicConfigs", "1")
-    refused = build(schema, throttle_time=0, topics=[{**topic, "configs": None}])
+    refused = build(CreateTopicsResponse, throttle_time=0, topics=[{**topic, "configs": None}])
     assert refused.topics[0].configs is None
