@@ -48,7 +48,9 @@ from lakelog.testing import brokers
 from lakelog.topic_config import TopicConfig
 from server.kafka.build import build
 from server.kafka.cluster import node_id
+from server.kafka.config_entries import LONG, PASSWORD, broker_entries, topic_entries
 from server.kafka.handlers.configs import APPEND, SUBTRACT, resolve_changes
+from server.settings import BrokerSettings
 from tests.fixtures.brokers import PROJECT, BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.s3 import new_bucket, subprocess_env
@@ -529,3 +531,29 @@ def test_nullable_lists_of_entities_are_built_or_left_null() -> None:
     assert (type(entry).__name__, entry.value) == ("CreatableTopicConfigs", "1")
     refused = build(CreateTopicsResponse, throttle_time=0, topics=[{**topic, "configs": None}])
     assert refused.topics[0].configs is None
+
+
+def test_config_entries_carry_synonyms_documentation_and_hide_secrets() -> None:
+    config = TopicConfig({"retention.ms": "5000"})
+    (entry,) = topic_entries(config, {"retention.ms"}, synonyms=True, documentation=True)
+    assert (entry["value"], entry["config_source"], entry["config_type"]) == ("5000", 1, LONG)
+    assert [(s["value"], s["source"]) for s in entry["synonyms"]] == [
+        ("5000", TOPIC_CONFIG),
+        (str(7 * 24 * 3600 * 1000), DEFAULT_CONFIG),
+    ]
+    assert entry["documentation"]
+    assert topic_entries(config, set()) == []
+
+    settings = BrokerSettings(jwt_secret="not to be shown", cluster_id="c1")
+    entries = {e["name"]: e for e in broker_entries(settings)}
+    secret = entries["jwt_secret"]
+    assert (secret["value"], secret["is_sensitive"], secret["config_type"]) == (
+        None,
+        True,
+        PASSWORD,
+    )
+    assert (entries["cluster_id"]["value"], entries["cluster_id"]["config_source"]) == (
+        "c1",
+        STATIC_BROKER_CONFIG,
+    )
+    assert all(e["read_only"] for e in entries.values())
