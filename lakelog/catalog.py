@@ -102,6 +102,14 @@ def _check_partition_count(partitions: object) -> int:
     return partitions
 
 
+def _check_growth(name: str, current: int, total: int) -> None:
+    if total <= current:
+        raise InvalidPartitionsError(
+            f"topic {name!r} has {current} partitions; the new count {total} "
+            "must be larger (partitions can only be added)"
+        )
+
+
 @dataclass(frozen=True)
 class _Cached:
     log: TopicLog
@@ -182,20 +190,21 @@ class Catalog:
                 names.append(base[: -len(".json")])
         return sorted(names)
 
-    def create_topic(
+    def check_new_topic(
         self,
         name: str,
         partitions: int = 1,
         configs: Mapping[str, object] | None = None,
         replication_factor: int | None = None,
-    ) -> TopicDescription:
-        """Create a topic; TOPIC_ALREADY_EXISTS if the name is taken, nothing written on error.
+    ) -> TopicConfig:
+        """Everything ``create_topic`` checks before it writes, writing nothing.
 
-        Internal topics are created by their owner (the offsets store), never
-        by a client: a client's table under that name would take their place.
+        For the admin APIs' ``validate_only``: the same errors in the same order
+        as a real creation would give, and the topic's resolved configuration.
         """
         validate_topic_name(name)
-        if name in INTERNAL_TOPICS and not self.storage.exists(self._pointer_path(name)):
+        exists = self.storage.exists(self._pointer_path(name))
+        if name in INTERNAL_TOPICS and not exists:
             raise InvalidTopicError(
                 f"topic {name!r} is an internal topic: lakelog creates it when it first needs it"
             )
@@ -214,8 +223,23 @@ class Catalog:
                 f"got {replication_factor!r}; durability comes from the storage root"
             )
         config = TopicConfig({k: str(v) for k, v in (configs or {}).items()})
-        if self.storage.exists(self._pointer_path(name)):
+        if exists:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        return config
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, object] | None = None,
+        replication_factor: int | None = None,
+    ) -> TopicDescription:
+        """Create a topic; TOPIC_ALREADY_EXISTS if the name is taken, nothing written on error.
+
+        Internal topics are created by their owner (the offsets store), never
+        by a client: a client's table under that name would take their place.
+        """
+        config = self.check_new_topic(name, partitions, configs, replication_factor)
         topic_id = uuid.uuid4().hex
         table_path = join(TOPICS_DIR, name, topic_id)
         now = int(time.time() * 1000)
@@ -378,6 +402,13 @@ class Catalog:
         topic_log.committer.commit(build, "SET TBLPROPERTIES", {"topic": name})
         return topic_log.config
 
+    def check_create_partitions(self, name: str, total: int) -> None:
+        """What ``create_partitions`` checks, against the topic's latest state; writes nothing."""
+        _check_partition_count(total)
+        topic_log = self.topic(name)
+        topic_log.refresh()
+        _check_growth(name, topic_log.num_partitions, total)
+
     def create_partitions(self, name: str, total: int) -> int:
         """Grow a topic to ``total`` partitions; shrinking is refused, as in Kafka."""
         _check_partition_count(total)
@@ -386,11 +417,7 @@ class Catalog:
         def build(state: TableState) -> list[Action]:
             assert state.metadata is not None
             current = int(state.metadata.configuration[CONFIG_PARTITIONS])
-            if total <= current:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {current} partitions; the new count {total} "
-                    "must be larger (partitions can only be added)"
-                )
+            _check_growth(name, current, total)
             conf = dict(state.metadata.configuration)
             conf[CONFIG_PARTITIONS] = str(total)
             return [_with_configuration(state.metadata, conf)]

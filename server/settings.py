@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
@@ -204,6 +205,33 @@ class BrokerSettings(BaseSettings):
         if ":" in host:
             host = f"[{host}]"
         return f"{scheme}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class SettingValue:
+    """One broker setting as the admin APIs show it (all read-only: fixed at start)."""
+
+    name: str
+    value: Any
+    #: Not set by flag, environment or file: the built-in default.
+    default: bool
+    #: A secret: its value is never shown.
+    sensitive: bool
+    description: str | None
+
+
+def setting_values(settings: BrokerSettings) -> list[SettingValue]:
+    """Every setting of a broker, in declaration order, for REST Proxy v3 and DescribeConfigs."""
+    return [
+        SettingValue(
+            name,
+            getattr(settings, name),
+            name not in settings.model_fields_set,
+            isinstance(getattr(settings, name), SecretStr),
+            field.description,
+        )
+        for name, field in type(settings).model_fields.items()
+    ]
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> BrokerSettings:

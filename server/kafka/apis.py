@@ -35,8 +35,15 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
 
 SUPPORTED: dict[int, ApiRange] = {
     api.key: api
@@ -57,5 +64,12 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
         ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 5),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     )
 }

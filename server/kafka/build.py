@@ -46,9 +46,9 @@ def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
     for f in dataclasses.fields(entity):
         kafka_type = f.metadata.get("kafka_type", "")
         hint = hints[f.name]
-        nested = _nested_entity(hint)
+        nested, many = _nested_entity(hint)
         if nested is not None:
-            kind = "entities" if typing.get_origin(hint) is tuple else "entity"
+            kind = "entities" if many else "entity"
         elif kafka_type.startswith("timedelta"):
             kind = "timedelta"
         elif kafka_type.startswith("datetime"):
@@ -61,17 +61,23 @@ def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
     return tuple(plan)
 
 
-def _nested_entity(hint: Any) -> type[Any] | None:
-    """The dataclass inside ``tuple[X, ...]``, ``X`` or ``X | None``, if there is one."""
+def _nested_entity(hint: Any) -> tuple[type[Any] | None, bool]:
+    """The dataclass inside ``X``, ``tuple[X, ...]`` or either ``| None``, and whether a tuple."""
     origin = typing.get_origin(hint)
-    if origin is tuple or origin in (typing.Union, types.UnionType):
+    if origin is tuple:
         for arg in typing.get_args(hint):
             if isinstance(arg, type) and dataclasses.is_dataclass(arg):
-                return arg
-        return None
+                return arg, True
+        return None, False
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            found = _nested_entity(arg)
+            if found[0] is not None:
+                return found
+        return None, False
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return hint
-    return None
+        return hint, False
+    return None, False
 
 
 def build(entity: type[E], /, **values: Any) -> E:
@@ -81,7 +87,7 @@ def build(entity: type[E], /, **values: Any) -> E:
         if f.name not in values:
             continue
         value = values[f.name]
-        if f.kind == "entities" and f.nested is not None:
+        if f.kind == "entities" and f.nested is not None and value is not None:
             value = tuple(_nested(f.nested, item) for item in value)
         elif f.kind == "entity" and f.nested is not None and value is not None:
             value = _nested(f.nested, value)

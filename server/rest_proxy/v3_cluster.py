@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 
 from fastapi import Query, Request
 from fastapi.responses import Response
-from pydantic import SecretStr
 
 from lakelog.errors import InvalidRequestError
 from lakelog.security.acl import (
@@ -68,6 +67,7 @@ from server.rest_proxy.v3_topics import own_id, partition_count
 from server.security.admin_routes import AclQuery, AclSearch, Q
 from server.security.enforce import describable, security_of
 from server.security.state import BrokerSecurity
+from server.settings import setting_values
 
 router = admin_router()
 BROKER = CLUSTER + "/brokers/{broker_id}"
@@ -136,22 +136,18 @@ async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Resp
 
 
 def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
-    settings = broker.settings
     number = own_id(broker)
-    out = []
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
-        out.append(
-            broker_config_data(
-                urls,
-                number,
-                name,
-                None if value is None else str(value),
-                default=name not in settings.model_fields_set,
-                sensitive=isinstance(value, SecretStr),
-            )
+    return [
+        broker_config_data(
+            urls,
+            number,
+            s.name,
+            None if s.value is None else str(s.value),
+            default=s.default,
+            sensitive=s.sensitive,
         )
-    return out
+        for s in setting_values(broker.settings)
+    ]
 
 
 @router.get(

@@ -5,7 +5,13 @@ from __future__ import annotations
 from server.kafka import apis
 from server.kafka.context import Handler
 from server.kafka.handlers.api_versions import api_versions
+from server.kafka.handlers.configs import (
+    alter_configs,
+    describe_configs,
+    incremental_alter_configs,
+)
 from server.kafka.handlers.coordinators import find_coordinator
+from server.kafka.handlers.describe_cluster import describe_cluster
 from server.kafka.handlers.fetch import fetch
 from server.kafka.handlers.groups import (
     delete_groups,
@@ -22,6 +28,7 @@ from server.kafka.handlers.list_offsets import list_offsets
 from server.kafka.handlers.metadata import metadata
 from server.kafka.handlers.produce import produce
 from server.kafka.handlers.producer_ids import init_producer_id
+from server.kafka.handlers.topics import create_partitions, create_topics, delete_topics
 
 HANDLERS: dict[int, Handler] = {
     apis.API_VERSIONS: api_versions,
@@ -40,4 +47,11 @@ HANDLERS: dict[int, Handler] = {
     apis.DESCRIBE_GROUPS: describe_groups,
     apis.LIST_GROUPS: list_groups,
     apis.DELETE_GROUPS: delete_groups,
+    apis.CREATE_TOPICS: create_topics,
+    apis.DELETE_TOPICS: delete_topics,
+    apis.CREATE_PARTITIONS: create_partitions,
+    apis.DESCRIBE_CONFIGS: describe_configs,
+    apis.ALTER_CONFIGS: alter_configs,
+    apis.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    apis.DESCRIBE_CLUSTER: describe_cluster,
 }

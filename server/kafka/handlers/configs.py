@@ -1,0 +1,229 @@
+"""DescribeConfigs and IncrementalAlterConfigs: topic configs and broker settings over Kafka.
+
+Topics (resource type 2) are described and altered through the catalog, as
+over HTTP. A broker (type 4) is described by its own node id: its settings,
+read-only, since they are fixed when it starts; the cluster-wide default
+(an empty name) has no dynamic settings and answers none, and another
+broker's id is INVALID_REQUEST, as Kafka answers a broker asked about
+another one. Other resource types are INVALID_REQUEST with a message.
+
+Incremental alterations SET and DELETE any topic config; APPEND and
+SUBTRACT apply to list configs (``cleanup.policy``) and are resolved against
+the topic's current value before the one metadata commit that changes it.
+The older AlterConfigs (which aiokafka's admin client sends) replaces a
+topic's overrides with those given, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.topic_config import CONFIG_DEFS, TopicConfig
+from server.kafka import wire
+from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from server.kafka.build import build
+from server.kafka.cluster import node_id
+from server.kafka.config_entries import broker_entries, topic_entries
+from server.kafka.context import RequestContext
+from server.kafka.error_codes import error_code
+from server.kafka.handlers.repeated import refuse_repeated, repeated
+
+#: Kafka's config resource types.
+TOPIC = 2
+BROKER = 4
+RESOURCE_TYPE_NAMES = {
+    TOPIC: "TOPIC",
+    BROKER: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+    32: "GROUP",
+}
+
+#: Kafka's incremental config operations.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _type_name(resource_type: int) -> str:
+    return RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
+
+
+async def describe_configs(ctx: RequestContext, body: Any) -> Any:
+    synonyms = bool(body.include_synonyms)
+    documentation = bool(getattr(body, "include_documentation", False))
+    results = []
+    for resource in body.resources:
+        kind, name = int(resource.resource_type), resource.resource_name
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+            "configs": [],
+        }
+        keys = resource.configuration_keys
+        wanted = None if keys is None else frozenset(keys)
+        try:
+            if kind == TOPIC:
+                described = await asyncio.to_thread(ctx.broker.catalog.describe_topic, name)
+                entries = topic_entries(
+                    described.config, wanted, synonyms=synonyms, documentation=documentation
+                )
+            elif kind == BROKER:
+                entries = _broker_configs(ctx, name, wanted, synonyms, documentation)
+            else:
+                raise InvalidRequestError(
+                    f"config resource type {_type_name(kind)}: only TOPIC (2) and BROKER (4) "
+                    "have configs"
+                )
+        except Exception as exc:  # answered per resource; unexpected ones are logged
+            answer["error_code"], answer["error_message"] = error_code(
+                exc, f"describe configs of {_type_name(kind)} {name!r}"
+            )
+        else:
+            answer["configs"] = entries
+        results.append(answer)
+    return build(
+        wire.response_schema(DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results
+    )
+
+
+def _broker_configs(
+    ctx: RequestContext,
+    name: str,
+    wanted: frozenset[str] | None,
+    synonyms: bool,
+    documentation: bool,
+) -> list[dict[str, Any]]:
+    if name == "":
+        return []  # the cluster-wide dynamic defaults: lakelog has none
+    own = node_id(ctx.broker.settings.broker_id)
+    if name != str(own):
+        raise InvalidRequestError(
+            f"broker {name!r}: this broker is node {own}; ask each broker about its own "
+            "settings (or give an empty name for the cluster-wide defaults)"
+        )
+    return broker_entries(
+        ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
+    )
+
+
+#: From a topic's current config and a resource's config entries: overrides to set, to remove.
+Resolver = Callable[[TopicConfig, Any], tuple[dict[str, str], list[str]]]
+
+
+async def incremental_alter_configs(ctx: RequestContext, body: Any) -> Any:
+    results = await _alter_each(ctx, body, resolve_changes)
+    return build(
+        wire.response_schema(INCREMENTAL_ALTER_CONFIGS, ctx.version),
+        throttle_time=0,
+        responses=results,
+    )
+
+
+async def alter_configs(ctx: RequestContext, body: Any) -> Any:
+    """Kafka's older AlterConfigs: the entries given become the topic's overrides, all of them."""
+    results = await _alter_each(ctx, body, resolve_replacement)
+    return build(
+        wire.response_schema(ALTER_CONFIGS, ctx.version), throttle_time=0, responses=results
+    )
+
+
+async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list[dict[str, Any]]:
+    twice = repeated((int(r.resource_type), r.resource_name) for r in body.resources)
+    results = []
+    for resource in body.resources:
+        kind, name = int(resource.resource_type), resource.resource_name
+        answer: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+        }
+        try:
+            if (kind, name) in twice:
+                raise refuse_repeated(f"{_type_name(kind)} {name!r}")
+            if kind == BROKER:
+                raise InvalidRequestError(
+                    f"broker {name!r}: broker settings are read-only (fixed when the broker "
+                    "starts, from its flags, environment or settings file)"
+                )
+            if kind != TOPIC:
+                raise InvalidRequestError(
+                    f"config resource type {_type_name(kind)}: only topic configs can be altered"
+                )
+            await _alter_topic(ctx, name, resource.configs, resolve, bool(body.validate_only))
+        except Exception as exc:  # answered per resource; unexpected ones are logged
+            answer["error_code"], answer["error_message"] = error_code(
+                exc, f"alter configs of {_type_name(kind)} {name!r}"
+            )
+        results.append(answer)
+    return results
+
+
+async def _alter_topic(
+    ctx: RequestContext, topic: str, entries: Any, resolve: Resolver, validate_only: bool
+) -> None:
+    """Check every change against the topic's current config, then commit them at once."""
+    catalog = ctx.broker.catalog
+    current = (await asyncio.to_thread(catalog.describe_topic, topic)).config
+    set_configs, delete = resolve(current, entries)
+    current.with_changes(set_configs, delete)  # INVALID_CONFIG names the config at fault
+    if not validate_only:
+        await asyncio.to_thread(catalog.alter_topic_configs, topic, set_configs, delete)
+
+
+def resolve_replacement(current: TopicConfig, entries: Any) -> tuple[dict[str, str], list[str]]:
+    """AlterConfigs: set the entries with a value, reset every other override. Pure."""
+    twice = repeated(e.name for e in entries)
+    if twice:
+        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
+    set_configs = {e.name: e.value for e in entries if e.value is not None}
+    return set_configs, [name for name in current.overrides if name not in set_configs]
+
+
+def resolve_changes(current: TopicConfig, changes: Any) -> tuple[dict[str, str], list[str]]:
+    """The overrides to set and to remove for a resource's operations. Pure."""
+    twice = repeated(c.name for c in changes)
+    if twice:
+        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
+    set_configs: dict[str, str] = {}
+    delete: list[str] = []
+    for change in changes:
+        operation = int(change.config_operation)
+        if operation == SET:
+            if change.value is None:
+                raise InvalidRequestError(f"SET of config {change.name} needs a value (not null)")
+            set_configs[change.name] = change.value
+        elif operation == DELETE:
+            delete.append(change.name)
+        elif operation in (APPEND, SUBTRACT):
+            set_configs[change.name] = _list_change(current, change.name, operation, change.value)
+        else:
+            raise InvalidRequestError(
+                f"config {change.name}: unknown operation {operation} "
+                "(0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)"
+            )
+    return set_configs, delete
+
+
+def _list_change(current: TopicConfig, name: str, operation: int, value: str | None) -> str:
+    definition = CONFIG_DEFS.get(name)
+    verb = "APPEND" if operation == APPEND else "SUBTRACT"
+    if definition is None:
+        raise InvalidConfigError(
+            f"unknown topic config {name!r}; known configs: {', '.join(sorted(CONFIG_DEFS))}"
+        )
+    if definition.kind != "list":
+        raise InvalidConfigError(f"{verb} applies to list configs only; {name} is not a list")
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    present = str(current.get(name)).split(",")
+    if operation == APPEND:
+        result = present + [v for v in items if v not in present]
+    else:
+        result = [v for v in present if v not in items]
+    if not result:
+        raise InvalidConfigError(f"SUBTRACT would leave config {name} empty; DELETE resets it")
+    return ",".join(result)

@@ -1,0 +1,55 @@
+"""DescribeCluster: the live brokers on the client's listener, the cluster id, the controller.
+
+lakelog has no separate controllers: every broker answers admin requests,
+and the controller named is the one Metadata names. Asked for controller
+endpoints (endpoint type 2, which only KRaft controllers answer in Kafka),
+a broker answers UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from server.kafka import wire
+from server.kafka.apis import DESCRIBE_CLUSTER
+from server.kafka.build import build
+from server.kafka.context import RequestContext
+from server.kafka.handlers.metadata import OPERATIONS_OMITTED
+
+BROKERS_ENDPOINT = 1
+
+
+async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
+    session = ctx.session
+    schema = wire.response_schema(DESCRIBE_CLUSTER, ctx.version)
+    endpoint_type = int(getattr(body, "endpoint_type", BROKERS_ENDPOINT))
+    common: dict[str, Any] = {
+        "throttle_time": 0,
+        "endpoint_type": endpoint_type,
+        "cluster_id": session.broker.settings.cluster_id,
+        "cluster_authorized_operations": OPERATIONS_OMITTED,
+    }
+    if endpoint_type != BROKERS_ENDPOINT:
+        return build(
+            schema,
+            **common,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"endpoint type {endpoint_type}: lakelog brokers answer only "
+            f"for brokers ({BROKERS_ENDPOINT}); there are no separate controllers",
+            controller_id=-1,
+            brokers=[],
+        )
+    cluster = session.cluster
+    return build(
+        schema,
+        **common,
+        error_code=0,
+        error_message=None,
+        controller_id=cluster.controller_id(),
+        brokers=[
+            {"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+            for n in cluster.nodes(session.listener)
+        ],
+    )

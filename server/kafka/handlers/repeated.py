@@ -1,0 +1,24 @@
+"""Resources named more than once in one admin request.
+
+Kafka answers every entry of a repeated topic or config resource with
+INVALID_REQUEST rather than acting on one of them: which one was meant
+cannot be known. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
+from lakelog.errors import InvalidRequestError
+
+K = TypeVar("K", bound=Hashable)
+
+
+def repeated(keys: Iterable[K]) -> frozenset[K]:
+    return frozenset(key for key, count in Counter(keys).items() if count > 1)
+
+
+def refuse_repeated(what: str) -> InvalidRequestError:
+    return InvalidRequestError(f"{what} is named more than once in the request")
