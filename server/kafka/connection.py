@@ -107,6 +107,10 @@ async def _write_answers(
             continue
         if answer is None or broken:
             continue
+        if writer.is_closing():
+            log.info("Kafka connection from %s closed before its answer", session.client_host)
+            broken = True
+            continue
         try:
             writer.write(answer)
             await writer.drain()

@@ -22,6 +22,9 @@ from server.kafka.listeners import Listener, advertised, configured_listeners
 
 log = logging.getLogger(__name__)
 
+#: How long a stopping broker lets its Kafka connections finish their answers.
+STOP_GRACE_S = 5.0
+
 
 class KafkaListeners:
     def __init__(self, broker: Broker) -> None:
@@ -35,7 +38,7 @@ class KafkaListeners:
         self.cluster = KafkaCluster(broker)
         self.dispatcher = Dispatcher(HANDLERS)
         self._servers: list[asyncio.Server] = []
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def bind(self) -> dict[str, str]:
         """Bind every listener (without serving yet); the advertised address of each."""
@@ -65,14 +68,28 @@ class KafkaListeners:
             )
 
     async def stop(self) -> None:
+        """Stop accepting, end every connection, and let answers in progress finish.
+
+        Closing a connection's socket ends its read loop the way a client hanging
+        up does; one still busy after ``STOP_GRACE_S`` is cancelled.
+        """
         for server in self._servers:
             server.close()
-        for task in list(self._connections):
-            task.cancel()
+        for writer in self._connections.values():
+            writer.close()
+        if self._connections:
+            _, late = await asyncio.wait(list(self._connections), timeout=STOP_GRACE_S)
+            if late:
+                log.info(
+                    "%d Kafka connections still answering after %.0f s; ending them",
+                    len(late),
+                    STOP_GRACE_S,
+                )
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
 
     async def _accept(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str
@@ -85,7 +102,7 @@ class KafkaListeners:
         session = Session(self.broker, self.cluster, listener, host)
         task = asyncio.current_task()
         if task is not None:
-            self._connections.add(task)
+            self._connections[task] = writer
         try:
             await serve_connection(
                 reader,
@@ -94,6 +111,10 @@ class KafkaListeners:
                 self.dispatcher,
                 self.broker.settings.kafka_max_request_bytes,
             )
+        except asyncio.CancelledError:
+            # Only ``stop`` cancels a connection, once the broker is shutting down;
+            # asyncio's stream callback would report the cancellation as an error.
+            log.debug("Kafka connection from %s ended by the broker's shutdown", host)
         finally:
             if task is not None:
-                self._connections.discard(task)
+                self._connections.pop(task, None)
