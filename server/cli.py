@@ -17,7 +17,7 @@ from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
-from server.kafka.listeners import configured_listeners
+from server.kafka.listener import listeners_to_bind
 from server.settings import BrokerSettings, load_settings
 
 
@@ -61,9 +61,7 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
 
 
 def kafka_listeners_text(settings: BrokerSettings) -> str:
-    if settings.kafka_listeners == "":
-        return ""
-    listeners = configured_listeners(settings.kafka_listeners, settings.host)
+    listeners = listeners_to_bind(settings)
     return ", ".join(f"{item.name}://{item.address}" for item in listeners)
 
 

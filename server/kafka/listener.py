@@ -12,6 +12,7 @@ import functools
 import logging
 import socket
 
+from lakelog.errors import InvalidConfigError
 from server.broker import Broker
 from server.kafka.cluster import KafkaCluster
 from server.kafka.connection import serve_connection
@@ -19,6 +20,7 @@ from server.kafka.context import Session
 from server.kafka.dispatch import Dispatcher
 from server.kafka.handlers import HANDLERS
 from server.kafka.listeners import Listener, advertised, configured_listeners
+from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
@@ -26,15 +28,36 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 5.0
 
 
+def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
+    """The configured listeners, unless they would bypass the broker's authentication.
+
+    The Kafka listener has no SASL yet: with ``auth_mode`` other than none
+    it would let anyone in without credentials. Then an unset
+    ``kafka_listeners`` means no Kafka listener (a warning says so) and an
+    explicit one is a configuration error, so a secured broker never serves
+    its data unauthenticated.
+    """
+    if settings.kafka_listeners == "":
+        return []
+    if settings.auth_mode != "none":
+        if settings.kafka_listeners is None:
+            log.warning(
+                "Kafka listener off: auth_mode=%s, and the Kafka listener does not "
+                "authenticate clients yet",
+                settings.auth_mode,
+            )
+            return []
+        raise InvalidConfigError(
+            f"kafka_listeners is set while auth_mode={settings.auth_mode}: the Kafka "
+            "listener does not authenticate clients yet; set kafka_listeners empty"
+        )
+    return configured_listeners(settings.kafka_listeners, settings.host)
+
+
 class KafkaListeners:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        settings = broker.settings
-        self.listeners = (
-            []
-            if settings.kafka_listeners == ""
-            else configured_listeners(settings.kafka_listeners, settings.host)
-        )
+        self.listeners = listeners_to_bind(broker.settings)
         self.cluster = KafkaCluster(broker)
         self.dispatcher = Dispatcher(HANDLERS)
         self._servers: list[asyncio.Server] = []

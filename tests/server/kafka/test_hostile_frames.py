@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 
 import httpx
 import psutil
@@ -31,6 +32,7 @@ from tests.server.kafka.raw import RawConnection
 TOPIC = "guarded"
 CORRUPT_MESSAGE = 2
 UNSUPPORTED_VERSION = 35
+INVALID_TOPIC_EXCEPTION = 17
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +189,30 @@ def test_random_frames_never_store_data_or_stop_the_broker(
         conn.close()
     assert stored_records(broker) == before
     still_serves(broker)
+
+
+def test_clients_cannot_write_the_internal_offsets_topic(broker: BrokerProcess) -> None:
+    commit = httpx.post(
+        f"{broker.url}/v1/groups/watchers/offsets",
+        json={
+            "member_id": "",
+            "generation_id": -1,
+            "offsets": [{"topic": TOPIC, "partition": 0, "offset": 1}],
+        },
+        timeout=60,
+    )
+    assert commit.status_code == 200, commit.text  # the offsets topic exists from here on
+    conn = connect(broker)
+    try:
+        request = produce_request(bytes(record_batch()))
+        forged = replace(
+            request,
+            topic_data=(replace(request.topic_data[0], name=TopicName("__consumer_offsets")),),
+        )
+        answer = conn.request(0, 9, forged)
+        (part,) = answer.responses[0].partition_responses
+        assert part.error_code == INVALID_TOPIC_EXCEPTION, part.error_message
+    finally:
+        conn.close()
+    offsets = httpx.get(f"{broker.url}/v1/groups/watchers/offsets", timeout=60).json()
+    assert [o["offset"] for o in offsets["offsets"]] == [1]
