@@ -160,6 +160,15 @@ def readme_quickstart() -> str:
     return match.group(1)
 
 
+def readme_kafka_quickstart() -> str:
+    """The README's Kafka client snippet: the Python block that names localhost:9092."""
+    text = (PROJECT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    found = [block for block in blocks if "localhost:9092" in block]
+    assert len(found) == 1, "the README has one Kafka client snippet"
+    return found[0]
+
+
 def test_readme_quickstart_shows_the_records_it_produced(
     tmp_path: Path, start_broker: Callable[..., BrokerProcess]
 ) -> None:
@@ -190,3 +199,22 @@ def test_readme_quickstart_shows_the_records_it_produced(
     consumed = {tuple(line.split("\t")) for line in lines[5:]}
     assert {row[1:] for row in consumed} == {("user-1", "hello"), ("null", "world")}
     assert "Processed a total of 2 messages" in done.stderr
+
+    # The Kafka client snippet that follows, against the same broker's Kafka listener.
+    assert broker.kafka is not None
+    snippet = readme_kafka_quickstart().replace("localhost:9092", broker.kafka)
+    done = subprocess.run(
+        [sys.executable, "-c", snippet],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = {tuple(line.split(" ", 2)[2:]) for line in done.stdout.splitlines()}
+    assert printed == {
+        ("b'user-1' b'hello'",),
+        ("None b'world'",),
+        ("b'user-1' b'This is my first event'",),
+    }, done.stdout
