@@ -24,7 +24,6 @@ from server.http import (
     request_validation_handler,
     unexpected_error_handler,
 )
-from server.kafka.listener import KafkaListeners
 from server.metrics import BrokerMetrics
 from server.models import ProduceRequest
 from server.rest_proxy import (
@@ -91,6 +90,9 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
+        # Imported here: the Kafka codecs load only in a broker, never in the CLI tools.
+        from server.kafka.listener import KafkaListeners
+
         # Bound before the broker registers, so its registry entry names the Kafka addresses.
         kafka = KafkaListeners(broker)
         await kafka.bind()

@@ -17,7 +17,6 @@ from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
-from server.kafka.listener import listeners_to_bind
 from server.settings import BrokerSettings, load_settings
 
 
@@ -61,6 +60,9 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
 
 
 def kafka_listeners_text(settings: BrokerSettings) -> str:
+    # Imported here: the Kafka codecs load only when a broker starts, not for every tool.
+    from server.kafka.listener import listeners_to_bind
+
     listeners = listeners_to_bind(settings)
     return ", ".join(f"{item.name}://{item.address}" for item in listeners)
 
