@@ -38,7 +38,17 @@ CORE_MODULES = (
 
 #: extra -> the top-level modules the part it installs imports.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "broker": ("fastapi", "starlette", "uvicorn", "msgspec", "prometheus_client", "jwt"),
+    "broker": (
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "msgspec",
+        "prometheus_client",
+        "jwt",
+        "kio",
+        "aiokafka",
+        "crc32c",
+    ),
     "spark": ("pyspark", "deltalake"),
 }
 
