@@ -330,7 +330,8 @@ def test_dockerfile_runs_lakelog_as_non_root() -> None:
     assert dockerfile_cmd()[:2] == ["broker", "start"]
     env = dockerfile_env()
     assert env["LAKELOG_HOST"] == "0.0.0.0", "a broker in a container must listen beyond loopback"
-    assert dockerfile_final("EXPOSE").args.split() == [env["LAKELOG_PORT"]]
+    # HTTP, and the Kafka listener's default port on the same interface.
+    assert dockerfile_final("EXPOSE").args.split() == [env["LAKELOG_PORT"], "9092"]
     check_env_names("Dockerfile ENV", env)
     # Spark: SPARK_HOME is pyspark's directory in the venv, and its scripts are on PATH.
     assert env["SPARK_HOME"] == "/opt/lakelog/lib/python3.11/site-packages/pyspark"
