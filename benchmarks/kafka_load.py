@@ -29,9 +29,12 @@ from benchmarks.broker_load import ARROW_TYPE, arrow_body, produce_path
 from benchmarks.common import random_binary
 from lakelog.testing.brokers import LOOPBACK
 
-#: A stamped value starts with (monotonic ns when sent, kind); the rest is padding.
-STAMP = struct.Struct(">QB")
+#: A stamped value starts with (monotonic ns when due, when sent, kind); the rest is padding.
+STAMP = struct.Struct(">QQB")
+KIND_AT = 16
 WARMUP, TIMED, STOP = 0, 1, 2
+#: Records a closed-loop producer sends (and flushes) before its clock starts.
+WARMUP_RECORDS = 1
 #: librdkafka logs only errors (the mock cluster announces itself at notice level).
 QUIET = {"log_level": 3}
 
@@ -103,7 +106,8 @@ def produce_closed(
         else:
             acked += 1
 
-    _produce(producer, topic, values[0], on_delivery=delivered)
+    for i in range(WARMUP_RECORDS):
+        _produce(producer, topic, values[i], on_delivery=delivered)
     if producer.flush(60) != 0:
         return ProduceFigures(0, 0.0, ["the warm-up record was not acknowledged in 60 s"])
     acked = 0
@@ -120,10 +124,16 @@ def produce_closed(
 
 @dataclass
 class LatencyFigures:
-    """What an open-loop producer measured: latency of every timed record, in ms."""
+    """What an open-loop producer measured: latency of every timed record, in ms.
+
+    ``max_lag_ms``: how far behind its schedule the generator itself ever got
+    (when it handed a record to the client, after that record was due); a
+    large lag means the client process, not the broker, set the pace.
+    """
 
     scheduled: int
     latencies_ms: list[float]
+    max_lag_ms: float
     errors: list[str] = field(default_factory=list)
 
 
@@ -139,52 +149,67 @@ def produce_open(
 ) -> LatencyFigures:
     """Records due on a fixed schedule (``rate``/s from ``start_at``), timed from when due.
 
-    Each value is stamped with its monotonic send time and kind (warm-up,
-    timed, and one stop record at the end), for a consumer to time end to end.
-    Latency runs from when a record was due to its delivery callback, so a
-    slow acknowledgement cannot hide the records queued behind it. The loop
-    wakes every millisecond (``poll``) and produces every record due by then.
+    Each value is stamped with when it was due, when it was sent (monotonic
+    ns) and its kind (warm-up, timed, and one stop record at the end), for a
+    consumer to time end to end. Latency runs from when a record was due to
+    its delivery callback, so a slow acknowledgement cannot hide the records
+    queued behind it. The loop wakes every millisecond (``poll``) and
+    produces every record due by then; one callback serves every record (it
+    reads the due time back from the value), which keeps the generator's own
+    cost per record low enough for hundreds of thousands of records a second.
     """
     from confluent_kafka import Producer
 
     producer = Producer(producer_config(bootstrap, idempotent))
     padding = make_values(1, value_bytes, seed=2)[0][STAMP.size :]
-    begin = start_at + warmup_s
-    end = begin + duration_s
+    clock = time.monotonic_ns
+    first = int(start_at * 1e9)
+    step = 1e9 / rate
+    begin = first + int(warmup_s * 1e9)
+    end = begin + int(duration_s * 1e9)
     total = int((warmup_s + duration_s) * rate)
     latencies: list[float] = []
     errors: list[str] = []
     scheduled = 0
+    max_lag = 0
 
-    def callback(due: float, timed: bool) -> Callable[[Any, Any], None]:
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                if len(errors) < 10:
-                    errors.append(str(err))
-            elif timed:
-                latencies.append((time.monotonic() - due) * 1000)
-
-        return delivered
+    def delivered(err: Any, message: Any) -> None:
+        if err is not None:
+            if len(errors) < 10:
+                errors.append(str(err))
+            return
+        value = message.value()
+        if value[KIND_AT] == TIMED:
+            latencies.append((clock() - STAMP.unpack_from(value)[0]) / 1e6)
 
     producer.list_topics(topic, timeout=30)  # metadata and connections before the clock
+    pack, produce = STAMP.pack, producer.produce
     i = 0
     while i < total:
-        now = time.monotonic()
-        while i < total:
-            due = start_at + i / rate
-            if due > now:
-                break
+        due_by_now = min(int((clock() - first) / step) + 1, total)
+        while i < due_by_now:
+            due = first + int(i * step)
             timed = begin <= due < end
+            try:
+                produce(
+                    topic,
+                    pack(due, clock(), TIMED if timed else WARMUP) + padding,
+                    on_delivery=delivered,
+                )
+            except BufferError:
+                producer.poll(0.001)
+                continue
             scheduled += timed
-            value = STAMP.pack(time.monotonic_ns(), TIMED if timed else WARMUP) + padding
-            _produce(producer, topic, value, on_delivery=callback(due, timed))
             i += 1
+        if i:
+            max_lag = max(max_lag, clock() - (first + int((i - 1) * step)))
         producer.poll(0.001)
-    _produce(producer, topic, STAMP.pack(time.monotonic_ns(), STOP) + padding)
+    now = clock()
+    _produce(producer, topic, pack(now, now, STOP) + padding)
     left = producer.flush(120)
     if left:
         errors.append(f"{left} records not acknowledged 120 s after the last was due")
-    return LatencyFigures(scheduled, latencies, errors)
+    return LatencyFigures(scheduled, latencies, max_lag / 1e6, errors)
 
 
 @dataclass
@@ -214,33 +239,43 @@ def _assign_from_start(consumer: Any, topic: str) -> None:
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 
 
-def consume_range(bootstrap: str, topic: str, records: int, timeout_s: float) -> ConsumeFigures:
-    """Read ``records`` records of every partition of ``topic`` from the beginning.
+def consume_range(bootstrap: str, topic: str, timeout_s: float) -> ConsumeFigures:
+    """Read every partition of ``topic`` from its start to the end it had when called.
 
-    The clock starts at ``assign`` (metadata already fetched) and stops when
-    the last record is in the application's hands.
+    The clock starts at ``assign`` (metadata and watermarks already fetched)
+    and stops when the last record is in the application's hands. The mock
+    cluster keeps only the newest few megabytes of a partition, so its start
+    may be past offset 0: the figure is records read over seconds.
     """
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(consumer_config(bootstrap))
     errors: list[str] = []
     got = 0
     try:
-        consumer.list_topics(topic, timeout=30)
+        count = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(count)
+        }
+        pending = {p for p, end in ends.items() if end > 0}
         start = time.perf_counter()
         _assign_from_start(consumer, topic)
         deadline = time.monotonic() + timeout_s
-        while got < records and time.monotonic() < deadline:
+        while pending and time.monotonic() < deadline:
             for message in consumer.consume(10_000, 0.5):
                 if message.error() is not None:
                     errors.append(str(message.error()))
-                else:
-                    got += 1
+                    continue
+                got += 1
+                partition, offset = message.partition(), message.offset()
+                if partition is not None and offset is not None and offset + 1 >= ends[partition]:
+                    pending.discard(partition)
         seconds = time.perf_counter() - start
     finally:
         consumer.close()
-    if got < records:
-        errors.append(f"read {got} of {records} records in {timeout_s:g} s")
+    if pending:
+        errors.append(f"partitions {sorted(pending)} not read to their end in {timeout_s:g} s")
     return ConsumeFigures(got, seconds, errors=errors[:10])
 
 
@@ -264,7 +299,7 @@ def consume_stamped(bootstrap: str, topic: str, timeout_s: float) -> ConsumeFigu
                     errors.append(str(message.error()))
                     continue
                 got += 1
-                sent, kind = STAMP.unpack_from(message.value() or b"")
+                _due, sent, kind = STAMP.unpack_from(message.value() or b"")
                 if kind == TIMED:
                     latencies.append((now - sent) / 1e6)
                 stopped = stopped or kind == STOP
