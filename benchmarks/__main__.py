@@ -45,6 +45,7 @@ SUITES: dict[str, str] = {
     "groups": "benchmarks.bench_groups",
     "compaction": "benchmarks.bench_compaction",
     "kafka-codec": "benchmarks.bench_kafka_codec",
+    "kafka": "benchmarks.bench_kafka",
 }
 
 

@@ -110,10 +110,14 @@ class CommitThread:
         with self._lock:
             self._loading, self._interval, self._next_due = True, interval, first_due
 
-    def unload(self, timeout_s: float = 120) -> None:
-        """Stop committing and wait for the commit in flight, if any, to return."""
+    def stop_loading(self) -> None:
+        """Start no further commit (the one in flight, if any, goes on)."""
         with self._lock:
             self._loading = False
+
+    def unload(self, timeout_s: float = 120) -> None:
+        """Stop committing and wait for the commit in flight, if any, to return."""
+        self.stop_loading()
         if not self._at_rest.wait(timeout_s):
             raise RuntimeError(f"a commit of {self._thread.name} took over {timeout_s:g} s")
 
@@ -187,6 +191,10 @@ def measure(
     begin = start + warmup_s
     end = begin + seconds
     time.sleep(max(0.0, end - time.monotonic()))
+    # Every thread stops first: a thread still loaded and behind its schedule would start
+    # commit after commit while an unloaded one waits for its last.
+    for thread in threads:
+        thread.stop_loading()
     for thread in threads:
         thread.unload()
     samples: list[tuple[float, float]] = []
