@@ -164,7 +164,7 @@ def readme_kafka_quickstart() -> str:
     """The README's Kafka client snippet: the Python block that names localhost:9092."""
     text = (PROJECT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
-    found = [block for block in blocks if "localhost:9092" in block]
+    found: list[str] = [block for block in blocks if "localhost:9092" in block]
     assert len(found) == 1, "the README has one Kafka client snippet"
     return found[0]
 
