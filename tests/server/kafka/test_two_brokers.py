@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from lakelog.testing.brokers import wait_for
 from server.commit_leader.router import choose_commit_leader
@@ -92,6 +93,18 @@ class LoadProducer:
         self.thread.join(180)
 
 
+def leaders_seen_from(bootstrap: str, topics: list[str]) -> int:
+    """How many distinct brokers lead ``topics``, as Metadata from ``bootstrap`` says."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    leaders = {
+        partition.leader
+        for topic in topics
+        if topic in metadata.topics
+        for partition in metadata.topics[topic].partitions.values()
+    }
+    return len(leaders & set(metadata.brokers))
+
+
 def stored_values(broker: BrokerProcess, topic: str) -> list[tuple[int, int, bytes]]:
     out = []
     for partition in range(3):
@@ -121,6 +134,14 @@ def test_client_uses_both_brokers_and_survives_a_killed_one(
     led = topics_led_by_each()
     for topic in led.values():
         create_topic(b1, topic)
+    # The premise, established rather than assumed: b1's Metadata names both brokers,
+    # each leading one topic (b1 learns of b2 at its next registry read).
+    bootstrap = b1.kafka
+    wait_for(
+        lambda: leaders_seen_from(bootstrap, list(led.values())) == 2,
+        "the first broker's Metadata to name both brokers as leaders",
+        60,
+    )
 
     # Produce and consume through both, bootstrapped on b1 only.
     load = LoadProducer(b1.kafka, list(led.values()))
