@@ -72,6 +72,14 @@ class CorruptRecordError(LakelogError):
     http_status = 500
 
 
+class OffsetMetadataTooLargeError(LakelogError):
+    """A committed offset's metadata is longer than Kafka's offset.metadata.max.bytes."""
+
+    code = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+    http_status = 400
+
+
 class UnknownTopicOrPartitionError(LakelogError):
     code = 3
     name = "UNKNOWN_TOPIC_OR_PARTITION"

@@ -19,11 +19,13 @@ from lakelog.errors import (
     LakelogError,
     MemberIdRequiredError,
     NotCoordinatorError,
+    OffsetMetadataTooLargeError,
 )
 from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.client_assigned import ClientAssignedJoinRequest
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.ids import validate_group_id
+from lakelog.topic_config import validate_topic_name
 from server.groups.coordinator import wall_ms
 from server.groups.service import GroupService
 from server.kafka import apis, wire
@@ -35,6 +37,8 @@ T = TypeVar("T")
 NO_OFFSET = -1
 STABLE = "Stable"
 OPERATIONS_OMITTED = -(2**31)
+#: Kafka's offset.metadata.max.bytes, and the HTTP commit's limit.
+MAX_METADATA_CHARS = 4096
 
 
 def _groups(ctx: RequestContext) -> GroupService:
@@ -209,6 +213,7 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
         groups = _coordinated_here(ctx, body.group_id)
         if len(offsets) != sum(len(t.partitions) for t in body.topics):
             raise InvalidRequestError("the same topic partition appears twice in one commit")
+        check_committed(offsets)
         await groups.coordinator.commit(body.group_id, body.member_id, generation, offsets)
 
     _, code, _ = await _answer(ctx, f"offset commit of group {body.group_id!r}", call)
@@ -226,6 +231,21 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
             for topic in body.topics
         ],
     )
+
+
+def check_committed(offsets: dict[TopicPartition, CommittedOffset]) -> None:
+    """The rules the HTTP commit's schema keeps: offsets >= 0, metadata of at most 4 KiB."""
+    for tp, committed in offsets.items():
+        validate_topic_name(tp.topic)
+        if committed.offset < 0:
+            raise InvalidRequestError(
+                f"offset {committed.offset} for {tp.topic}-{tp.partition} is negative"
+            )
+        if len(committed.metadata) > MAX_METADATA_CHARS:
+            raise OffsetMetadataTooLargeError(
+                f"metadata for {tp.topic}-{tp.partition} has {len(committed.metadata)} "
+                f"characters; at most {MAX_METADATA_CHARS}"
+            )
 
 
 async def offset_fetch(ctx: RequestContext, body: Any) -> Any:

@@ -20,9 +20,14 @@ from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.types import TopicName
-from kio.static.primitive import Records, i16, i32, i32Timedelta
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from lakelog.testing.brokers import wait_for
 from tests.fixtures.brokers import BrokerProcess
@@ -33,6 +38,8 @@ TOPIC = "guarded"
 CORRUPT_MESSAGE = 2
 UNSUPPORTED_VERSION = 35
 INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUEST = 42
+OFFSET_METADATA_TOO_LARGE = 12
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +223,42 @@ def test_clients_cannot_write_the_internal_offsets_topic(broker: BrokerProcess) 
         conn.close()
     offsets = httpx.get(f"{broker.url}/v1/groups/watchers/offsets", timeout=60).json()
     assert [o["offset"] for o in offsets["offsets"]] == [1]
+
+
+def offset_commit_error(broker: BrokerProcess, offset: int, metadata: str) -> int:
+    conn = connect(broker)
+    try:
+        answer = conn.request(
+            8,
+            8,
+            OffsetCommitRequest(
+                group_id=GroupId("careless"),
+                generation_id_or_member_epoch=i32(-1),
+                member_id="",
+                group_instance_id=None,
+                topics=(
+                    OffsetCommitRequestTopic(
+                        name=TopicName(TOPIC),
+                        partitions=(
+                            OffsetCommitRequestPartition(
+                                partition_index=i32(0),
+                                committed_offset=i64(offset),
+                                committed_leader_epoch=i32(-1),
+                                committed_metadata=metadata,
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        return int(answer.topics[0].partitions[0].error_code)
+    finally:
+        conn.close()
+
+
+def test_bad_offset_commits_are_refused_and_store_nothing(broker: BrokerProcess) -> None:
+    assert offset_commit_error(broker, -5, "") == INVALID_REQUEST
+    assert offset_commit_error(broker, 1, "m" * 5000) == OFFSET_METADATA_TOO_LARGE
+    stored = httpx.get(f"{broker.url}/v1/groups/careless/offsets", timeout=60).json()
+    assert stored["offsets"] == []
+    assert offset_commit_error(broker, 1, "ok") == 0
