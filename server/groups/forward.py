@@ -19,7 +19,18 @@ from lakelog.errors import CoordinatorNotAvailableError
 FORWARDED_HEADER = "X-Lakelog-Forwarded"
 #: The original client's address, so the coordinator reports members' real hosts.
 CLIENT_HOST_HEADER = "X-Lakelog-Client-Host"
+#: The ACL version the relaying broker authorized the request with; the receiver
+#: reads ACLs at least that new before it authorizes.
+ACL_VERSION_HEADER = "X-Lakelog-Acl-Version"
 _PASSED_HEADERS = ("content-type", "accept", "authorization", "x-api-key", "x-lakelog-client-id")
+
+
+def acl_version_headers(request: Request) -> dict[str, str]:
+    """The relay headers that carry this broker's ACL version (none with authentication off)."""
+    security = getattr(request.app.state, "security", None)
+    if security is None or not security.enabled:
+        return {}
+    return {ACL_VERSION_HEADER: str(security.acl_version)}
 
 
 class Forwarder:
@@ -51,6 +62,7 @@ class Forwarder:
         """Send the request to the broker at ``url``; relay its status and body."""
         headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED_HEADERS}
         headers[FORWARDED_HEADER] = self.broker_id
+        headers.update(acl_version_headers(request))
         if request.client is not None:
             headers[CLIENT_HOST_HEADER] = request.client.host
         target = url.rstrip("/") + request.url.path

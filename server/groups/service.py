@@ -28,7 +28,7 @@ from lakelog.storage import Storage
 from server.batcher import ProduceBatcher
 from server.groups.coordinator import GroupCoordinator
 from server.groups.fencing import GenerationStore
-from server.groups.forward import FORWARDED_HEADER, Forwarder
+from server.groups.forward import FORWARDED_HEADER, Forwarder, acl_version_headers
 from server.groups.models import GroupSummary
 from server.groups.rendezvous import choose_coordinator
 from server.peer_tls import peer_tls_context
@@ -186,7 +186,7 @@ class GroupService:
         return self.offsets.groups() | set(self.generations.groups())
 
     async def _remote_groups(self, request: Request, broker: BrokerInfo) -> list[GroupSummary]:
-        headers = {FORWARDED_HEADER: self.settings.broker_id}
+        headers = {FORWARDED_HEADER: self.settings.broker_id, **acl_version_headers(request)}
         if "authorization" in request.headers:
             headers["Authorization"] = request.headers["authorization"]
         answer = await self.forwarder.client().get(

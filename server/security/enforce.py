@@ -36,6 +36,7 @@ from lakelog.security.acl import (
     parse_resource_type,
 )
 from lakelog.security.quota import QuotaKind
+from server.groups.forward import ACL_VERSION_HEADER
 from server.security.credentials import Identity, authenticate
 from server.security.route_acls import Access, RouteRule, rule_for
 from server.security.state import BrokerSecurity
@@ -229,6 +230,13 @@ def note_throttle(request: Request, throttle_ms: int) -> None:
     setattr(request.state, THROTTLE_KEY, max(current, throttle_ms))
 
 
+def _forwarded_acl_version(request: Request) -> int:
+    try:
+        return int(request.headers.get(ACL_VERSION_HEADER, "0"))
+    except ValueError:
+        return 0
+
+
 async def enforce(request: Request) -> None:
     """Router dependency: authentication, quotas, then the route's ACL check."""
     security = security_of(request)
@@ -249,6 +257,7 @@ async def enforce(request: Request) -> None:
     identity_of(request)  # 401 before anything else happens
     if security is None:
         return
+    await security.catch_up(_forwarded_acl_version(request))
     await _apply_quotas(request, security, rule)
     if not security.enabled or rule.access is Access.AUTHENTICATED:
         return

@@ -108,6 +108,16 @@ class BrokerSecurity:
             self.quotas.set_overrides(overrides)
         self.quotas.forget_idle()
 
+    async def catch_up(self, acl_version: int) -> None:
+        """Re-read the ACLs now when a peer forwarded this request with a newer version.
+
+        The broker a client talks to authorizes with the ACLs it has read; the
+        group coordinator it forwards to must not judge by older ones, or an ACL
+        change would look applied on one broker and not yet on the next.
+        """
+        if self.enabled and acl_version > self.acl_version:
+            await asyncio.to_thread(self.refresh)
+
     async def start(self) -> None:
         await asyncio.to_thread(self.refresh)
         self._task = asyncio.create_task(self._run())

@@ -12,6 +12,7 @@ from lakelog.cli import main as lakelog_main
 from lakelog.client import Consumer, Producer, TopicPartition
 from lakelog.client.connection import Connection
 from lakelog.errors import TopicAuthorizationFailedError
+from lakelog.testing.brokers import wait_for
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.security.helpers import (
@@ -227,6 +228,42 @@ def test_acl_admin_filters_and_an_unfiltered_delete(
     assert removed.status_code == 200, removed.text
     assert [a["resource_name"] for a in removed.json()["acls"]] == ["analytics"]
     assert listed() == [e for e in everything if e[1] != "GROUP"]
+
+
+def group_coordinated_by(via: BrokerProcess, coordinator: BrokerProcess) -> str:
+    """A group id that ``via`` sends to ``coordinator`` (once ``via`` has seen it live)."""
+    found: list[str] = []
+
+    def search() -> bool:
+        for n in range(64):
+            answer = call(via, "GET", f"/v1/groups/g{n}/coordinator", ADMIN)
+            if answer.status_code == 200 and answer.json()["url"] == coordinator.url:
+                found.append(f"g{n}")
+                return True
+        return False
+
+    wait_for(search, f"a group {via.url} forwards to {coordinator.url}", 60)
+    return found[0]
+
+
+def test_a_forwarded_group_request_is_judged_by_acls_as_new_as_the_forwarders(
+    start_broker: StartBroker, tmp_path: Path
+) -> None:
+    """The coordinator re-reads ACLs the relaying broker has already applied, so an ACL
+    change made through a broker holds for its next request, wherever the group lives."""
+    root = RootSpec(str(tmp_path / "root"))
+    a = start_secured(start_broker, root, tmp_path)
+    b = start_secured(start_broker, root, tmp_path, acl_refresh_ms=3_600_000)  # no timed re-read
+    create_topic(a, "logs-1")
+    group = group_coordinated_by(a, b)
+    assert commit(a, "User:bob", group, "logs-1") == 30
+
+    add_acls(a, acl("User:bob", "READ", "logs-1"), acl("User:bob", "READ", group, "GROUP"))
+    assert commit(a, "User:bob", group, "logs-1") == 0
+
+    removed = call(a, "DELETE", "/v1/acls", ADMIN, params={"resource_name": group})
+    assert removed.status_code == 200, removed.text
+    assert commit(a, "User:bob", group, "logs-1") == 30
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
