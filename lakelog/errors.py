@@ -395,6 +395,22 @@ class SaslAuthenticationFailedError(LakelogError):
     http_status = 401
 
 
+class UnsupportedSaslMechanismError(LakelogError):
+    """A Kafka client asked for a SASL mechanism the broker's ``auth_mode`` does not enable."""
+
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    http_status = 401
+
+
+class IllegalSaslStateError(LakelogError):
+    """A SASL request out of order: authenticate before handshake, or a second handshake."""
+
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+    http_status = 400
+
+
 class SecurityDisabledError(LakelogError):
     code = 54
     name = "SECURITY_DISABLED"

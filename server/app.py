@@ -94,7 +94,7 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         from server.kafka.listener import KafkaListeners
 
         # Bound before the broker registers, so its registry entry names the Kafka addresses.
-        kafka = KafkaListeners(broker)
+        kafka = KafkaListeners(broker, security)
         await kafka.bind()
         await broker.start()
         await security.start()

@@ -45,7 +45,9 @@ class BrokerSettings(BaseSettings):
         None,
         description="Kafka protocol listeners in Kafka's `listeners` form "
         "(`PLAINTEXT://host:port`, comma-separated; an empty host listens on every "
-        "interface). Unset: `PLAINTEXT://<host>:9092`; empty: no Kafka listener.",
+        "interface; SASL_PLAINTEXT authenticates clients, and is required when auth_mode "
+        "is not none). Unset: `PLAINTEXT://<host>:9092`, or `SASL_PLAINTEXT://<host>:9092` "
+        "when auth_mode is not none; empty: no Kafka listener.",
     )
     kafka_advertised_listeners: str | None = Field(
         None,

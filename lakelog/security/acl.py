@@ -9,7 +9,7 @@ resources matching a pattern, from host H*. The decision follows Kafka's
   any ALLOW;
 * an ALLOW binding matches its operation, ``ALL``, and ``DESCRIBE`` is implied
   by ``READ``, ``WRITE``, ``DELETE`` and ``ALTER`` (as Kafka implies
-  DESCRIBE from those);
+  DESCRIBE from those), ``DESCRIBE_CONFIGS`` by ``ALTER_CONFIGS``;
 * with no binding at all on the resource, ``allow_if_no_acls`` decides
   (Kafka's ``allow.everyone.if.no.acl.found``, false by default).
 
@@ -51,6 +51,10 @@ class Operation(enum.StrEnum):
     DELETE = "DELETE"
     ALTER = "ALTER"
     DESCRIBE = "DESCRIBE"
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+    #: Kafka's IdempotentWrite on the cluster: an idempotent producer's InitProducerId.
+    IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
     #: Kafka's ClusterAction: broker-to-broker requests (a commit handoff).
     CLUSTER_ACTION = "CLUSTER_ACTION"
 
@@ -218,6 +222,8 @@ class Decision:
 def _allow_covers(binding_op: Operation, requested: Operation) -> bool:
     if binding_op in (Operation.ALL, requested):
         return True
+    if requested is Operation.DESCRIBE_CONFIGS:
+        return binding_op is Operation.ALTER_CONFIGS
     return requested is Operation.DESCRIBE and binding_op in IMPLIES_DESCRIBE
 
 

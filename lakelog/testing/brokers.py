@@ -169,17 +169,19 @@ def start_broker(
     ``settings`` are broker settings by name (``linger_ms=5``, ``broker_id="b1"``),
     passed as ``LAKELOG_<NAME>`` environment variables on top of ``env``
     (default: this process's environment). Unless ``settings`` name
-    ``kafka_listeners`` or turn authentication on, the broker's Kafka
-    listener is on another free loopback port (``ServerProcess.kafka``).
+    ``kafka_listeners``, the broker's Kafka listener is on another free
+    loopback port (``ServerProcess.kafka``): SASL_PLAINTEXT when
+    authentication is on, PLAINTEXT otherwise.
     """
     settings = dict(settings or {})
     environment = dict(os.environ if env is None else env)
     kafka: str | None = None
     auth_mode = str(settings.get("auth_mode", environment.get("LAKELOG_AUTH_MODE", "none")))
-    # A secured broker opens no Kafka listener (it cannot authenticate Kafka clients yet).
-    if "kafka_listeners" not in settings and auth_mode == "none":
+    # A secured broker's Kafka listener authenticates its clients (SASL).
+    if "kafka_listeners" not in settings:
         kafka = f"{LOOPBACK}:{free_port()}"
-        settings["kafka_listeners"] = f"PLAINTEXT://{kafka}"
+        protocol = "PLAINTEXT" if auth_mode == "none" else "SASL_PLAINTEXT"
+        settings["kafka_listeners"] = f"{protocol}://{kafka}"
     for key, value in settings.items():
         environment[f"LAKELOG_{key.upper()}"] = str(value)
     server = start_server(

@@ -34,10 +34,12 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+SASL_AUTHENTICATE = 36
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
@@ -54,6 +56,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(METADATA, "Metadata", 0, 12),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
         ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 8),
         ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 7),
@@ -73,3 +77,6 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     )
 }
+
+#: What a SASL listener answers before the client has authenticated (Kafka's rule).
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})

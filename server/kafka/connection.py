@@ -6,7 +6,9 @@ start in arrival order and a Produce is fully queued for its group commit
 before the next frame is read, so idempotent sequences reach the commit in
 the order the client sent them; answers are written in that same order.
 At most ``MAX_IN_FLIGHT`` answers wait at once, and a frame larger than
-``max_request_bytes`` ends the connection before any of it is read.
+``max_request_bytes`` ends the connection before any of it is read. A
+failed SASL step ends the connection once its answer is written; a quota
+throttle stops the reading of further frames for the throttle time.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ async def serve_connection(
 ) -> None:
     answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
     replies = asyncio.create_task(_write_answers(answers, writer, session))
+    loop = asyncio.get_running_loop()
     try:
         while not replies.done():
+            muted_s = session.muted_until - loop.time()
+            if muted_s > 0:
+                await asyncio.sleep(muted_s)  # a quota throttle: Kafka mutes the connection
             try:
                 prefix = await reader.readexactly(wire.SIZE.size)
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -65,6 +71,9 @@ async def serve_connection(
                 break
             await answers.put(task)
             await _first(accepted, task)
+            if (reason := session.closing) is not None:
+                log.info("closing Kafka connection from %s: %s", session.client_host, reason)
+                break
     finally:
         await answers.put(None)
         with contextlib.suppress(asyncio.CancelledError):

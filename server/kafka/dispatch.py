@@ -4,11 +4,19 @@ A frame lakelog cannot answer in the client's layout (unknown API, unknown
 version, bytes that do not decode) ends the connection, as Kafka's broker
 does; ApiVersions alone is answered in any version, in the v0 layout with
 UNSUPPORTED_VERSION, so that a client can learn what to speak.
+
+On a SASL listener a connection that has not authenticated gets only
+ApiVersions, SaslHandshake and SaslAuthenticate; any other request ends it
+(Kafka's broker closes it too). Every request counts against the principal's
+request-rate quota; the longest throttle a request ran into is its answer's
+``throttle_time_ms``, and the connection reads nothing more for that long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -16,9 +24,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from lakelog.errors import LakelogError
+from lakelog.security.quota import QuotaKind
 from server.kafka import wire
-from server.kafka.apis import API_VERSIONS, SUPPORTED
-from server.kafka.build import build
+from server.kafka.apis import (
+    API_VERSIONS,
+    BEFORE_AUTHENTICATION,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SUPPORTED,
+)
+from server.kafka.authentication import raw_token
+from server.kafka.build import build, field_names
 from server.kafka.context import Handler, RequestContext, Session
 
 log = logging.getLogger(__name__)
@@ -56,16 +73,24 @@ class Dispatcher:
         self, frame: bytes, session: Session
     ) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
         """Start answering ``frame``; the event is set once its effect is queued in order."""
+        if session.raw_token_next:
+            return _done(), asyncio.ensure_future(_ready(raw_token(session, frame)))
         api_key, api_version, correlation_id = wire.peek_header(frame)
         api = SUPPORTED.get(api_key)
         if api is None:
             raise CloseConnection(f"unknown API key {api_key} (version {api_version})")
+        if not session.authenticated and api_key not in BEFORE_AUTHENTICATION:
+            if session.security is not None:
+                session.security.metrics.authentication_failures.inc()
+            raise CloseConnection(
+                f"{api.name} before SASL authentication on listener {session.listener}: "
+                "until SaslAuthenticate succeeds only ApiVersions, SaslHandshake and "
+                "SaslAuthenticate are answered (ILLEGAL_SASL_STATE)"
+            )
         if not api.supports(api_version):
             if api_key == API_VERSIONS:
-                done = asyncio.Event()
-                done.set()
                 answer = unsupported_api_versions_answer(correlation_id)
-                return done, asyncio.ensure_future(_ready(answer))
+                return _done(), asyncio.ensure_future(_ready(answer))
             raise CloseConnection(
                 f"{api.name} v{api_version} is not supported "
                 f"(v{api.min_version}-v{api.max_version})"
@@ -75,13 +100,17 @@ class Dispatcher:
         except LakelogError as exc:
             raise CloseConnection(exc.message) from exc
         ctx = RequestContext(session, request.header)
-        if api_key != 0:  # only Produce has an ordered effect to wait for
+        # Produce has an ordered effect to wait for; a SASL step changes what the next
+        # request of the connection may do, so the next frame waits for its answer.
+        if api_key not in (PRODUCE, SASL_HANDSHAKE, SASL_AUTHENTICATE):
             ctx.accepted.set()
         task = asyncio.create_task(self._answer(ctx, request.body))
         return ctx.accepted, task
 
     async def _answer(self, ctx: RequestContext, body: Any) -> bytes | None:
         header = ctx.header
+        if ctx.session.authenticated and header.api_key not in BEFORE_AUTHENTICATION:
+            ctx.charge(QuotaKind.REQUEST, 1)
         try:
             response = await self.handlers[header.api_key](ctx, body)
         except CloseConnection:
@@ -94,10 +123,26 @@ class Dispatcher:
             ctx.accepted.set()
         if response is None:
             return None
+        if ctx.throttle_ms > 0:
+            response = with_throttle(response, ctx.throttle_ms)
+            ctx.session.mute(ctx.throttle_ms)
         return wire.encode_response(
             header.api_key, header.api_version, header.correlation_id, response
         )
 
 
-async def _ready(answer: bytes) -> bytes | None:
+def with_throttle(response: Any, throttle_ms: int) -> Any:
+    """``response`` reporting ``throttle_ms`` as its throttle time (if its layout has one)."""
+    if "throttle_time" not in field_names(type(response)):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+
+def _done() -> asyncio.Event:
+    done = asyncio.Event()
+    done.set()
+    return done
+
+
+async def _ready(answer: bytes | None) -> bytes | None:
     return answer

@@ -19,7 +19,16 @@ from server.kafka.connection import serve_connection
 from server.kafka.context import Session
 from server.kafka.dispatch import Dispatcher
 from server.kafka.handlers import HANDLERS
-from server.kafka.listeners import Listener, advertised, configured_listeners
+from server.kafka.listeners import (
+    DEFAULT_PORT,
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    Listener,
+    advertised,
+    parse_listeners,
+)
+from server.kafka.sasl import SaslCredentials
+from server.security.state import BrokerSecurity
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -29,35 +38,52 @@ STOP_GRACE_S = 5.0
 
 
 def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
-    """The configured listeners, unless they would bypass the broker's authentication.
+    """The listeners to bind, each with a security protocol that fits ``auth_mode``.
 
-    The Kafka listener has no SASL yet: with ``auth_mode`` other than none
-    it would let anyone in without credentials. Then an unset
-    ``kafka_listeners`` means no Kafka listener (a warning says so) and an
-    explicit one is a configuration error, so a secured broker never serves
-    its data unauthenticated.
+    With authentication on, every Kafka client must authenticate: a
+    PLAINTEXT listener is a configuration error and the default listener
+    (``kafka_listeners`` unset) is ``SASL_PLAINTEXT`` on the HTTP interface
+    and port 9092. With authentication off there are no credentials to check
+    SASL against, so a SASL_PLAINTEXT listener is a configuration error.
     """
     if settings.kafka_listeners == "":
         return []
-    if settings.auth_mode != "none":
-        if settings.kafka_listeners is None:
-            log.warning(
-                "Kafka listener off: auth_mode=%s, and the Kafka listener does not "
-                "authenticate clients yet",
-                settings.auth_mode,
+    secured = settings.auth_mode != "none"
+    if settings.kafka_listeners is None:
+        protocol = SASL_PLAINTEXT if secured else PLAINTEXT
+        return [Listener(protocol, settings.host, DEFAULT_PORT)]
+    listeners = parse_listeners(settings.kafka_listeners)
+    for listener in listeners:
+        if secured and listener.security_protocol == PLAINTEXT:
+            raise InvalidConfigError(
+                f"kafka_listeners has a PLAINTEXT listener while auth_mode="
+                f"{settings.auth_mode}: it would serve Kafka clients without authentication; "
+                "use SASL_PLAINTEXT://host:port"
             )
-            return []
-        raise InvalidConfigError(
-            f"kafka_listeners is set while auth_mode={settings.auth_mode}: the Kafka "
-            "listener does not authenticate clients yet; set kafka_listeners empty"
-        )
-    return configured_listeners(settings.kafka_listeners, settings.host)
+        if not secured and listener.security_protocol == SASL_PLAINTEXT:
+            raise InvalidConfigError(
+                "kafka_listeners has a SASL_PLAINTEXT listener while auth_mode=none: there are "
+                "no credentials to check; set auth_mode (api_key, jwt or any) or use PLAINTEXT"
+            )
+    return listeners
 
 
 class KafkaListeners:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, security: BrokerSecurity | None = None) -> None:
         self.broker = broker
+        self.security = security
         self.listeners = listeners_to_bind(broker.settings)
+        self.credentials = (
+            SaslCredentials(security.mode, security.api_keys, security.verifier)
+            if security is not None and security.enabled
+            else None
+        )
+        sasl_listener = any(item.security_protocol == SASL_PLAINTEXT for item in self.listeners)
+        if sasl_listener and (self.credentials is None or not self.credentials.mechanisms()):
+            raise InvalidConfigError(
+                "a SASL_PLAINTEXT Kafka listener needs api_keys_file (PLAIN) or a JWT key "
+                "(OAUTHBEARER)"
+            )
         self.cluster = KafkaCluster(broker)
         self.dispatcher = Dispatcher(HANDLERS)
         self._servers: list[asyncio.Server] = []
@@ -122,7 +148,8 @@ class KafkaListeners:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if peer else "unknown"
-        session = Session(self.broker, self.cluster, listener, host)
+        sasl = self.credentials if listener == SASL_PLAINTEXT else None
+        session = Session(self.broker, self.cluster, listener, host, self.security, sasl)
         task = asyncio.current_task()
         if task is not None:
             self._connections[task] = writer

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from lakelog.errors import InvalidConfigError
 
 DEFAULT_PORT = 9092
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+PLAINTEXT = "PLAINTEXT"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
@@ -57,13 +59,6 @@ def parse_listeners(text: str, setting: str = "kafka_listeners") -> list[Listene
             raise InvalidConfigError(f"{setting}: listener {name} is given twice")
         listeners.append(Listener(name, host.strip("[]"), port))
     return listeners
-
-
-def configured_listeners(listeners: str | None, host: str) -> list[Listener]:
-    """The listeners to bind: the setting, or PLAINTEXT on the HTTP interface and port 9092."""
-    if listeners is None:
-        return [Listener("PLAINTEXT", host, DEFAULT_PORT)]
-    return parse_listeners(listeners)
 
 
 def advertised(bound: list[Listener], advertised_setting: str | None) -> dict[str, str]:

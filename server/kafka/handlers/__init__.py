@@ -28,10 +28,13 @@ from server.kafka.handlers.list_offsets import list_offsets
 from server.kafka.handlers.metadata import metadata
 from server.kafka.handlers.produce import produce
 from server.kafka.handlers.producer_ids import init_producer_id
+from server.kafka.handlers.sasl import sasl_authenticate, sasl_handshake
 from server.kafka.handlers.topics import create_partitions, create_topics, delete_topics
 
 HANDLERS: dict[int, Handler] = {
     apis.API_VERSIONS: api_versions,
+    apis.SASL_HANDSHAKE: sasl_handshake,
+    apis.SASL_AUTHENTICATE: sasl_authenticate,
     apis.METADATA: metadata,
     apis.PRODUCE: produce,
     apis.FETCH: fetch,

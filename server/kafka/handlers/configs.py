@@ -12,6 +12,10 @@ SUBTRACT apply to list configs (``cleanup.policy``) and are resolved against
 the topic's current value before the one metadata commit that changes it.
 The older AlterConfigs (which aiokafka's admin client sends) replaces a
 topic's overrides with those given, as in Kafka.
+
+ACLs as in Kafka: DESCRIBE_CONFIGS to describe and ALTER_CONFIGS to alter,
+on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED), answered per resource.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig
 from server.kafka import wire
 from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from server.kafka.authorization import require
 from server.kafka.build import build
 from server.kafka.cluster import node_id
 from server.kafka.config_entries import broker_entries, topic_entries
@@ -50,6 +56,14 @@ def _type_name(resource_type: int) -> str:
     return RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
 
 
+def _require_configs(ctx: RequestContext, operation: Operation, kind: int, name: str) -> None:
+    """The ACL of a config resource: the topic itself, or the cluster for a broker."""
+    if kind == TOPIC:
+        require(ctx, operation, ResourceType.TOPIC, name)
+    elif kind == BROKER:
+        require(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 async def describe_configs(ctx: RequestContext, body: Any) -> Any:
     synonyms = bool(body.include_synonyms)
     documentation = bool(getattr(body, "include_documentation", False))
@@ -66,6 +80,7 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
         keys = resource.configuration_keys
         wanted = None if keys is None else frozenset(keys)
         try:
+            _require_configs(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
             if kind == TOPIC:
                 described = await asyncio.to_thread(ctx.broker.catalog.describe_topic, name)
                 entries = topic_entries(
@@ -145,6 +160,7 @@ async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list
         try:
             if (kind, name) in twice:
                 raise refuse_repeated(f"{_type_name(kind)} {name!r}")
+            _require_configs(ctx, Operation.ALTER_CONFIGS, kind, name)
             if kind == BROKER:
                 raise InvalidRequestError(
                     f"broker {name!r}: broker settings are read-only (fixed when the broker "

@@ -1,12 +1,17 @@
-"""FindCoordinator: the broker that coordinates a consumer group, on the client's listener."""
+"""FindCoordinator: the broker that coordinates a consumer group, on the client's listener.
+
+Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED otherwise), as in Kafka.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lakelog.errors import InvalidRequestError
+from lakelog.security.acl import Operation, ResourceType
 from server.kafka import wire
 from server.kafka.apis import FIND_COORDINATOR
+from server.kafka.authorization import require
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
@@ -39,6 +44,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
                 f"coordinator key type {key_type}: only groups (0) have coordinators; "
                 "transactions are not supported"
             )
+        require(ctx, Operation.DESCRIBE, ResourceType.GROUP, key)
         node = ctx.session.cluster.coordinator(key, ctx.session.listener)
     except Exception as exc:  # answered per key; unexpected ones are logged
         answer["error_code"], answer["error_message"] = error_code(exc, f"coordinator of {key!r}")

@@ -3,7 +3,8 @@
 lakelog has no separate controllers: every broker answers admin requests,
 and the controller named is the one Metadata names. Asked for controller
 endpoints (endpoint type 2, which only KRaft controllers answer in Kafka),
-a broker answers UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do.
+a broker answers UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do. It needs
+DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from lakelog.errors import ClusterAuthorizationFailedError
+from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka import wire
 from server.kafka.apis import DESCRIBE_CLUSTER
+from server.kafka.authorization import allowed
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.handlers.metadata import OPERATIONS_OMITTED
@@ -31,6 +35,15 @@ async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
         "cluster_id": session.broker.settings.cluster_id,
         "cluster_authorized_operations": OPERATIONS_OMITTED,
     }
+    if not allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return build(
+            schema,
+            **common,
+            error_code=ClusterAuthorizationFailedError.code,
+            error_message=f"principal {ctx.principal} is not authorized to DESCRIBE the cluster",
+            controller_id=-1,
+            brokers=[],
+        )
     if endpoint_type != BROKERS_ENDPOINT:
         return build(
             schema,

@@ -5,6 +5,10 @@ past the fetch offsets, otherwise when an append wakes it or ``max_wait``
 passes (re-checking storage for other brokers' commits on the way, as HTTP
 fetch does). Fetch sessions are not kept: the answer's session id is 0, so
 clients send full fetch requests, which Kafka's protocol allows.
+
+Partitions of topics the principal may not READ are answered
+TOPIC_AUTHORIZATION_FAILED (``fetch_acls``); the record bytes answered
+count against the principal's fetch byte-rate quota.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from typing import Any
 
 from lakelog.fetch import FetchResult
 from lakelog.records import SEGMENT_SCHEMA
+from lakelog.security.quota import QuotaKind
 from server.kafka import wire
 from server.kafka.apis import FETCH
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
+from server.kafka.handlers.fetch_acls import refused_partition, unreadable_topics
 from server.kafka.records import encode_fetch
 
 #: Records a partition answer may hold at most; bytes limit it long before this.
@@ -41,6 +47,8 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         for t in body.topics
         for p in t.partitions
     ]
+    denied = unreadable_topics(ctx, (w.topic for w in wanted))
+    requested, wanted = wanted, [w for w in wanted if w.topic not in denied]
     max_wait_s = min(body.max_wait.total_seconds(), broker.settings.fetch_max_wait_ms / 1000)
     deadline = time.monotonic() + max(0.0, max_wait_s)
     interval = broker.settings.refresh_interval_ms / 1000
@@ -51,8 +59,13 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
             break
         keys = [(w.topic, w.partition) for w in wanted]
         await broker.wait_for_appends(keys, min(interval, remaining))
+    ctx.charge(QuotaKind.FETCH, size)
+    read = iter(answers)
+    answers = [
+        refused_partition(w.partition) if w.topic in denied else next(read) for w in requested
+    ]
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for w, answer in zip(wanted, answers, strict=True):
+    for w, answer in zip(requested, answers, strict=True):
         by_topic.setdefault(w.topic, []).append(answer)
     return build(
         wire.response_schema(FETCH, ctx.version),

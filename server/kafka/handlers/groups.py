@@ -6,6 +6,12 @@ NOT_COORDINATOR and the client looks again. Members join as client-assigned
 members (their leader computes the assignment, the coordinator passes the
 bytes through: ``lakelog.groups.client_assigned``). Offsets go to, and come
 from, the same offsets table the HTTP API and ``lakelog consumer-groups`` use.
+
+ACLs as in Kafka: membership (Join/Sync/Heartbeat/Leave) and OffsetCommit
+need READ on the group, OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups
+DELETE (GROUP_AUTHORIZATION_FAILED otherwise); OffsetCommit needs READ and
+OffsetFetch DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED on its
+partitions); ListGroups lists only the groups the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ from lakelog.errors import (
     MemberIdRequiredError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
+    TopicAuthorizationFailedError,
 )
 from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.client_assigned import ClientAssignedJoinRequest
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.ids import validate_group_id
+from lakelog.security.acl import Operation, ResourceType
 from lakelog.topic_config import validate_topic_name
 from server.groups.coordinator import wall_ms
 from server.groups.service import GroupService
 from server.kafka import apis, wire
+from server.kafka.authorization import allowed, describable, require
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
@@ -39,15 +48,20 @@ STABLE = "Stable"
 OPERATIONS_OMITTED = -(2**31)
 #: Kafka's offset.metadata.max.bytes, and the HTTP commit's limit.
 MAX_METADATA_CHARS = 4096
+TOPIC_DENIED = TopicAuthorizationFailedError.code
 
 
 def _groups(ctx: RequestContext) -> GroupService:
     return ctx.broker.groups
 
 
-def _coordinated_here(ctx: RequestContext, group_id: str) -> GroupService:
-    """The group service, once this broker is known to coordinate ``group_id``."""
+def _coordinated_here(
+    ctx: RequestContext, group_id: str, operation: Operation = Operation.READ
+) -> GroupService:
+    """The group service, once the principal may ``operation`` on the group and this broker
+    is known to coordinate it."""
     validate_group_id(group_id)
+    require(ctx, operation, ResourceType.GROUP, group_id)
     groups = _groups(ctx)
     if not groups.is_local(group_id):
         info = groups.coordinator_of(group_id)
@@ -208,13 +222,22 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
                 int(p.committed_offset), p.committed_metadata or "", now
             )
     generation = int(body.generation_id_or_member_epoch)
+    repeated = len(offsets) != sum(len(t.partitions) for t in body.topics)
+    unreadable: set[str] = set()
 
     async def call() -> None:
         groups = _coordinated_here(ctx, body.group_id)
-        if len(offsets) != sum(len(t.partitions) for t in body.topics):
+        if repeated:
             raise InvalidRequestError("the same topic partition appears twice in one commit")
-        check_committed(offsets)
-        await groups.coordinator.commit(body.group_id, body.member_id, generation, offsets)
+        unreadable.update(
+            name
+            for name in dict.fromkeys(tp.topic for tp in offsets)
+            if not allowed(ctx, Operation.READ, ResourceType.TOPIC, name)
+        )
+        readable = {tp: c for tp, c in offsets.items() if tp.topic not in unreadable}
+        check_committed(readable)
+        if readable:
+            await groups.coordinator.commit(body.group_id, body.member_id, generation, readable)
 
     _, code, _ = await _answer(ctx, f"offset commit of group {body.group_id!r}", call)
     return build(
@@ -224,7 +247,10 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
             {
                 "name": topic.name,
                 "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code}
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": TOPIC_DENIED if topic.name in unreadable else code,
+                    }
                     for p in topic.partitions
                 ],
             }
@@ -253,20 +279,35 @@ async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
     schema = wire.response_schema(apis.OFFSET_FETCH, ctx.version)
     try:
         validate_group_id(body.group_id)
+        require(ctx, Operation.DESCRIBE, ResourceType.GROUP, body.group_id)
         committed = await asyncio.to_thread(_groups(ctx).offsets.fetch, body.group_id)
     except Exception as exc:  # answered with its code; unexpected ones are logged
         code, _ = error_code(exc, f"offset fetch of group {body.group_id!r}")
         return build(schema, throttle_time=0, error_code=code, topics=[])
+    hidden: set[str] = set()
     if body.topics is None:
         wanted: dict[str, list[int]] = {}
         for tp in sorted(committed):
             wanted.setdefault(tp.topic, []).append(tp.partition)
+        wanted = {n: wanted[n] for n in describable(ctx, ResourceType.TOPIC, wanted)}
     else:
         wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        hidden = {n for n in wanted if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)}
     topics = []
     for name, partitions in wanted.items():
         answers = []
         for partition in partitions:
+            if name in hidden:
+                answers.append(
+                    {
+                        "partition_index": partition,
+                        "committed_offset": NO_OFFSET,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": TOPIC_DENIED,
+                    }
+                )
+                continue
             found = committed.get(TopicPartition(name, partition))
             answers.append(
                 {
@@ -297,7 +338,7 @@ async def describe_groups(ctx: RequestContext, body: Any) -> Any:
             "authorized_operations": OPERATIONS_OMITTED,
         }
         try:
-            groups = _coordinated_here(ctx, group_id)
+            groups = _coordinated_here(ctx, group_id, Operation.DESCRIBE)
             snap = await groups.coordinator.snapshot(group_id)
         except Exception as exc:  # answered per group; unexpected ones are logged
             entry["error_code"], _ = error_code(exc, f"describe of group {group_id!r}")
@@ -352,7 +393,12 @@ async def list_groups(ctx: RequestContext, body: Any) -> Any:
     for group_id in stored:
         if group_id not in listed and groups.is_local(group_id):
             listed[group_id] = {"group_id": group_id, "protocol_type": "", "group_state": "Empty"}
-    chosen = [g for g in listed.values() if not states or g["group_state"].lower() in states]
+    visible = set(describable(ctx, ResourceType.GROUP, listed))
+    chosen = [
+        g
+        for g in listed.values()
+        if g["group_id"] in visible and (not states or g["group_state"].lower() in states)
+    ]
     return build(
         wire.response_schema(apis.LIST_GROUPS, ctx.version),
         throttle_time=0,
@@ -366,7 +412,7 @@ async def delete_groups(ctx: RequestContext, body: Any) -> Any:
     for group_id in body.groups_names:
 
         async def call(group_id: str = group_id) -> None:
-            groups = _coordinated_here(ctx, group_id)
+            groups = _coordinated_here(ctx, group_id, Operation.DELETE)
             await groups.coordinator.delete(group_id)
 
         _, code, _ = await _answer(ctx, f"delete of group {group_id!r}", call)

@@ -1,13 +1,19 @@
-"""ListOffsets: the earliest or latest offset of a partition, or the first at/after a time."""
+"""ListOffsets: the earliest or latest offset of a partition, or the first at/after a time.
+
+Needs DESCRIBE on the topic; otherwise each of its partitions is answered
+TOPIC_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lakelog.errors import InvalidRequestError
+from lakelog.security.acl import Operation, ResourceType
 from server.broker import OffsetSpec
 from server.kafka import wire
 from server.kafka.apis import LIST_OFFSETS
+from server.kafka.authorization import allowed, denial
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
@@ -20,6 +26,9 @@ NO_TIMESTAMP = -1
 async def list_offsets(ctx: RequestContext, body: Any) -> Any:
     topics = []
     for topic in body.topics:
+        refusal = None
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            refusal = denial(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         partitions = []
         for part in topic.partitions:
             answer: dict[str, Any] = {
@@ -30,6 +39,8 @@ async def list_offsets(ctx: RequestContext, body: Any) -> Any:
                 "leader_epoch": 0,
             }
             try:
+                if refusal is not None:
+                    raise refusal
                 answer.update(await _lookup(ctx, topic.name, part.partition_index, part.timestamp))
             except Exception as exc:  # answered per partition; unexpected ones are logged
                 answer["error_code"], _ = error_code(

@@ -1,4 +1,10 @@
-"""Metadata: the live brokers on the client's listener, and each topic's partitions and leaders."""
+"""Metadata: the live brokers on the client's listener, and each topic's partitions and leaders.
+
+As in Kafka, a request for every topic lists only those the principal may
+DESCRIBE, and a topic named in the request that it may not DESCRIBE is
+answered TOPIC_AUTHORIZATION_FAILED whether or not it exists (its existence
+is not revealed). Topics are never created by Metadata.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,12 @@ import asyncio
 import uuid
 from typing import Any
 
+from lakelog.errors import TopicAuthorizationFailedError
+from lakelog.security.acl import Operation, ResourceType
 from lakelog.topic_config import INTERNAL_TOPICS
 from server.kafka import wire
 from server.kafka.apis import METADATA
+from server.kafka.authorization import allowed, describable
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
@@ -31,7 +40,9 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
     broker = session.broker
     requested = body.topics
     if requested is None or (ctx.version == 0 and not requested):
-        names = await asyncio.to_thread(broker.catalog.list_topics)
+        names = describable(
+            ctx, ResourceType.TOPIC, await asyncio.to_thread(broker.catalog.list_topics)
+        )
     else:
         names = [t.name for t in requested if t.name is not None]
     topics = [await _topic(ctx, name) for name in names]
@@ -53,6 +64,8 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
 async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
     session = ctx.session
     try:
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError(f"not authorized to DESCRIBE topic {name!r}")
         topic_log = await session.broker.topic(name)
     except Exception as exc:  # answered per topic; unexpected ones are logged
         code, _ = error_code(exc, f"metadata of topic {name!r}")

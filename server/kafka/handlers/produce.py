@@ -4,6 +4,10 @@ Every partition of a request is validated and queued for its topic's group
 commit before the next request on the connection is read (so an idempotent
 producer's batches commit in the order it sent them); the answer waits for
 the durable commits, as HTTP produce does. acks=0 gets no answer at all.
+
+A topic the principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED
+on each of its partitions and nothing of it is stored. The request's record
+bytes count against the principal's produce byte-rate quota.
 """
 
 from __future__ import annotations
@@ -13,15 +17,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, LakelogError
+from lakelog.security.acl import Operation, ResourceType
+from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import AppendResult
 from server.kafka import wire
 from server.kafka.apis import PRODUCE
+from server.kafka.authorization import allowed, denial
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
 from server.kafka.records import decode_produce
 
 NO_TIMESTAMP = -1
+WRITE = Operation.WRITE
 
 
 @dataclass
@@ -43,12 +51,17 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
             f"transactional id {body.transactional_id!r}: transactions are not supported"
         )
     pending: list[_Pending] = []
+    produced_bytes = 0
     for topic in body.topic_data:
+        topic_refusal = refusal
+        if topic_refusal is None and not allowed(ctx, WRITE, ResourceType.TOPIC, topic.name):
+            topic_refusal = denial(ctx, WRITE, ResourceType.TOPIC, topic.name)
         for part in topic.partition_data:
             item = _Pending(topic.name, part.index)
             pending.append(item)
-            if refusal is not None:
-                item.error = (refusal.code, refusal.message)
+            produced_bytes += len(part.records or b"")
+            if topic_refusal is not None:
+                item.error = (topic_refusal.code, topic_refusal.message)
                 continue
             try:
                 if part.records is None:
@@ -65,6 +78,7 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
             except Exception as exc:  # answered per partition; unexpected ones are logged
                 item.error = error_code(exc, f"produce to {topic.name}-{part.index}")
     ctx.accepted.set()
+    ctx.charge(QuotaKind.PRODUCE, produced_bytes)
     if acks == 0:
         return None
     answers = [await _answer(ctx, item) for item in pending]

@@ -1,12 +1,19 @@
-"""InitProducerId: a new producer id for an idempotent producer, unique across brokers."""
+"""InitProducerId: a new producer id for an idempotent producer, unique across brokers.
+
+As in Kafka 2.8 and later, an idempotent producer needs IDEMPOTENT_WRITE on
+the cluster or WRITE on at least one topic (CLUSTER_AUTHORIZATION_FAILED
+otherwise).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import ClusterAuthorizationFailedError, InvalidRequestError
+from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka import wire
 from server.kafka.apis import INIT_PRODUCER_ID
+from server.kafka.authorization import allowed_on_some, quietly_allowed
 from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
@@ -19,6 +26,14 @@ async def init_producer_id(ctx: RequestContext, body: Any) -> Any:
         if body.transactional_id is not None:
             raise InvalidRequestError(
                 f"transactional id {body.transactional_id!r}: transactions are not supported"
+            )
+        if not (
+            quietly_allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or allowed_on_some(ctx, Operation.WRITE, ResourceType.TOPIC)
+        ):
+            raise ClusterAuthorizationFailedError(
+                f"principal {ctx.principal} may not produce idempotently: it needs "
+                "IDEMPOTENT_WRITE on the cluster or WRITE on a topic"
             )
         producer_id = await ctx.broker.producer_ids.next_id_async()
     except Exception as exc:  # answered in the response; unexpected ones are logged

@@ -15,6 +15,10 @@ Where lakelog differs from Kafka:
 * ``num_partitions`` -1 means 1, the HTTP default (Kafka's ``num.partitions``).
 * The request's timeout is not waited on: a creation or deletion is done,
   durably, when the answer is sent.
+
+ACLs as in Kafka: CreateTopics needs CREATE on the cluster or on the topic,
+DeleteTopics DELETE and CreatePartitions ALTER on the topic; a topic refused
+is answered TOPIC_AUTHORIZATION_FAILED and left unchanged.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import asyncio
 from typing import Any
 
 from lakelog.errors import InvalidRequestError
+from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka import wire
 from server.kafka.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from server.kafka.authorization import quietly_allowed, require
 from server.kafka.build import build
 from server.kafka.config_entries import topic_entries
 from server.kafka.context import RequestContext
@@ -44,6 +50,7 @@ NO_ASSIGNMENTS = (
 
 async def create_topics(ctx: RequestContext, body: Any) -> Any:
     twice = repeated(t.name for t in body.topics)
+    on_cluster = quietly_allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     results = []
     for topic in body.topics:
         answer: dict[str, Any] = {
@@ -58,6 +65,8 @@ async def create_topics(ctx: RequestContext, body: Any) -> Any:
         try:
             if topic.name in twice:
                 raise refuse_repeated(f"topic {topic.name!r}")
+            if not on_cluster:
+                require(ctx, Operation.CREATE, ResourceType.TOPIC, topic.name)
             answer.update(await _create(ctx, topic, bool(body.validate_only)))
         except Exception as exc:  # answered per topic; unexpected ones are logged
             answer["error_code"], answer["error_message"] = error_code(
@@ -109,6 +118,7 @@ async def delete_topics(ctx: RequestContext, body: Any) -> Any:
         try:
             if name in twice:
                 raise refuse_repeated(f"topic {name!r}")
+            require(ctx, Operation.DELETE, ResourceType.TOPIC, name)
             await asyncio.to_thread(broker.catalog.delete_topic, name)
             broker.cache.forget(name)
         except Exception as exc:  # answered per topic; unexpected ones are logged
@@ -130,6 +140,7 @@ async def create_partitions(ctx: RequestContext, body: Any) -> Any:
         try:
             if topic.name in twice:
                 raise refuse_repeated(f"topic {topic.name!r}")
+            require(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name)
             if topic.assignments:
                 raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give the new count only")
             if body.validate_only:

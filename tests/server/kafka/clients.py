@@ -53,7 +53,13 @@ class KafkaClient(Protocol):
     ) -> list[Delivered]: ...
 
     def consume(
-        self, bootstrap: str, topic: str, partitions: Sequence[int], count: int, timeout_s: float
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: Sequence[int],
+        count: int,
+        timeout_s: float,
+        **settings: Any,
     ) -> list[Message]: ...
 
     def offsets_for_time(
@@ -114,7 +120,13 @@ class Confluent:
         return _delivered(delivered)
 
     def consume(
-        self, bootstrap: str, topic: str, partitions: Sequence[int], count: int, timeout_s: float
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: Sequence[int],
+        count: int,
+        timeout_s: float,
+        **settings: Any,
     ) -> list[Message]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -123,6 +135,7 @@ class Confluent:
                 "bootstrap.servers": bootstrap,
                 "group.id": "unused-assign-only",
                 "enable.auto.commit": False,
+                **settings,
             }
         )
         try:
@@ -203,11 +216,17 @@ class KafkaPython:
             producer.close(10)
 
     def consume(
-        self, bootstrap: str, topic: str, partitions: Sequence[int], count: int, timeout_s: float
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: Sequence[int],
+        count: int,
+        timeout_s: float,
+        **settings: Any,
     ) -> list[Message]:
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **settings)
         try:
             consumer.assign([TopicPartition(topic, p) for p in partitions])
             consumer.seek_to_beginning()
@@ -289,12 +308,20 @@ class AioKafka:
         return asyncio.run(run())
 
     def consume(
-        self, bootstrap: str, topic: str, partitions: Sequence[int], count: int, timeout_s: float
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: Sequence[int],
+        count: int,
+        timeout_s: float,
+        **settings: Any,
     ) -> list[Message]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         async def run() -> list[Message]:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, enable_auto_commit=False, **settings
+            )
             await consumer.start()
             try:
                 consumer.assign([TopicPartition(topic, p) for p in partitions])
