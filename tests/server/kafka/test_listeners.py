@@ -56,8 +56,16 @@ def test_default_listener_is_plaintext_9092_on_the_http_interface() -> None:
 
 
 def test_a_secured_broker_never_opens_an_unauthenticated_kafka_listener() -> None:
-    assert listeners_to_bind(BrokerSettings(auth_mode="api_key", kafka_listeners=None)) == []
-    with pytest.raises(InvalidConfigError, match="does not authenticate"):
+    settings = BrokerSettings(host="127.0.0.1", auth_mode="api_key", kafka_listeners=None)
+    default = listeners_to_bind(settings)
+    assert default == [Listener("SASL_PLAINTEXT", "127.0.0.1", 9092)]
+    sasl = "SASL_PLAINTEXT://127.0.0.1:9093"
+    assert listeners_to_bind(BrokerSettings(auth_mode="jwt", kafka_listeners=sasl)) == [
+        Listener("SASL_PLAINTEXT", "127.0.0.1", 9093)
+    ]
+    with pytest.raises(InvalidConfigError, match="without authentication"):
         listeners_to_bind(
             BrokerSettings(auth_mode="jwt", kafka_listeners="PLAINTEXT://127.0.0.1:9092")
         )
+    with pytest.raises(InvalidConfigError, match="no credentials to check"):
+        listeners_to_bind(BrokerSettings(auth_mode="none", kafka_listeners=sasl))
