@@ -42,21 +42,27 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-port",
         help="Kafka protocol port on --host (default 9092; 'off': no Kafka listener). "
-        "Shorthand for kafka_listeners=PLAINTEXT://<host>:<port>",
+        "Shorthand for kafka_listeners=PLAINTEXT://<host>:<port> (SASL_PLAINTEXT when "
+        "auth_mode is not none)",
     )
     parser.add_argument("--linger-ms", type=int, help="group-commit linger (default 5)")
     parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
 
 
 def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSettings:
-    """``--kafka-port``: PLAINTEXT on the broker's interface at that port, or 'off'."""
+    """``--kafka-port``: a listener on the broker's interface at that port, or 'off'.
+
+    PLAINTEXT, or SASL_PLAINTEXT when ``auth_mode`` asks clients to authenticate.
+    """
     if port is None:
         return settings
     if port.strip().lower() == "off":
         return settings.model_copy(update={"kafka_listeners": ""})
     if not port.isdigit() or int(port) > 65535:
         raise InvalidConfigError(f"--kafka-port must be a port number or 'off', got {port!r}")
-    return settings.model_copy(update={"kafka_listeners": f"PLAINTEXT://{settings.host}:{port}"})
+    protocol = "PLAINTEXT" if settings.auth_mode == "none" else "SASL_PLAINTEXT"
+    listeners = f"{protocol}://{settings.host}:{port}"
+    return settings.model_copy(update={"kafka_listeners": listeners})
 
 
 def kafka_listeners_text(settings: BrokerSettings) -> str:

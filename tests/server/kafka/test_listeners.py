@@ -69,3 +69,12 @@ def test_a_secured_broker_never_opens_an_unauthenticated_kafka_listener() -> Non
         )
     with pytest.raises(InvalidConfigError, match="no credentials to check"):
         listeners_to_bind(BrokerSettings(auth_mode="none", kafka_listeners=sasl))
+
+
+def test_kafka_port_shorthand_follows_auth_mode() -> None:
+    from server.cli import with_kafka_port
+
+    open_broker = BrokerSettings(host="127.0.0.1")
+    secured = BrokerSettings(host="127.0.0.1", auth_mode="jwt", jwt_secret="s" * 32)
+    assert with_kafka_port(open_broker, "9093").kafka_listeners == "PLAINTEXT://127.0.0.1:9093"
+    assert with_kafka_port(secured, "9093").kafka_listeners == "SASL_PLAINTEXT://127.0.0.1:9093"
