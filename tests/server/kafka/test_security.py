@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from kio.schema.offset_commit.v8.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
@@ -36,6 +38,7 @@ from tests.server.kafka.clients import CLIENTS, Message, kafka_client
 from tests.server.kafka.raw import RawConnection
 from tests.server.kafka.sasl import (
     SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     authenticate,
     client_settings,
     handshake,
@@ -173,7 +176,24 @@ def test_bad_credentials_are_refused_and_the_broker_keeps_serving(
     with pytest.raises(ConnectionError):
         metadata(conn, None)
     conn.close()
-    eventually(lambda: metric(broker, "lakelog_authentication_failures_total") >= failures + 4)
+
+    # SaslHandshake v0: the token follows as a bare frame, answered by a bare (empty) frame
+    conn = RawConnection(address)
+    answer = conn.request(SASL_HANDSHAKE, 0, SaslHandshakeRequestV0(mechanism="PLAIN"))
+    assert int(answer.error_code) == 0
+    token_bytes = plain_bytes("admin", KEYS["User:admin"])
+    conn.send_bytes(struct.pack(">i", len(token_bytes)) + token_bytes)
+    assert conn.read_frame() == b""
+    assert metadata(conn, ["guarded"]) == {"guarded": 0}
+    conn.close()
+    conn = RawConnection(address)
+    conn.request(SASL_HANDSHAKE, 0, SaslHandshakeRequestV0(mechanism="PLAIN"))
+    token_bytes = plain_bytes("admin", wrong_password)
+    conn.send_bytes(struct.pack(">i", len(token_bytes)) + token_bytes)
+    assert conn.read_frame() is None  # a bad bare token ends the connection
+    conn.close()
+
+    eventually(lambda: metric(broker, "lakelog_authentication_failures_total") >= failures + 5)
     log = broker.log_path.read_text()
     assert "SASL authentication failed" in log
     assert wrong_password not in log and forged not in log
