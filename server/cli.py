@@ -17,6 +17,7 @@ from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
+from server.kafka.listeners import default_protocol
 from server.settings import BrokerSettings, load_settings
 
 
@@ -43,7 +44,7 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
         "--kafka-port",
         help="Kafka protocol port on --host (default 9092; 'off': no Kafka listener). "
         "Shorthand for kafka_listeners=PLAINTEXT://<host>:<port> (SASL_PLAINTEXT when "
-        "auth_mode is not none)",
+        "auth_mode is not none, SASL_SSL if the broker also has ssl_certfile)",
     )
     parser.add_argument("--linger-ms", type=int, help="group-commit linger (default 5)")
     parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
@@ -52,7 +53,8 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
 def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSettings:
     """``--kafka-port``: a listener on the broker's interface at that port, or 'off'.
 
-    PLAINTEXT, or SASL_PLAINTEXT when ``auth_mode`` asks clients to authenticate.
+    PLAINTEXT, or SASL_SSL / SASL_PLAINTEXT when ``auth_mode`` asks clients to
+    authenticate (``server.kafka.listeners.default_protocol``).
     """
     if port is None:
         return settings
@@ -60,7 +62,8 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
         return settings.model_copy(update={"kafka_listeners": ""})
     if not port.isdigit() or int(port) > 65535:
         raise InvalidConfigError(f"--kafka-port must be a port number or 'off', got {port!r}")
-    protocol = "PLAINTEXT" if settings.auth_mode == "none" else "SASL_PLAINTEXT"
+    tls = bool(settings.ssl_certfile and settings.ssl_keyfile)
+    protocol = default_protocol(settings.auth_mode, tls)
     listeners = f"{protocol}://{settings.host}:{port}"
     return settings.model_copy(update={"kafka_listeners": listeners})
 

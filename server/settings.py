@@ -45,9 +45,10 @@ class BrokerSettings(BaseSettings):
         None,
         description="Kafka protocol listeners in Kafka's `listeners` form "
         "(`PLAINTEXT://host:port`, comma-separated; an empty host listens on every "
-        "interface; SASL_PLAINTEXT authenticates clients, and is required when auth_mode "
-        "is not none). Unset: `PLAINTEXT://<host>:9092`, or `SASL_PLAINTEXT://<host>:9092` "
-        "when auth_mode is not none; empty: no Kafka listener.",
+        "interface; SASL_PLAINTEXT and SASL_SSL authenticate clients, one of them is "
+        "required when auth_mode is not none; SASL_SSL uses ssl_certfile). Unset: "
+        "`PLAINTEXT://<host>:9092`, or when auth_mode is not none `SASL_SSL://<host>:9092` "
+        "(with ssl_certfile) or `SASL_PLAINTEXT://<host>:9092`; empty: no Kafka listener.",
     )
     kafka_advertised_listeners: str | None = Field(
         None,

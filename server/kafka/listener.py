@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import socket
+import ssl
 
 from lakelog.errors import InvalidConfigError
 from server.broker import Broker
@@ -22,9 +23,11 @@ from server.kafka.handlers import HANDLERS
 from server.kafka.listeners import (
     DEFAULT_PORT,
     PLAINTEXT,
-    SASL_PLAINTEXT,
+    SASL_PROTOCOLS,
+    SASL_SSL,
     Listener,
     advertised,
+    default_protocol,
     parse_listeners,
 )
 from server.kafka.sasl import SaslCredentials
@@ -42,15 +45,18 @@ def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
 
     With authentication on, every Kafka client must authenticate: a
     PLAINTEXT listener is a configuration error and the default listener
-    (``kafka_listeners`` unset) is ``SASL_PLAINTEXT`` on the HTTP interface
-    and port 9092. With authentication off there are no credentials to check
-    SASL against, so a SASL_PLAINTEXT listener is a configuration error.
+    (``kafka_listeners`` unset) is ``SASL_SSL`` (with a certificate) or
+    ``SASL_PLAINTEXT`` on the HTTP interface and port 9092. With
+    authentication off there are no credentials to check SASL against, so a
+    SASL listener is a configuration error. SASL_SSL serves TLS with the
+    broker's HTTPS certificate (``ssl_certfile``).
     """
     if settings.kafka_listeners == "":
         return []
     secured = settings.auth_mode != "none"
     if settings.kafka_listeners is None:
-        protocol = SASL_PLAINTEXT if secured else PLAINTEXT
+        tls = bool(settings.ssl_certfile and settings.ssl_keyfile)
+        protocol = default_protocol(settings.auth_mode, tls)
         return [Listener(protocol, settings.host, DEFAULT_PORT)]
     listeners = parse_listeners(settings.kafka_listeners)
     for listener in listeners:
@@ -58,12 +64,20 @@ def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
             raise InvalidConfigError(
                 f"kafka_listeners has a PLAINTEXT listener while auth_mode="
                 f"{settings.auth_mode}: it would serve Kafka clients without authentication; "
-                "use SASL_PLAINTEXT://host:port"
+                "use SASL_PLAINTEXT://host:port or SASL_SSL://host:port"
             )
-        if not secured and listener.security_protocol == SASL_PLAINTEXT:
+        if not secured and listener.security_protocol in SASL_PROTOCOLS:
             raise InvalidConfigError(
-                "kafka_listeners has a SASL_PLAINTEXT listener while auth_mode=none: there are "
-                "no credentials to check; set auth_mode (api_key, jwt or any) or use PLAINTEXT"
+                f"kafka_listeners has a {listener.security_protocol} listener while "
+                "auth_mode=none: there are no credentials to check; set auth_mode (api_key, "
+                "jwt or any) or use PLAINTEXT"
+            )
+        if listener.security_protocol == SASL_SSL and not (
+            settings.ssl_certfile and settings.ssl_keyfile
+        ):
+            raise InvalidConfigError(
+                "kafka_listeners has a SASL_SSL listener: it needs ssl_certfile and ssl_keyfile "
+                "(the broker's certificate)"
             )
     return listeners
 
@@ -78,11 +92,10 @@ class KafkaListeners:
             if security is not None and security.enabled
             else None
         )
-        sasl_listener = any(item.security_protocol == SASL_PLAINTEXT for item in self.listeners)
+        sasl_listener = any(item.security_protocol in SASL_PROTOCOLS for item in self.listeners)
         if sasl_listener and (self.credentials is None or not self.credentials.mechanisms()):
             raise InvalidConfigError(
-                "a SASL_PLAINTEXT Kafka listener needs api_keys_file (PLAIN) or a JWT key "
-                "(OAUTHBEARER)"
+                "a SASL Kafka listener needs api_keys_file (PLAIN) or a JWT key (OAUTHBEARER)"
             )
         self.cluster = KafkaCluster(broker)
         self.dispatcher = Dispatcher(HANDLERS)
@@ -99,6 +112,7 @@ class KafkaListeners:
                 port=listener.port,
                 start_serving=False,
                 reuse_address=True,
+                ssl=self._tls() if listener.security_protocol == SASL_SSL else None,
             )
             port = server.sockets[0].getsockname()[1]
             bound.append(Listener(listener.name, listener.host, port))
@@ -107,6 +121,18 @@ class KafkaListeners:
         addresses = advertised(bound, self.broker.settings.kafka_advertised_listeners)
         self.broker.registry.kafka_addresses = addresses
         return addresses
+
+    def _tls(self) -> ssl.SSLContext:
+        """The broker's HTTPS certificate; clients authenticate with SASL, not certificates."""
+        settings = self.broker.settings
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(str(settings.ssl_certfile), str(settings.ssl_keyfile))
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidConfigError(
+                f"SASL_SSL listener: cannot load ssl_certfile/ssl_keyfile: {exc}"
+            ) from None
+        return context
 
     async def start(self) -> None:
         for server in self._servers:
@@ -148,7 +174,7 @@ class KafkaListeners:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if peer else "unknown"
-        sasl = self.credentials if listener == SASL_PLAINTEXT else None
+        sasl = self.credentials if listener in SASL_PROTOCOLS else None
         session = Session(self.broker, self.cluster, listener, host, self.security, sasl)
         task = asyncio.current_task()
         if task is not None:

@@ -1,7 +1,7 @@
 """Kafka's ``listeners`` and ``advertised.listeners``: where to bind, what to tell clients.
 
 Pure. A listener is ``NAME://host:port``; the name is also its security
-protocol (PLAINTEXT, SASL_PLAINTEXT), as in Kafka's default
+protocol (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL), as in Kafka's default
 ``listener.security.protocol.map``. A client is answered, in Metadata and
 FindCoordinator, with the advertised addresses of the listener it connected
 to, so a broker behind NAT or in a container advertises what clients can reach.
@@ -17,7 +17,10 @@ from lakelog.errors import InvalidConfigError
 DEFAULT_PORT = 9092
 PLAINTEXT = "PLAINTEXT"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
-SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
+SASL_SSL = "SASL_SSL"
+SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL)
+#: The protocols whose clients authenticate with SASL.
+SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
@@ -59,6 +62,17 @@ def parse_listeners(text: str, setting: str = "kafka_listeners") -> list[Listene
             raise InvalidConfigError(f"{setting}: listener {name} is given twice")
         listeners.append(Listener(name, host.strip("[]"), port))
     return listeners
+
+
+def default_protocol(auth_mode: str, tls: bool) -> str:
+    """The protocol of a listener given by port only: what ``auth_mode`` and TLS call for.
+
+    PLAINTEXT without authentication; with it, SASL_SSL when the broker has a
+    certificate (credentials never cross the network in clear), else SASL_PLAINTEXT.
+    """
+    if auth_mode == "none":
+        return PLAINTEXT
+    return SASL_SSL if tls else SASL_PLAINTEXT
 
 
 def advertised(bound: list[Listener], advertised_setting: str | None) -> dict[str, str]:

@@ -69,6 +69,16 @@ def test_a_secured_broker_never_opens_an_unauthenticated_kafka_listener() -> Non
         )
     with pytest.raises(InvalidConfigError, match="no credentials to check"):
         listeners_to_bind(BrokerSettings(auth_mode="none", kafka_listeners=sasl))
+    with pytest.raises(InvalidConfigError, match="needs ssl_certfile"):
+        listeners_to_bind(BrokerSettings(auth_mode="jwt", kafka_listeners="SASL_SSL://h:9094"))
+    with_tls = BrokerSettings(
+        host="127.0.0.1",
+        auth_mode="api_key",
+        kafka_listeners=None,
+        ssl_certfile="broker.crt",
+        ssl_keyfile="broker.key",
+    )
+    assert listeners_to_bind(with_tls) == [Listener("SASL_SSL", "127.0.0.1", 9092)]
 
 
 def test_kafka_port_shorthand_follows_auth_mode() -> None:

@@ -31,7 +31,7 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
-from lakelog.testing.brokers import wait_for
+from lakelog.testing.brokers import free_port, wait_for
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.clients import CLIENTS, Message, kafka_client
@@ -395,3 +395,38 @@ def metadata_throttle(conn: RawConnection) -> int:
         ),
     )
     return throttle_ms(answer)
+
+
+def test_sasl_ssl_listener_serves_tls_with_the_brokers_certificate(
+    start_broker: StartBroker, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from tests.server.security.test_tls import self_signed
+
+    cert, key = self_signed(tmp_path)
+    address = f"127.0.0.1:{free_port()}"
+    start_secured(
+        start_broker,
+        RootSpec(str(tmp_path / "root")),
+        tmp_path,
+        ssl_certfile=cert,
+        ssl_keyfile=key,
+        kafka_listeners=f"SASL_SSL://{address}",
+    )
+    tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)}
+    plain = {**client_settings("confluent", "PLAIN", "User:admin"), **tls}
+    oauth = {**client_settings("confluent", "OAUTHBEARER", "User:admin"), **tls}
+    admin = AdminClient({"bootstrap.servers": address, **plain})
+    for future in admin.create_topics([NewTopic("sealed", 1, 1)]).values():
+        future.result(60)
+    client = kafka_client("confluent")
+    sent = [Message(b"k", f"v{i}".encode()) for i in range(3)]
+    assert len(client.produce(address, "sealed", sent, **oauth)) == 3
+    got = client.consume(address, "sealed", [0], 3, 60, **plain)
+    assert [m.body for m in got] == [m.body for m in sent]
+    # the listener speaks TLS only: a plaintext Kafka request gets no Kafka answer
+    conn = RawConnection(address)
+    with pytest.raises((ConnectionError, OSError)):
+        handshake(conn, "PLAIN")
+    conn.close()
