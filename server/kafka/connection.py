@@ -24,6 +24,8 @@ from server.kafka.dispatch import CloseConnection, Dispatcher
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64
+#: How long a refused connection waits for its client to hang up after the refusal.
+LINGER_S = 2.0
 
 
 async def serve_connection(
@@ -78,9 +80,27 @@ async def serve_connection(
         await answers.put(None)
         with contextlib.suppress(asyncio.CancelledError):
             await replies
+        if session.closing is not None:
+            await _linger(reader, writer)
         writer.close()
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Let the client read its refusal: half-close, then discard its input until it hangs up.
+
+    Closing a socket that still holds unread input resets the connection, and
+    the reset can destroy the answer the client has not read yet (a SASL
+    failure's reason), leaving it a bare "disconnected" instead.
+    """
+    if writer.can_write_eof():
+        with contextlib.suppress(OSError):
+            writer.write_eof()
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(LINGER_S):
+            while await reader.read(1 << 16):
+                pass
 
 
 async def _first(accepted: asyncio.Event, task: asyncio.Task[bytes | None]) -> None:
