@@ -18,6 +18,7 @@ import httpx
 import pytest
 from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8.request import (
@@ -28,7 +29,7 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
-from kio.schema.types import GroupId, TopicName
+from kio.schema.types import GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from lakelog.testing.brokers import free_port, wait_for
@@ -60,7 +61,8 @@ from tests.server.security.helpers import (
     start_secured,
 )
 
-METADATA, PRODUCE, FETCH, OFFSET_COMMIT, LIST_GROUPS = 3, 0, 1, 8, 16
+METADATA, PRODUCE, FETCH, OFFSET_COMMIT, LIST_GROUPS, INIT_PRODUCER_ID = 3, 0, 1, 8, 16, 22
+CLUSTER_AUTHORIZATION_FAILED = 31
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE = 58, 33, 34
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED = 29, 30
 
@@ -291,6 +293,19 @@ def offset_commit(conn: RawConnection, group: str, topic: str) -> int:
     return int(answer.topics[0].partitions[0].error_code)
 
 
+def init_producer_id(conn: RawConnection) -> int:
+    answer = conn.request(
+        INIT_PRODUCER_ID,
+        4,
+        InitProducerIdRequest(
+            transactional_id=None,
+            transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+            producer_id=ProducerId(-1),
+        ),
+    )
+    return int(answer.error_code)
+
+
 def listed_groups(conn: RawConnection) -> list[str]:
     answer = conn.request(LIST_GROUPS, 4, ListGroupsRequest(states_filter=()))
     return sorted(str(g.group_id) for g in answer.groups)
@@ -331,6 +346,19 @@ def test_acls_refuse_kafka_requests_with_kafkas_codes_and_store_nothing(
     assert produce(alice, "payments", record_batch())[0] == TOPIC_AUTHORIZATION_FAILED
     assert data_snapshot(storage) == before
     assert produce(alice, "orders", record_batch())[0] == 0
+    # the same refusal through a client library: the delivery fails, nothing is stored
+    before = data_snapshot(storage)
+    with pytest.raises(AssertionError, match="TOPIC_AUTHORIZATION_FAILED"):
+        kafka_client("confluent").produce(
+            address,
+            "orders",
+            [Message(b"k", b"v")],
+            **client_settings("confluent", "PLAIN", "User:bob"),
+        )
+    assert data_snapshot(storage) == before
+    # an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    assert init_producer_id(alice) == 0
+    assert init_producer_id(bob) == CLUSTER_AUTHORIZATION_FAILED
     # Fetch needs READ
     assert fetch(bob, "orders")[:1] == (0,) and fetch(bob, "orders")[1] > 0
     assert fetch(alice, "payments") == (TOPIC_AUTHORIZATION_FAILED, 0, 0)
