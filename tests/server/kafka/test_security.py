@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_groups.v4.request import ListGroupsRequest
@@ -62,7 +63,7 @@ from tests.server.security.helpers import (
 )
 
 METADATA, PRODUCE, FETCH, OFFSET_COMMIT, LIST_GROUPS, INIT_PRODUCER_ID = 3, 0, 1, 8, 16, 22
-CLUSTER_AUTHORIZATION_FAILED = 31
+CLUSTER_AUTHORIZATION_FAILED, DESCRIBE_CLUSTER = 31, 60
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE = 58, 33, 34
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED = 29, 30
 
@@ -458,3 +459,62 @@ def test_sasl_ssl_listener_serves_tls_with_the_brokers_certificate(
     with pytest.raises((ConnectionError, OSError)):
         handshake(conn, "PLAIN")
     conn.close()
+
+
+def test_admin_apis_need_their_acls(start_broker: StartBroker, tmp_path: Path) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    broker = secured(start_broker, tmp_path)
+    address = broker.kafka or ""
+    create_topic(broker, "settled")
+    add_acls(
+        broker,
+        acl("User:alice", "CREATE", "alice-", pattern_type="PREFIXED"),
+        acl("User:alice", "DELETE", "alice-", pattern_type="PREFIXED"),
+        acl("User:alice", "DESCRIBE_CONFIGS", "settled"),
+        acl("User:bob", "READ", "settled"),
+    )
+    alice = AdminClient(
+        {"bootstrap.servers": address, **client_settings("confluent", "PLAIN", "User:alice")}
+    )
+    bob = AdminClient(
+        {"bootstrap.servers": address, **client_settings("confluent", "PLAIN", "User:bob")}
+    )
+
+    def error_of(future: Any) -> str:
+        try:
+            future.result(60)
+        except KafkaException as exc:
+            return str(exc.args[0].name())
+        return "NO_ERROR"
+
+    eventually(
+        lambda: error_of(alice.create_topics([NewTopic("alice-1", 1, 1)])["alice-1"]) == "NO_ERROR"
+    )
+    assert (
+        error_of(bob.create_topics([NewTopic("bobs", 1, 1)])["bobs"])
+        == "TOPIC_AUTHORIZATION_FAILED"
+    )
+    assert error_of(bob.delete_topics(["settled"])["settled"]) == "TOPIC_AUTHORIZATION_FAILED"
+    topics = call(broker, "GET", "/v1/topics", ADMIN).json()
+    names = sorted(t if isinstance(t, str) else t["name"] for t in topics.get("topics", topics))
+    assert names == ["alice-1", "settled"]
+    assert error_of(alice.delete_topics(["alice-1"])["alice-1"]) == "NO_ERROR"
+    settled = ConfigResource(ResourceType.TOPIC, "settled")
+    assert error_of(alice.describe_configs([settled])[settled]) == "NO_ERROR"
+    assert error_of(bob.describe_configs([settled])[settled]) == "TOPIC_AUTHORIZATION_FAILED"
+    # DescribeCluster needs DESCRIBE on the cluster (librdkafka answers describe_cluster
+    # from Metadata, so the request is sent raw)
+    for principal, code in (("User:bob", CLUSTER_AUTHORIZATION_FAILED), ("User:admin", 0)):
+        conn = sasl_connection(address, principal)
+        answer = conn.request(
+            DESCRIBE_CLUSTER, 1, DescribeClusterRequest(include_cluster_authorized_operations=False)
+        )
+        assert int(answer.error_code) == code, answer.error_message
+        conn.close()
