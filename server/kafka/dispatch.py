@@ -121,11 +121,13 @@ class Dispatcher:
             ) from exc
         finally:
             ctx.accepted.set()
+        # A throttled acks=0 Produce has no answer to carry the throttle; its connection
+        # is muted all the same.
+        ctx.session.mute(ctx.throttle_ms)
         if response is None:
             return None
         if ctx.throttle_ms > 0:
             response = with_throttle(response, ctx.throttle_ms)
-            ctx.session.mute(ctx.throttle_ms)
         return wire.encode_response(
             header.api_key, header.api_version, header.correlation_id, response
         )
