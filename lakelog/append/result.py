@@ -123,3 +123,36 @@ def partition_batches(
         PartitionBatch(int(p), int(o), int(n))
         for p, o, n in zip(ordered[starts].tolist(), lowest.tolist(), counts.tolist(), strict=True)
     ]
+
+
+def grouped_batches(
+    parts: Sequence[npt.NDArray[np.int32]], base_of: npt.NDArray[np.int64]
+) -> list[list[PartitionBatch]]:
+    """``partition_batches`` of every request of one group commit, from counts alone.
+
+    A group commit stores each partition's rows in request order, then record
+    order, from the partition's base offset ``base_of[p]``; so request ``i``'s
+    records in partition ``p`` are one run of offsets that starts right after
+    those of the requests before it. The runs are then cumulative sums of
+    per-request counts: no sort per request, which a keyed request (spread
+    over every partition) would otherwise pay.
+    """
+    if not parts:
+        return []
+    counts = np.stack([np.bincount(p, minlength=len(base_of)) for p in parts])
+    firsts = np.cumsum(counts, axis=0) - counts + base_of
+    out = []
+    for row_counts, row_firsts in zip(counts, firsts, strict=True):
+        touched = np.flatnonzero(row_counts)
+        out.append(
+            [
+                PartitionBatch(p, first, n)
+                for p, first, n in zip(
+                    touched.tolist(),
+                    row_firsts[touched].tolist(),
+                    row_counts[touched].tolist(),
+                    strict=True,
+                )
+            ]
+        )
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -157,3 +158,44 @@ def test_group_by_partition_keeps_request_order_within_each_partition(
         assert sent.tolist() == requests[i]
         for j, (p, at) in enumerate(zip(sent, positions, strict=True)):
             assert by_partition[int(p)].column("value")[int(at)].as_py() == f"{i}:{j}".encode()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=9),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.integers(min_value=0, max_value=3), max_size=5),
+)
+def test_each_request_reports_the_offset_runs_its_records_got(
+    tmp_path_factory: pytest.TempPathFactory, requests: list[list[int]], earlier: list[int]
+) -> None:
+    # Keyed requests spread over partitions and one-partition requests in one group commit,
+    # on partitions that already hold records: each request's per-partition batches name
+    # exactly its records' lowest offset and count in each partition it touched.
+    catalog = Catalog(str(tmp_path_factory.mktemp("runs")))
+    catalog.create_topic("t", 5)
+    log = catalog.topic("t")
+    if earlier:
+        log.append([Record(b"e", partition=p) for p in earlier])
+    batches = [
+        log.prepare([Record(f"{i}:{j}".encode(), partition=p) for j, p in enumerate(parts)])
+        for i, parts in enumerate(requests)
+    ]
+    results = log.append_prepared(batches)
+    for i, (parts, result) in enumerate(zip(requests, results, strict=True)):
+        assert isinstance(result, AppendResult)
+        assert result.partitions == parts
+        expected: dict[int, tuple[int, int]] = {}
+        for p, offset in zip(result.partitions, result.offsets, strict=True):
+            low, n = expected.get(p, (offset, 0))
+            expected[p] = (min(low, offset), n + 1)
+        assert [(b.partition, b.base_offset, b.count) for b in result.batches] == sorted(
+            (p, low, n) for p, (low, n) in expected.items()
+        )
+        for j, (p, offset) in enumerate(zip(result.partitions, result.offsets, strict=True)):
+            (value,) = log.read(p, offset, max_records=1).records.column("value").to_pylist()
+            assert value == f"{i}:{j}".encode()
+    log.close()
