@@ -266,7 +266,7 @@ class Appender:
         for p, base in prepared.bases.items():
             base_of[p] = base
         results = []
-        runs = grouped_batches([parts for parts, _ in locate], base_of)
+        runs = grouped_batches([parts for parts, _ in locate], prepared.bases)
         for b, (parts, positions), placed in zip(batches, locate, runs, strict=True):
             results.append(
                 AppendResult(

@@ -126,33 +126,35 @@ def partition_batches(
 
 
 def grouped_batches(
-    parts: Sequence[npt.NDArray[np.int32]], base_of: npt.NDArray[np.int64]
+    parts: Sequence[npt.NDArray[np.int32]], bases: dict[int, int]
 ) -> list[list[PartitionBatch]]:
     """``partition_batches`` of every request of one group commit, from counts alone.
 
     A group commit stores each partition's rows in request order, then record
-    order, from the partition's base offset ``base_of[p]``; so request ``i``'s
+    order, from the partition's base offset ``bases[p]``; so request ``i``'s
     records in partition ``p`` are one run of offsets that starts right after
-    those of the requests before it. The runs are then cumulative sums of
-    per-request counts: no sort per request, which a keyed request (spread
-    over every partition) would otherwise pay.
+    those of the requests before it. Counting each request's records per
+    partition is then enough: no sort per request, which a keyed request
+    (spread over every partition) would otherwise pay.
     """
     if not parts:
         return []
-    counts = np.stack([np.bincount(p, minlength=len(base_of)) for p in parts])
-    firsts = np.cumsum(counts, axis=0) - counts + base_of
+    touched = np.array(sorted(bases), dtype=np.int64)
+    column = np.zeros(int(touched[-1]) + 1, dtype=np.intp)
+    column[touched] = np.arange(len(touched))
+    filled = dict.fromkeys(bases, 0)
     out = []
-    for row_counts, row_firsts in zip(counts, firsts, strict=True):
-        touched = np.flatnonzero(row_counts)
-        out.append(
-            [
-                PartitionBatch(p, first, n)
-                for p, first, n in zip(
-                    touched.tolist(),
-                    row_firsts[touched].tolist(),
-                    row_counts[touched].tolist(),
-                    strict=True,
-                )
-            ]
-        )
+    for request in parts:
+        first = int(request[0])
+        if (request == first).all():  # the common case: one partition per request
+            ids, counts = [first], [len(request)]
+        else:
+            per_partition = np.bincount(column[request], minlength=len(touched))
+            present = np.flatnonzero(per_partition)
+            ids, counts = touched[present].tolist(), per_partition[present].tolist()
+        runs = []
+        for p, n in zip(ids, counts, strict=True):
+            runs.append(PartitionBatch(p, bases[p] + filled[p], n))
+            filled[p] += n
+        out.append(runs)
     return out

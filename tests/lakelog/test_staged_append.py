@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog import Catalog, Record
+from lakelog.append.result import PartitionBatch, grouped_batches, partition_batches
 from lakelog.append.staging import group_by_partition
 from lakelog.errors import LakelogError
 from lakelog.produce import PreparedBatch
@@ -199,3 +201,29 @@ def test_each_request_reports_the_offset_runs_its_records_got(
             (value,) = log.read(p, offset, max_records=1).records.column("value").to_pylist()
             assert value == f"{i}:{j}".encode()
     log.close()
+
+
+def test_offset_runs_of_sparse_high_partition_ids() -> None:
+    # A group touching partitions 3 and 4,000 only: each request's runs are those a sort of
+    # its own records gives, counted over the touched partitions alone.
+    parts = [
+        np.array([4000, 3, 4000], np.int32),
+        np.array([3], np.int32),
+        np.array([4000, 4000, 3], np.int32),
+    ]
+    bases = {3: 10, 4000: 500}
+    positions = {3: 0, 4000: 0}
+    offsets = []
+    for request in parts:
+        numbered = []
+        for p in request.tolist():
+            numbered.append(bases[p] + positions[p])
+            positions[p] += 1
+        offsets.append(np.array(numbered, np.int64))
+    assert grouped_batches(parts, bases) == [
+        partition_batches(p, o) for p, o in zip(parts, offsets, strict=True)
+    ]
+    assert grouped_batches(parts, bases)[2] == [
+        PartitionBatch(3, 12, 1),
+        PartitionBatch(4000, 502, 2),
+    ]
