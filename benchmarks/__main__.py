@@ -54,6 +54,17 @@ def load_suite(name: str) -> Suite:
     return cast(Suite, module)
 
 
+def _broker_phases(text: str) -> str:
+    """``--phases`` as given, once every name in it is known (argparse reports the error)."""
+    from benchmarks.bench_broker import selected_phases
+
+    try:
+        selected_phases(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -86,6 +97,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="duration of time-bounded suites (soak), overriding --size",
     )
+    parser.add_argument(
+        "--phases",
+        default=None,
+        type=_broker_phases,
+        metavar="LIST",
+        help="comma-separated phases of the broker suite to run (produce, shapes, latency, "
+        "e2e, fetch; latency and e2e need produce); default: all",
+    )
     return parser.parse_args(argv)
 
 
@@ -107,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.minutes is not None:
         os.environ["LAKELOG_BENCH_MINUTES"] = str(args.minutes)
+    if args.phases is not None:
+        from benchmarks.bench_broker import PHASES_ENV
+
+        os.environ[PHASES_ENV] = args.phases
     names = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     machine = machine_info()
     print(render_machine(machine))

@@ -121,6 +121,10 @@ ACK = "produce ack"
 STATIC = "uvicorn static body"
 RAW_READ = "raw parquet read"
 
+#: The phases of the suite, in the order they run; ``--phases`` picks some of them.
+PHASES: tuple[str, ...] = ("produce", "shapes", "latency", "e2e", "fetch")
+PHASES_ENV = "LAKELOG_BENCH_PHASES"
+
 #: An open-loop window schedules at least this many requests, so that every latency
 #: figure has samples even when a busy machine measured a near-zero saturation.
 MIN_TIMED_REQUESTS = 10
@@ -916,7 +920,32 @@ def contention_note(report: Report, load_before: float, load_after: float) -> st
     return text
 
 
-def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Report:
+def selected_phases(names: str | None) -> tuple[str, ...]:
+    """The phases named in a comma-separated list (every phase when ``names`` is empty)."""
+    if not names:
+        return PHASES
+    chosen = tuple(n.strip() for n in names.split(",") if n.strip())
+    unknown = [n for n in chosen if n not in PHASES]
+    if unknown:
+        raise ValueError(
+            f"unknown broker phase(s) {', '.join(unknown)}; known: {', '.join(PHASES)}"
+        )
+    needs_saturation = [n for n in chosen if n in ("latency", "e2e")]
+    if needs_saturation and "produce" not in chosen:
+        raise ValueError(
+            f"phase(s) {', '.join(needs_saturation)} need the produce phase: their load is a "
+            "fraction of the saturation it measures"
+        )
+    return chosen
+
+
+def run_config(
+    cfg: BrokerBenchConfig,
+    workdir: Path,
+    progress: Progress,
+    phases: tuple[str, ...] = (),
+) -> Report:
+    phases = phases or PHASES
     cfg.saturation_plan()  # fail early on a config without one
     report = Report(NAME)
     start = time.perf_counter()
@@ -944,11 +973,16 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
             f.result()
         bench = Bench(cfg, pool, broker, empty, naive, workdir, progress)
         try:
-            report.results += bench_produce(bench)
-            report.results += bench_shapes(bench)
-            report.results += bench_latency(bench)
-            report.results += bench_e2e(bench)
-            report.results += bench_fetch(bench, root)
+            if "produce" in phases:
+                report.results += bench_produce(bench)
+            if "shapes" in phases:
+                report.results += bench_shapes(bench)
+            if "latency" in phases:
+                report.results += bench_latency(bench)
+            if "e2e" in phases:
+                report.results += bench_e2e(bench)
+            if "fetch" in phases:
+                report.results += bench_fetch(bench, root)
         finally:
             servers.append(bench.broker)  # the broker may have been restarted
     report.notes = [
@@ -961,5 +995,10 @@ def run_config(cfg: BrokerBenchConfig, workdir: Path, progress: Progress) -> Rep
 
 
 def run(size: str, workdir: Path, progress: Progress) -> Report:
-    """The ``broker`` suite at a named size (tiny, small, large)."""
-    return run_config(config_for(CONFIGS, size), workdir, progress)
+    """The ``broker`` suite at a named size (tiny, small, large).
+
+    ``LAKELOG_BENCH_PHASES`` (``--phases``) narrows it to some phases, so that tuning one
+    path does not wait for the others.
+    """
+    phases = selected_phases(os.environ.get(PHASES_ENV))
+    return run_config(config_for(CONFIGS, size), workdir, progress, phases)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.append.result import AppendResult, partition_batches
+from lakelog.append.result import AppendResult, grouped_batches, partition_batches
 from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
 from lakelog.delta.actions import Action, Txn
 from lakelog.delta.state import TableState
@@ -266,14 +266,14 @@ class Appender:
         for p, base in prepared.bases.items():
             base_of[p] = base
         results = []
-        for b, (parts, positions) in zip(batches, locate, strict=True):
-            offs = base_of[parts] + positions
+        runs = grouped_batches([parts for parts, _ in locate], prepared.bases)
+        for b, (parts, positions), placed in zip(batches, locate, runs, strict=True):
             results.append(
                 AppendResult(
                     partitions=parts,
-                    offsets=offs,
+                    offsets=base_of[parts] + positions,
                     timestamps_ms=b.table.column("timestamp").cast(pa.int64()).to_numpy(),
-                    batches=partition_batches(parts, offs),
+                    batches=placed,
                     version=version,
                 )
             )

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog import Catalog, Record
+from lakelog.append.result import PartitionBatch, grouped_batches, partition_batches
 from lakelog.append.staging import group_by_partition
 from lakelog.errors import LakelogError
 from lakelog.produce import PreparedBatch
@@ -157,3 +160,70 @@ def test_group_by_partition_keeps_request_order_within_each_partition(
         assert sent.tolist() == requests[i]
         for j, (p, at) in enumerate(zip(sent, positions, strict=True)):
             assert by_partition[int(p)].column("value")[int(at)].as_py() == f"{i}:{j}".encode()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=9),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.integers(min_value=0, max_value=3), max_size=5),
+)
+def test_each_request_reports_the_offset_runs_its_records_got(
+    tmp_path_factory: pytest.TempPathFactory, requests: list[list[int]], earlier: list[int]
+) -> None:
+    # Keyed requests spread over partitions and one-partition requests in one group commit,
+    # on partitions that already hold records: each request's per-partition batches name
+    # exactly its records' lowest offset and count in each partition it touched.
+    catalog = Catalog(str(tmp_path_factory.mktemp("runs")))
+    catalog.create_topic("t", 5)
+    log = catalog.topic("t")
+    if earlier:
+        log.append([Record(b"e", partition=p) for p in earlier])
+    batches = [
+        log.prepare([Record(f"{i}:{j}".encode(), partition=p) for j, p in enumerate(parts)])
+        for i, parts in enumerate(requests)
+    ]
+    results = log.append_prepared(batches)
+    for i, (parts, result) in enumerate(zip(requests, results, strict=True)):
+        assert isinstance(result, AppendResult)
+        assert result.partitions == parts
+        expected: dict[int, tuple[int, int]] = {}
+        for p, offset in zip(result.partitions, result.offsets, strict=True):
+            low, n = expected.get(p, (offset, 0))
+            expected[p] = (min(low, offset), n + 1)
+        assert [(b.partition, b.base_offset, b.count) for b in result.batches] == sorted(
+            (p, low, n) for p, (low, n) in expected.items()
+        )
+        for j, (p, offset) in enumerate(zip(result.partitions, result.offsets, strict=True)):
+            (value,) = log.read(p, offset, max_records=1).records.column("value").to_pylist()
+            assert value == f"{i}:{j}".encode()
+    log.close()
+
+
+def test_offset_runs_of_sparse_high_partition_ids() -> None:
+    # A group touching partitions 3 and 4,000 only: each request's runs are those a sort of
+    # its own records gives, counted over the touched partitions alone.
+    parts = [
+        np.array([4000, 3, 4000], np.int32),
+        np.array([3], np.int32),
+        np.array([4000, 4000, 3], np.int32),
+    ]
+    bases = {3: 10, 4000: 500}
+    positions = {3: 0, 4000: 0}
+    offsets = []
+    for request in parts:
+        numbered = []
+        for p in request.tolist():
+            numbered.append(bases[p] + positions[p])
+            positions[p] += 1
+        offsets.append(np.array(numbered, np.int64))
+    assert grouped_batches(parts, bases) == [
+        partition_batches(p, o) for p, o in zip(parts, offsets, strict=True)
+    ]
+    assert grouped_batches(parts, bases)[2] == [
+        PartitionBatch(3, 12, 1),
+        PartitionBatch(4000, 502, 2),
+    ]
