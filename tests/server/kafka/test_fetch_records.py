@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords as KafkaPythonRecords
 
+from benchmarks.per_record_fetch_encoder import encode_fetch_per_record
 from lakelog.records import CREATE_TIME, LOG_APPEND_TIME, SEGMENT_SCHEMA
 from server.kafka.records import encode_fetch
-from tests.server.kafka.per_record_encoder import encode_fetch_per_record
 
 Header = tuple[str, bytes | None]
 

@@ -1,9 +1,12 @@
-"""The per-record RecordBatch v2 encoder: the reference the Fetch encoder's bytes are checked on.
+"""Segment rows to RecordBatch v2 record by record: the baseline of the Fetch encoder.
 
-Rows go one by one through aiokafka's compiled ``DefaultRecordBatchBuilder``,
-then the broker's fields (base offset, last offset delta, the LogAppendTime
-attribute) are patched into the header and the CRC recomputed. Test code
-only: the product encodes column-wise (``server.kafka.records.encode_fetch``).
+Rows go one by one, as Python objects, through aiokafka's compiled
+``DefaultRecordBatchBuilder``, then the broker's fields (base offset, last
+offset delta, the LogAppendTime attribute) are patched into the header and
+the CRC recomputed. The broker encodes column-wise instead
+(``server.kafka.records.encode_fetch``); this is what that encoder is timed
+against (``bench_kafka_codec``) and the reference its bytes are checked on
+(``tests/server/kafka/test_fetch_records.py``). Not used by the product.
 """
 
 from __future__ import annotations
