@@ -1,9 +1,10 @@
 """RecordBatch v2, the records of Kafka's Produce and Fetch, to and from lakelog rows.
 
-Pure: bytes in, Arrow out and back. The per-record work is aiokafka's
-compiled codec (docs/architecture.md, "Kafka protocol codecs"); this module
-checks what Kafka's broker checks before it appends a batch and lays the
-Arrow columns out without per-record Python objects where it can.
+Pure: bytes in, Arrow out and back. Produce batches are read with aiokafka's
+compiled codec, after the checks Kafka's broker makes before it appends a
+batch; Fetch batches are written column-wise from the segment rows, with
+numpy and Arrow compute and no Python object per record, as no record codec
+writes from columns (docs/architecture.md, "Kafka protocol codecs").
 
 Layout of a batch header (Kafka's message format v2), the offsets used below::
 
