@@ -22,6 +22,14 @@ others before it is timed, so a fast but wrong codec shows up as a note.
   kafka-python's pure-Python codec and kio's reader/writer are the
   baselines where they can (kio has no compression; kafka-python needs
   python-snappy, lz4 and zstandard for those codecs, used only if installed).
+* fetch encode (microseconds per record, lower is better): segment rows
+  (the Arrow table a Fetch reads from storage: ``fetch_batches`` records,
+  no headers, then the same rows with two headers each) encoded into a
+  Fetch answer's RecordBatch v2 by the broker's column-wise encoder
+  (``server.kafka.records.encode_fetch``). Baseline: the same rows turned
+  into Python objects and appended one by one to aiokafka's builder
+  (``benchmarks.per_record_fetch_encoder``, the broker's previous encoder);
+  the two must write the same bytes.
 * coverage: the request versions each library can encode and decode for the
   APIs the listener answers, printed as a table in the notes.
 
@@ -41,11 +49,12 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, RecordHeader
 from kio.records.schema import Record as KioRecord
@@ -61,16 +70,22 @@ from kio.static.constants import EntityType
 from kio.static.primitive import Records, TZAwareMicros, i8, i16, i32, i32Timedelta, i64
 
 from benchmarks.common import Progress, Report, Result, config_for, load_note, median, render_table
+from benchmarks.per_record_fetch_encoder import encode_fetch_per_record
+from lakelog.records import CREATE_TIME, SEGMENT_SCHEMA, TIMESTAMP_TYPE
+from server.kafka.records import encode_fetch
 
 NAME = "kafka-codec"
 DESCRIPTION = "Kafka message and RecordBatch v2 codecs: kio, aiokafka, kafka-python"
 
 MESSAGES = "Kafka messages"
 RECORDS = "RecordBatch v2"
+FETCH_ENCODE = "Fetch encode, segment rows to RecordBatch v2"
 
 KIO = "kio"
 AIOKAFKA = "aiokafka"
 KAFKA_PYTHON = "kafka-python"
+LAKELOG = "lakelog"
+PER_RECORD = "per-record aiokafka builder"
 
 #: RecordBatch attributes' compression codes, as Kafka numbers them.
 COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -115,6 +130,8 @@ class CodecBenchConfig:
     value_bytes: int = 100
     metadata_topics: int = 20
     metadata_partitions: int = 6
+    #: segment rows per Fetch encode: the codec batch, and a 1 MiB partition answer of 100 B values
+    fetch_batches: tuple[int, ...] = (1_000, 8_000)
     #: wall time spent on each figure, split over ``rounds`` rounds
     seconds: float = 0.8
     rounds: int = 5
@@ -123,7 +140,13 @@ class CodecBenchConfig:
 
 CONFIGS: dict[str, CodecBenchConfig] = {
     "tiny": CodecBenchConfig(
-        partitions=2, records=20, metadata_topics=2, metadata_partitions=2, seconds=0.02, rounds=2
+        partitions=2,
+        records=20,
+        metadata_topics=2,
+        metadata_partitions=2,
+        fetch_batches=(20,),
+        seconds=0.02,
+        rounds=2,
     ),
     "small": CodecBenchConfig(),
     "large": CodecBenchConfig(seconds=3.0, rounds=9),
@@ -350,6 +373,52 @@ def measure_records(
                         "value_bytes": cfg.value_bytes,
                         "batch_bytes": len(reference),
                     },
+                )
+            )
+
+
+def segment_table(cfg: CodecBenchConfig, count: int, headers: bool) -> pa.Table:
+    """``count`` rows as a segment read holds them: the codec rows repeated, offsets and all."""
+    rows = make_rows(replace(cfg, records=count), np.random.default_rng(cfg.seed))
+    header_rows = [{"key": "trace", "value": b"0123456789abcdef"}, {"key": "kind", "value": None}]
+    return pa.table(
+        {
+            "offset": [r[0] for r in rows],
+            "timestamp": pa.array([r[1] for r in rows], pa.int64()).cast(TIMESTAMP_TYPE),
+            "timestamp_type": [CREATE_TIME] * count,
+            "key": [r[2] for r in rows],
+            "value": [r[3] for r in rows],
+            "headers": [header_rows if headers else [] for _ in rows],
+            "producer_id": [None] * count,
+            "sequence": [None] * count,
+        },
+        schema=SEGMENT_SCHEMA,
+    )
+
+
+def measure_fetch_encode(cfg: CodecBenchConfig, report: Report, progress: Progress) -> None:
+    for count in cfg.fetch_batches:
+        for headers in (False, True):
+            table = segment_table(cfg, count, headers)
+            with_headers = "2 headers" if headers else "no headers"
+            label = f"{count:,} records of {cfg.value_bytes} B, {with_headers}"
+            if encode_fetch(table) != encode_fetch_per_record(table):
+                report.notes.append(f"CHECK FAILED (fetch encode, {label}): the bytes differ")
+            figures = {}
+            for name, encoder in ((LAKELOG, encode_fetch), (PER_RECORD, encode_fetch_per_record)):
+                progress(f"fetch encode {label} {name}")
+                call = functools.partial(encoder, table)
+                figures[name] = per_call(call, cfg.seconds, cfg.rounds) / count * 1e6
+            report.add(
+                Result(
+                    FETCH_ENCODE,
+                    label,
+                    "encode",
+                    figures.pop(LAKELOG),
+                    "us/record",
+                    baselines=figures,
+                    higher_is_better=False,
+                    params={"records": count, "value_bytes": cfg.value_bytes, "headers": headers},
                 )
             )
 
@@ -629,9 +698,11 @@ def run(size: str, workdir: Path, progress: Progress) -> Report:
     batch = build_batch(_aiokafka_records(), COMPRESSION["none"], rows)
     measure_messages(cfg, batch, report, progress)
     measure_records(cfg, rows, report, progress)
+    measure_fetch_encode(cfg, report, progress)
     report.notes.append(
-        "lakelog column: kio for messages, aiokafka's compiled codec for record batches; "
-        "median of each figure's rounds, lower is better"
+        "lakelog column: kio for messages, aiokafka's compiled codec for record batches, "
+        "the broker's column-wise encoder for Fetch; median of each figure's rounds, "
+        "lower is better"
     )
     report.notes.append(coverage_table())
     report.notes.append(load_note(load_before, os.getloadavg()[0]))

@@ -1,9 +1,10 @@
 """RecordBatch v2, the records of Kafka's Produce and Fetch, to and from lakelog rows.
 
-Pure: bytes in, Arrow out and back. The per-record work is aiokafka's
-compiled codec (docs/architecture.md, "Kafka protocol codecs"); this module
-checks what Kafka's broker checks before it appends a batch and lays the
-Arrow columns out without per-record Python objects where it can.
+Pure: bytes in, Arrow out and back. Produce batches are read with aiokafka's
+compiled codec, after the checks Kafka's broker makes before it appends a
+batch; Fetch batches are written column-wise from the segment rows, with
+numpy and Arrow compute and no Python object per record, as no record codec
+writes from columns (docs/architecture.md, "Kafka protocol codecs").
 
 Layout of a batch header (Kafka's message format v2), the offsets used below::
 
@@ -21,27 +22,32 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record._crecords.default_records import (
-    DefaultRecordBatch,
-    DefaultRecordBatchBuilder,
-)
+from aiokafka.record._crecords.default_records import DefaultRecordBatch
 from crc32c import crc32c
 
 from lakelog.errors import CorruptRecordError, InvalidRecordError
 from lakelog.produce_batch import ProduceBatch
 from lakelog.records import HEADER_TYPE, HEADERS_TYPE, LOG_APPEND_TIME
+from server.kafka.varints import Varints, binary_columns
 
 HEADER_SIZE = 61
 MAGIC = 2
 _LENGTH = struct.Struct(">qi")
-_ATTRIBUTES = struct.Struct(">h")
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _TIMESTAMP_TYPE_BIT = 0x08
 _CONTROL_BIT = 0x20
 _TRANSACTIONAL_BIT = 0x10
 NO_PRODUCER = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+_NOTHING = pa.scalar(b"", pa.binary())
+_SKIP_NULLS = pc.JoinOptions(null_handling="skip")
 
 
 @dataclass(frozen=True)
@@ -156,43 +162,135 @@ def encode_fetch(rows: pa.Table) -> bytes:
     types = rows.column("timestamp_type").to_numpy()
     changes = np.flatnonzero(np.diff(types)) + 1
     bounds = [0, *changes.tolist(), rows.num_rows]
-    return b"".join(
-        _encode_run(rows.slice(start, end - start), int(types[start]) == LOG_APPEND_TIME)
-        for start, end in itertools.pairwise(bounds)
+    pieces: list[bytes | pa.Buffer] = []
+    for start, end in itertools.pairwise(bounds):
+        pieces += _encode_run(rows.slice(start, end - start), int(types[start]) == LOG_APPEND_TIME)
+    return b"".join(pieces)
+
+
+def _encode_run(rows: pa.Table, log_append_time: bool) -> tuple[bytes, pa.Buffer]:
+    """One batch: its 61-byte header and its records section, built column-wise.
+
+    Each record is ``length attributes timestampDelta offsetDelta keyLength
+    key valueLength value headerCount headers``, the integers as zigzag
+    varints. The varints of all records are computed at once with numpy
+    (``server.kafka.varints``), and Arrow's ``binary_join_element_wise``
+    interleaves them with the key and value bytes: no Python object per record.
+    """
+    count = rows.num_rows
+    offsets = _int64(rows.column("offset"))
+    timestamps = _int64(rows.column("timestamp"))
+    keys = _binary(rows.column("key"))
+    values = _binary(rows.column("value"))
+    header_counts, header_bytes = _encoded_headers(rows.column("headers"))
+    offset_deltas = offsets - offsets[0]
+    key_lengths = _lengths(keys)
+    value_lengths = _lengths(values)
+    attributes = Varints(np.zeros(count, np.int64))
+    timestamp_delta = Varints(timestamps - timestamps[0])
+    offset_delta = Varints(offset_deltas)
+    key_length = Varints(key_lengths)
+    value_length = Varints(value_lengths)
+    header_count = Varints(header_counts)
+    lengths = np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0)
+    fields = (attributes, timestamp_delta, offset_delta, key_length, value_length, header_count)
+    for field in fields:
+        lengths += field.sizes
+    if header_bytes is not None:
+        lengths += _lengths(header_bytes)
+    head = [Varints(lengths), attributes, timestamp_delta, offset_delta, key_length]
+    parts = [
+        *binary_columns(head),
+        keys,
+        *binary_columns([value_length]),
+        values,
+        *binary_columns([header_count]),
+    ]
+    if header_bytes is not None:
+        parts.append(header_bytes)
+    records = _join(parts)
+    _, record_offsets, data = records.buffers()
+    ends = np.frombuffer(record_offsets, np.int32)
+    first, last = int(ends[records.offset]), int(ends[records.offset + count])
+    body = data.slice(first, last - first)
+    header = bytearray(
+        _BATCH_HEADER.pack(
+            int(offsets[0]),
+            HEADER_SIZE - 12 + body.size,
+            NO_PARTITION_LEADER_EPOCH,
+            MAGIC,
+            0,  # the CRC, set below once the bytes it covers are known
+            _TIMESTAMP_TYPE_BIT if log_append_time else 0,
+            # The last record's delta, not count - 1: compaction leaves gaps.
+            int(offset_deltas[-1]),
+            int(timestamps[0]),
+            int(timestamps.max()),
+            NO_PRODUCER,
+            NO_PRODUCER_EPOCH,
+            NO_SEQUENCE,
+            count,
+        )
     )
+    _CRC.pack_into(header, 17, crc32c(body, crc32c(memoryview(header)[21:])))
+    return bytes(header), body
 
 
-def _encode_run(rows: pa.Table, log_append_time: bool) -> bytes:
-    offsets = rows.column("offset").to_numpy()
-    base = int(offsets[0])
-    deltas = (offsets - base).tolist()
-    timestamps = rows.column("timestamp").cast(pa.int64()).to_numpy().tolist()
-    keys = rows.column("key").to_pylist()
-    values = rows.column("value").to_pylist()
-    headers = _header_lists(rows.column("headers"))
-    builder = DefaultRecordBatchBuilder(MAGIC, 0, 0, NO_PRODUCER, -1, -1, 2**31 - 1)
-    for delta, ts, key, value, record_headers in zip(
-        deltas, timestamps, keys, values, headers, strict=True
-    ):
-        builder.append(delta, ts, key, value, record_headers)
-    frame = builder.build()
-    struct.pack_into(">q", frame, 0, base)
-    # The last record's delta, not count - 1: compaction leaves gaps.
-    struct.pack_into(">i", frame, 23, deltas[-1])
-    if log_append_time:
-        attributes = _ATTRIBUTES.unpack_from(frame, 21)[0] | _TIMESTAMP_TYPE_BIT
-        _ATTRIBUTES.pack_into(frame, 21, attributes)
-    _CRC.pack_into(frame, 17, crc32c(memoryview(frame)[21:]))
-    return bytes(frame)
+def _encoded_headers(
+    column: pa.ChunkedArray,
+) -> tuple[npt.NDArray[np.int64], pa.Array | None]:
+    """Each row's header count, and its encoded headers (None when no row has any).
+
+    A header is ``keyLength key valueLength value``, a null value's length
+    being -1; the headers of all rows are encoded as one flat array, then
+    concatenated per row with ``binary_join`` over the rows' lists.
+    """
+    headers = _combined(column)
+    counts = np.maximum(_lengths(headers), 0)
+    if not counts.any():
+        return counts, None
+    entries = headers.flatten()
+    names = _binary(pc.struct_field(entries, "key"))
+    values = _binary(pc.struct_field(entries, "value"))
+    encoded = _join(
+        [
+            *binary_columns([Varints(_lengths(names))]),
+            names,
+            *binary_columns([Varints(_lengths(values))]),
+            values,
+        ]
+    )
+    list_offsets = np.zeros(len(counts) + 1, np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    per_row = pa.ListArray.from_arrays(pa.array(list_offsets), encoded)
+    return counts, pc.binary_join(per_row, b"")
 
 
-def _header_lists(column: pa.ChunkedArray) -> list[list[tuple[str, bytes | None]]]:
-    """Each row's headers as (key, value) pairs; the common no-header case costs no objects."""
-    n = len(column)
-    combined = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if combined.null_count == n or len(combined.flatten()) == 0:
-        return [[] for _ in range(n)]
-    out: list[list[tuple[str, bytes | None]]] = []
-    for row in combined.to_pylist():
-        out.append([(h["key"], h["value"]) for h in row] if row else [])
-    return out
+def _combined(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _binary(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Binary (or string) data as one ``binary`` array, the type every joined part must share."""
+    array = _combined(column) if isinstance(column, pa.ChunkedArray) else column
+    return array if array.type == pa.binary() else array.cast(pa.binary())
+
+
+def _int64(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Integers or timestamps (their int64 storage: milliseconds) as one numpy array."""
+    return np.asarray(_combined(column).view(pa.int64()).to_numpy(), np.int64)
+
+
+def _join(parts: list[pa.Array | pa.Scalar]) -> pa.Array:
+    """Row by row, the parts' bytes one after another; a null part adds nothing."""
+    return pc.call_function("binary_join_element_wise", [*parts, _NOTHING], _SKIP_NULLS)
+
+
+def _lengths(array: pa.Array) -> npt.NDArray[np.int64]:
+    """Lengths of a binary or list array's values, -1 for null: Kafka's nullable length prefix."""
+    validity, value_offsets = array.buffers()[:2]
+    ends = np.frombuffer(value_offsets, np.int32)[array.offset : array.offset + len(array) + 1]
+    lengths = np.diff(ends).astype(np.int64)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        lengths[bits[array.offset : array.offset + len(array)] == 0] = -1
+    return lengths

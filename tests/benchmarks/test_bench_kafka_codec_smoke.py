@@ -36,6 +36,9 @@ def test_kafka_codec_suite_tiny(tmp_path: Path) -> None:
         if r.benchmark == bench.RECORDS
     ]
     assert records == [(c, op) for c in bench.COMPRESSION for op in operations]
+    fetch = [r for r in report.results if r.benchmark == bench.FETCH_ENCODE]
+    assert [r.params["headers"] for r in fetch] == [False, True]
+    assert all(set(r.baselines) == {bench.PER_RECORD} for r in fetch)
     for result in report.results:
         assert math.isfinite(result.value) and result.value > 0, result
         assert all(math.isfinite(v) and v > 0 for v in result.baselines.values()), result
@@ -47,6 +50,7 @@ def test_kafka_codec_suite_tiny(tmp_path: Path) -> None:
     # The codecs lakelog uses read back exactly what was written; other libraries may not.
     failed = [n for n in report.notes if n.startswith("CHECK FAILED")]
     assert not [n for n in failed if bench.AIOKAFKA in n or "kio does not read back" in n], failed
+    assert not [n for n in failed if "fetch encode" in n], failed
     text = render_report(report)
     for api, _key in bench.LISTENER_APIS:
         assert f"\n{api} (" in text
