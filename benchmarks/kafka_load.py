@@ -244,17 +244,26 @@ def _assign_from_start(consumer: Any, topic: str) -> None:
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
 
 
-def consume_range(bootstrap: str, topic: str, timeout_s: float) -> ConsumeFigures:
+#: librdkafka pauses fetching for ``fetch.queue.backoff.ms`` (1 s by default) once
+#: more than ``queued.min.messages`` wait in the client; a reader that drains more
+#: slowly than the broker serves then idles for whole seconds.
+QUICK_REFETCH = {"fetch.queue.backoff.ms": 10}
+
+
+def consume_range(
+    bootstrap: str, topic: str, timeout_s: float, settings: dict[str, Any] | None = None
+) -> ConsumeFigures:
     """Read every partition of ``topic`` from its start to the end it had when called.
 
     The clock starts at ``assign`` (metadata and watermarks already fetched)
     and stops when the last record is in the application's hands. The mock
     cluster keeps only the newest few megabytes of a partition, so its start
-    may be past offset 0: the figure is records read over seconds.
+    may be past offset 0: the figure is records read over seconds. ``settings``
+    override the consumer's library defaults.
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(consumer_config(bootstrap))
+    consumer = Consumer({**consumer_config(bootstrap), **(settings or {})})
     errors: list[str] = []
     got = 0
     try:

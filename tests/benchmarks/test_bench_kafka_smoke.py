@@ -21,6 +21,7 @@ def test_kafka_suite_tiny(tmp_path: Path) -> None:
         (bench.LATENCY, "p50"),
         (bench.LATENCY, "p99"),
         (bench.FETCH, "throughput"),
+        (bench.FETCH, "throughput"),
         (bench.E2E, "p50"),
         (bench.E2E, "p99"),
         (bench.COMMITS, "offered"),
@@ -44,13 +45,14 @@ def test_kafka_suite_tiny(tmp_path: Path) -> None:
         assert all(math.isfinite(v) and v > 0 for v in result.baselines.values()), result
     idempotence = [r.params["idempotent"] for r in report.results if r.benchmark == bench.PRODUCE]
     assert idempotence == [False, True]
-    fetch = report.find(bench.FETCH, report.results[4].variant, "throughput")
-    assert fetch is not None and fetch.params["records"] == cfg.records
+    fetches = [r for r in report.results if r.benchmark == bench.FETCH]
+    assert [r.params["consumer"] for r in fetches] == list(bench.FETCH_CLIENTS)
+    assert all(r.params["records"] == cfg.records for r in fetches)
     commits = [r for r in report.results if r.benchmark == bench.COMMITS]
     assert int(commits[0].params["commits"] or 0) > 0
     assert int(commits[0].params["naive_commits"] or 0) > 0
     verdicts = [n for n in report.notes if "goal " in n]
-    assert len(verdicts) == len(bench.GOALS) + 1  # produce throughput twice
+    assert len(verdicts) == len(bench.GOALS) + 2  # produce throughput and fetch twice
     assert "kafka fetch throughput" in render_report(report)
     assert not list(tmp_path.iterdir()), "the scratch root was not removed"
 
