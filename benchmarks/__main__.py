@@ -86,6 +86,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="duration of time-bounded suites (soak), overriding --size",
     )
+    parser.add_argument(
+        "--regime",
+        default=None,
+        metavar="KEY",
+        help="brokers suite: run only this regime (commit-bound or cpu-bound)",
+    )
+    parser.add_argument(
+        "--brokers",
+        default=None,
+        metavar="N,N",
+        help="brokers suite: run only these broker counts, e.g. 1,3",
+    )
     return parser.parse_args(argv)
 
 
@@ -107,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.minutes is not None:
         os.environ["LAKELOG_BENCH_MINUTES"] = str(args.minutes)
+    if args.regime is not None:
+        os.environ["LAKELOG_BENCH_REGIME"] = args.regime
+    if args.brokers is not None:
+        os.environ["LAKELOG_BENCH_BROKER_COUNTS"] = args.brokers
     names = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     machine = machine_info()
     print(render_machine(machine))
