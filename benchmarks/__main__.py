@@ -105,6 +105,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma-separated phases of the broker suite to run (produce, shapes, latency, "
         "e2e, fetch; latency and e2e need produce); default: all",
     )
+    parser.add_argument(
+        "--regime",
+        default=None,
+        metavar="KEY",
+        help="brokers suite: run only this regime (commit-bound or cpu-bound)",
+    )
+    parser.add_argument(
+        "--brokers",
+        default=None,
+        metavar="N,N",
+        help="brokers suite: run only these broker counts, e.g. 1,3",
+    )
     return parser.parse_args(argv)
 
 
@@ -130,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks.bench_broker import PHASES_ENV
 
         os.environ[PHASES_ENV] = args.phases
+    if args.regime is not None:
+        os.environ["LAKELOG_BENCH_REGIME"] = args.regime
+    if args.brokers is not None:
+        os.environ["LAKELOG_BENCH_BROKER_COUNTS"] = args.brokers
     names = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     machine = machine_info()
     print(render_machine(machine))

@@ -50,10 +50,11 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
+import psutil
 import pyarrow as pa
 
 from benchmarks.broker_admin import create_topic, metric_families, parse_metrics
@@ -106,6 +107,8 @@ METRICS = (RECORDS, COMMITS, RACES, P50, P99)
 TOPIC_COMMITS = "lakelog_topic_commits_total"
 TOPIC_RACES = "lakelog_topic_commit_races_lost_total"
 COMMIT_HISTOGRAM = "lakelog_commit_seconds_count"
+#: Segments a commit had to write again because their predicted offsets were taken.
+RENUMBERED = "lakelog_topic_renumbered_segments_total"
 
 Params = dict[str, str | int | float | bool | None]
 
@@ -207,6 +210,8 @@ class Store:
     broker_settings: dict[str, object] = field(default_factory=dict)
     read_settings: S3Settings | None = None
     proxy: TcpProxy | None = None
+    #: The S3-protocol server's process: its CPU is part of the machine's load.
+    store_pid: int | None = None
 
 
 @contextlib.contextmanager
@@ -234,6 +239,7 @@ def open_store(regime: Regime, workdir: Path) -> Iterator[Store]:
                 secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             ),
             proxy=proxy,
+            store_pid=moto.process.pid,
         )
     finally:
         proxy.stop()
@@ -261,6 +267,19 @@ def topic_counter(metrics: Mapping[str, float], name: str, topic: str) -> float:
     )
 
 
+def total_counter(
+    before: Snapshot, after: Snapshot, name: str, topics: Sequence[str]
+) -> float | None:
+    """How much ``name`` grew over the window, summed over brokers and topics (None if absent)."""
+    if not exposes(after, name):
+        return None
+    return sum(
+        topic_counter(a, name, topic) - topic_counter(b, name, topic)
+        for b, a in zip(before.metrics, after.metrics, strict=True)
+        for topic in dict.fromkeys(topics)
+    )
+
+
 def exposes(snap: Snapshot, name: str) -> bool:
     """Whether any broker declares the family of sample ``name`` (or has a sample of it)."""
     family = name.removesuffix("_total").removesuffix("_count")
@@ -268,6 +287,16 @@ def exposes(snap: Snapshot, name: str) -> bool:
         key == name or key.startswith(name + "{") for m in snap.metrics for key in m
     )
 
+
+#: Store requests counted on the wire, by kind (request-line patterns the proxy matches).
+STORE_REQUESTS: dict[str, bytes] = {
+    "PUT": rb"^PUT ",
+    "GET": rb"^GET (?!\S*[?&]list-type=)",
+    "LIST": rb"^GET \S*[?&]list-type=",
+    "HEAD": rb"^HEAD ",
+    "POST": rb"^POST ",
+    "DELETE": rb"^DELETE ",
+}
 
 #: How an S3-protocol store refuses a conditional PUT of an object that exists.
 REFUSED = (409, 412)
@@ -286,6 +315,8 @@ class Snapshot:
     at: float
     #: Metric families any broker declares (see ``broker_admin.metric_families``).
     families: frozenset[str] = frozenset()
+    #: Store requests the proxy forwarded so far, per kind of ``STORE_REQUESTS``.
+    requests: dict[str, int] = field(default_factory=dict)
 
 
 def snapshot(brokers: Sequence[ServerProcess], proxy: TcpProxy | None) -> Snapshot:
@@ -293,11 +324,14 @@ def snapshot(brokers: Sequence[ServerProcess], proxy: TcpProxy | None) -> Snapsh
     metrics = tuple(parse_metrics(t) for t in texts)
     families = frozenset(f for t in texts for f in metric_families(t))
     refused: dict[bytes, int] = {}
+    requests: dict[str, int] = {}
     if proxy is not None:
         answers = dict(proxy.answers)
-        for pattern in list(proxy.counts):
+        counts = dict(proxy.counts)
+        for pattern in counts:
             refused[pattern] = sum(answers.get((pattern, status), 0) for status in REFUSED)
-    return Snapshot(metrics, refused, time.monotonic(), families)
+        requests = {kind: counts.get(p, 0) for kind, p in STORE_REQUESTS.items()}
+    return Snapshot(metrics, refused, time.monotonic(), families, requests)
 
 
 @dataclass(frozen=True)
@@ -410,6 +444,17 @@ def verify_topic(
     return sum(a[3] for a in acknowledged)
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds a process has used so far (None without a pid or once it is gone)."""
+    if pid is None:
+        return None
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return float(times.user + times.system)
+
+
 # -- one run -----------------------------------------------------------------
 
 
@@ -479,6 +524,10 @@ def measure(
         create_topic(brokers[0], topic, cfg.partitions)
         if store.proxy is not None:
             store.proxy.count_requests(commit_put(topic))
+    if store.proxy is not None:
+        for pattern in STORE_REQUESTS.values():
+            if pattern not in store.proxy.counts:
+                store.proxy.count_requests(pattern)
     start_at = time.monotonic() + 1.0
     loads = [
         ProduceLoad(
@@ -506,9 +555,11 @@ def measure(
     time.sleep(max(begin - time.monotonic(), 0.0))
     before = snapshot(brokers, store.proxy)
     busy_before = machine_busy_seconds()
+    store_before = process_cpu_seconds(store.store_pid)
     time.sleep(max(begin + cfg.duration_s - time.monotonic(), 0.0))
     after = snapshot(brokers, store.proxy)
     busy_after = machine_busy_seconds()
+    store_after = process_cpu_seconds(store.store_pid)
     results = [f.result() for f in futures]
     for load, got in zip(loads, results, strict=True):
         if got.errors:
@@ -517,6 +568,8 @@ def measure(
     for got in results:
         total.merge(got)
     window = after.at - before.at
+    ids = [broker_name(i) for i in range(len(brokers))]
+    leader = ids.index(choose_commit_leader(topics[0], ids))
     counted = count_commits(before, after, list(dict.fromkeys(topics)))
     checked = 0
     values = [v for load in loads for v in body_values(load)]
@@ -551,6 +604,27 @@ def measure(
         "client_cores": sum(r.client_cores for r in results),
         "machine_busy_cores": busy,
         "records_verified": checked,
+        "store_requests_per_commit": (
+            ", ".join(
+                f"{kind} {(n - before.requests.get(kind, 0)) / counted.commits:.2f}"
+                for kind, n in after.requests.items()
+            )
+            if after.requests and counted.commits
+            else None
+        ),
+        "store_cores": (
+            (store_after - store_before) / window
+            if store_before is not None and store_after is not None and window > 0
+            else None
+        ),
+        "renumbered_segments": total_counter(before, after, RENUMBERED, topics),
+        "p50_by_broker": ", ".join(
+            f"{broker_name(i)}"
+            f"{' (leader)' if len(set(topics)) == 1 and len(brokers) > 1 and i == leader else ''}"
+            f" {percentile(got.latencies_ms, 50):.0f} ms"
+            for i, got in enumerate(results)
+            if got.latencies_ms
+        ),
     }
     lat = total.latencies_ms
     return Run(
@@ -695,6 +769,14 @@ def run_regime(
                 f"{run.params['broker_cores'] or 0:.2f} cores, machine busy "
                 f"{run.params['machine_busy_cores'] or 0:.2f} of {os.cpu_count()} cores; "
                 f"{run.params['records_verified']:,} acknowledged records read back"
+                f"; the store's server {run.params['store_cores'] or 0:.2f} cores"
+                f"; p50 per broker's clients: {run.params['p50_by_broker']}"
+                f"; segments renumbered at commit: {run.params['renumbered_segments']}"
+                + (
+                    f"; store requests per commit: {run.params['store_requests_per_commit']}"
+                    if run.params.get("store_requests_per_commit")
+                    else ""
+                )
             )
     first = next(iter(hot.values()))
     notes.insert(
@@ -730,6 +812,32 @@ def run_config(cfg: BrokersBenchConfig, workdir: Path, progress: Progress) -> Re
     return report
 
 
+def narrowed(cfg: BrokersBenchConfig) -> BrokersBenchConfig:
+    """``cfg`` cut to the regime and broker counts the command line asked for, if any.
+
+    ``python -m benchmarks brokers --regime commit-bound --brokers 1,3`` sets
+    ``LAKELOG_BENCH_REGIME`` / ``LAKELOG_BENCH_BROKER_COUNTS``: a quicker run of
+    just the figures being worked on.
+    """
+    regimes = cfg.regimes
+    wanted = os.environ.get("LAKELOG_BENCH_REGIME")
+    if wanted:
+        regimes = tuple(r for r in cfg.regimes if r.key == wanted)
+        if not regimes:
+            keys = ", ".join(r.key for r in cfg.regimes)
+            raise ValueError(f"unknown regime {wanted!r}; choose from {keys}")
+    counts = cfg.broker_counts
+    listed = os.environ.get("LAKELOG_BENCH_BROKER_COUNTS")
+    if listed:
+        try:
+            counts = tuple(int(n) for n in listed.split(","))
+        except ValueError:
+            raise ValueError(f"broker counts must be integers like 1,3, not {listed!r}") from None
+        if not counts or min(counts) < 1:
+            raise ValueError(f"broker counts must be at least 1, not {listed!r}")
+    return replace(cfg, regimes=regimes, broker_counts=counts)
+
+
 def run(size: str, workdir: Path, progress: Progress) -> Report:
     """The ``brokers`` suite at a named size (tiny, small, large)."""
-    return run_config(config_for(CONFIGS, size), workdir, progress)
+    return run_config(narrowed(config_for(CONFIGS, size)), workdir, progress)

@@ -11,9 +11,10 @@ arrival order. New requests queue up meanwhile and form the next group, so
 throughput grows with load instead of commits piling up.
 
 With a ``CommitRouter``, a group whose topic another broker leads is not
-staged here but handed to that commit leader once the group before it has
-finished (``server.commit_leader``); groups handed to this broker join its
-own next group without lingering again.
+staged here but handed to that commit leader once the leader has queued the
+group before it (``server.commit_leader``). Such a group does not linger
+here, and groups handed to this broker join its own next group without
+lingering again: requests are grouped once, by the leader.
 
 Memory is bounded per partition and per broker. A request that does not fit
 waits (Kafka's throttling) up to ``max_block_ms`` and then gets the retriable
@@ -208,9 +209,21 @@ class ProduceBatcher:
                     self._partition_bytes[(topic, p)] -= n
             self._space.notify_all()
 
+    def _linger_s(self, queue: _TopicQueue) -> float:
+        """How long a group's oldest request waits for others to join it.
+
+        A group for another broker's commit leader does not linger here: the
+        leader groups it again with everything queued there, and the next
+        group leaves only once the leader has queued this one, so requests
+        gather meanwhile anyway; lingering would only add to their wait.
+        """
+        if self._leader_of(queue.log, queue.items) is not None:
+            return 0.0
+        return self.settings.linger_ms / 1000
+
     async def _flusher(self, topic: str, queue: _TopicQueue) -> None:
-        linger = self.settings.linger_ms / 1000
         while queue.items:
+            linger = self._linger_s(queue)
             oldest = queue.items[0].enqueued
             while (
                 queue.bytes < self.settings.batch_bytes

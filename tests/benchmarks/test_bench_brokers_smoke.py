@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,27 @@ def test_suite_is_registered() -> None:
     assert SUITES["brokers"] == "benchmarks.bench_brokers"
     with pytest.raises(ValueError, match="unknown size"):
         bench_brokers.run("huge", Path("."), quiet)
+
+
+def test_the_command_line_narrows_the_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--regime`` / ``--brokers`` (through their environment variables) cut the config."""
+    monkeypatch.setenv("LAKELOG_BENCH_REGIME", "commit-bound")
+    monkeypatch.setenv("LAKELOG_BENCH_BROKER_COUNTS", "1,3")
+    cut = bench_brokers.narrowed(bench_brokers.CONFIGS["small"])
+    assert [r.key for r in cut.regimes] == ["commit-bound"]
+    assert cut.broker_counts == (1, 3)
+    monkeypatch.setenv("LAKELOG_BENCH_REGIME", "disk-bound")
+    with pytest.raises(ValueError, match="unknown regime 'disk-bound'"):
+        bench_brokers.narrowed(CONFIG)
+    monkeypatch.setenv("LAKELOG_BENCH_REGIME", "")
+    monkeypatch.setenv("LAKELOG_BENCH_BROKER_COUNTS", "one")
+    with pytest.raises(ValueError, match="broker counts must be integers"):
+        bench_brokers.narrowed(CONFIG)
+
+
+def test_store_request_kinds_tell_listings_from_reads() -> None:
+    kinds = {k: re.compile(p) for k, p in bench_brokers.STORE_REQUESTS.items()}
+    listing = b"GET /bucket?list-type=2&prefix=lakelog%2F HTTP/1.1"
+    read = b"GET /bucket/lakelog/topics/t/_delta_log/00000000000000000001.json HTTP/1.1"
+    assert [k for k, p in kinds.items() if p.search(listing)] == ["LIST"]
+    assert [k for k, p in kinds.items() if p.search(read)] == ["GET"]

@@ -451,3 +451,64 @@ def test_close_commits_requests_of_a_replaced_topic_log() -> None:
     run(main)
     assert [len(call) for call in old.calls] == [1]
     assert [len(call) for call in new.calls] == [1]
+
+
+class FakeRouter:
+    """A commit leader elsewhere that takes every group at once and stores it in order."""
+
+    def __init__(self) -> None:
+        self.groups: list[int] = []
+        self.next_offset = 0
+
+    def leader_url(self, topic: str) -> str | None:
+        return "http://leader.invalid"
+
+    async def hand_off(
+        self,
+        url: str,
+        topic: str,
+        batches: Sequence[PreparedBatch],
+        on_taken: Callable[[], None],
+    ) -> list[AppendResult | LakelogError]:
+        self.groups.append(len(batches))
+        on_taken()
+        results: list[AppendResult | LakelogError] = []
+        for b in batches:
+            offsets = list(range(self.next_offset, self.next_offset + b.num_records))
+            self.next_offset += b.num_records
+            results.append(AppendResult([0] * len(offsets), offsets, [0] * len(offsets), [], 1))
+        return results
+
+
+def test_a_group_for_the_commit_leader_does_not_linger_here() -> None:
+    """The leader groups handed-over requests again: a follower sends without lingering.
+
+    With a linger far beyond the test's guard, only a group that leaves at
+    once can be answered.
+    """
+    fake = FakeLog()
+    router = FakeRouter()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000), router=router)
+        result = await asyncio.wait_for(await batcher.submit(as_log(fake), batch(2)), GUARD / 2)
+        assert result.offsets == [0, 1]
+        assert router.groups == [1] and fake.calls == []
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_group_committed_here_still_lingers() -> None:
+    """Without a commit leader elsewhere the linger holds: a request waits for company."""
+    fake = FakeLog()
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000))
+        pending = await batcher.submit(as_log(fake), batch(1))
+        await settle()
+        assert not pending.done() and fake.staged == []
+        await batcher.close()  # closing commits what is queued
+        assert (await pending).offsets == [0]
+
+    run(main)
