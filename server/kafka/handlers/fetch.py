@@ -1,10 +1,12 @@
 """Fetch: records of each requested partition as RecordBatch v2, with Kafka's long poll.
 
 The broker answers at once when the partitions hold at least ``min_bytes``
-past the fetch offsets, otherwise when an append wakes it or ``max_wait``
-passes (re-checking storage for other brokers' commits on the way, as HTTP
-fetch does). Fetch sessions are not kept: the answer's session id is 0, so
-clients send full fetch requests, which Kafka's protocol allows.
+past the fetch offsets, when a partition's answer is an error (an offset out
+of range, an unknown partition) or when no readable partition is left,
+otherwise when an append wakes it or ``max_wait`` passes (re-checking
+storage for other brokers' commits on the way, as HTTP fetch does). Fetch
+sessions are not kept: the answer's session id is 0, so clients send full
+fetch requests, which Kafka's protocol allows.
 
 Partitions of topics the principal may not READ are answered
 TOPIC_AUTHORIZATION_FAILED (``fetch_acls``); the record bytes answered
@@ -55,7 +57,7 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
     while True:
         answers, size = await _read_all(ctx, wanted, int(body.max_bytes))
         remaining = deadline - time.monotonic()
-        if size >= int(body.min_bytes) or remaining <= 0:
+        if size >= int(body.min_bytes) or remaining <= 0 or _answer_now(answers):
             break
         keys = [(w.topic, w.partition) for w in wanted]
         await broker.wait_for_appends(keys, min(interval, remaining))
@@ -74,6 +76,11 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         session_id=0,
         responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
     )
+
+
+def _answer_now(answers: list[dict[str, Any]]) -> bool:
+    """Kafka's rule: no partition left to wait on, or an error to report, ends the long poll."""
+    return not answers or any(a["error_code"] for a in answers)
 
 
 async def _read_all(
