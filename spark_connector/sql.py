@@ -29,27 +29,8 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
 from spark_connector.options import StorageSpec
-from spark_connector.source import FORMAT, LakelogDataSource
-from spark_connector.worker_python import use_driver_python_for_workers
-
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
-
-def register(spark: SparkSession) -> None:
-    """Make ``format("lakelog")`` available in this session; calling it again is harmless.
-
-    Also enables Python data source filter pushdown (off by default in
-    Spark 4), which the reader needs to prune by partition, offset and
-    timestamp; Spark refuses to plan a reader that supports pushdown while
-    it is off. In local mode with no ``PYSPARK_PYTHON`` set, the session's
-    Python workers are made to run this interpreter (see ``worker_python``),
-    so a session from ``SparkSession.builder.getOrCreate()`` in a venv that is
-    not activated still finds lakelog in its workers.
-    """
-    use_driver_python_for_workers(spark)
-    spark.dataSource.register(LakelogDataSource)
-    if spark.conf.get(PUSHDOWN_CONF, "false") != "true":
-        spark.conf.set(PUSHDOWN_CONF, "true")
+from spark_connector.registration import register
+from spark_connector.source import FORMAT
 
 
 def view_name(topic: str, prefix: str = "") -> str:
