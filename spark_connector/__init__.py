@@ -46,10 +46,10 @@ from lakelog.extras import require_extra
 require_extra("spark", "spark_connector/ (the Spark data source)", ("pyspark",))
 
 from spark_connector.native_scan import read_topic, scan_choice  # noqa: E402
+from spark_connector.registration import register  # noqa: E402
 from spark_connector.source import FORMAT, LakelogDataSource  # noqa: E402
 from spark_connector.sql import (  # noqa: E402
     parse_json_value,
-    register,
     register_topics,
     value_as_string,
     view_name,

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
