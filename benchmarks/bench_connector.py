@@ -155,7 +155,8 @@ def connector_df(spark: SparkSession, root: Path) -> DataFrame:
 
 def native_df(spark: SparkSession, root: Path, **options: str) -> DataFrame:
     """Spark's native Parquet scan of the topic's files (planned when called)."""
-    return spark_connector.read_topic(spark, TOPIC, root=str(root), options=options)
+    topic = None if "assign" in options else TOPIC
+    return spark_connector.read_topic(spark, topic, root=str(root), options=options)
 
 
 def sql_df(spark: SparkSession, root: Path) -> DataFrame:

@@ -245,3 +245,23 @@ def test_s3_falls_back_to_the_data_source_and_says_so(
     assert rows_of(df) == log_rows(catalog, "t") and len(rows_of(df)) == 10
     assert df.schema == read(spark, root, subscribe="t").schema
     assert df.where(F.col("partition") == 0).count() == len(log_rows(catalog, "t", partitions=[0]))
+
+
+def test_snapshot_views_run_on_the_native_scan(spark: SparkSession, tmp_path: Path) -> None:
+    root = RootSpec(str(tmp_path / "views"))
+    catalog = lakelog.connect(root.url)
+    catalog.create_topic("orders.eu", 2)
+    catalog.topic("orders.eu").append([Record(b"v%d" % i, key=b"k%d" % i) for i in range(8)])
+    views = spark_connector.register_topics(spark, root.url, snapshot=True, include_headers=True)
+    assert views == {"orders.eu": "orders_eu"}
+    via_sql = spark.sql("SELECT * FROM orders_eu")
+    python = read(spark, root, subscribe="orders.eu", includeHeaders="true")
+    assert via_sql.schema == python.schema
+    assert rows_of(via_sql) == rows_of(python)
+    assert "FileScan parquet" in via_sql._jdf.queryExecution().executedPlan().toString()
+    # pinned to the registration: newer records need a new registration
+    catalog.topic("orders.eu").append([Record(b"late", key=b"k9")])
+    assert spark.sql("SELECT count(*) AS n FROM orders_eu").collect()[0].n == 8
+    spark_connector.register_topics(spark, root.url, snapshot=True)
+    assert spark.sql("SELECT count(*) AS n FROM orders_eu").collect()[0].n == 9
+    catalog.close()
