@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -73,17 +72,22 @@ def _hadoop_scheme(spec: StorageSpec) -> str | None:
     return None
 
 
+#: Hadoop's own filesystem classes, used when the session's conf names none.
+_FILESYSTEMS = {
+    "file": "org.apache.hadoop.fs.LocalFileSystem",
+    "hdfs": "org.apache.hadoop.hdfs.DistributedFileSystem",
+    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+}
+
+
 def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
     """Whether the session's Hadoop has a filesystem for ``scheme``; None without a JVM."""
     jvm = getattr(spark, "_jvm", None)
     jsc = getattr(spark, "_jsc", None)
     if jvm is None or jsc is None:
         return None
-    try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, jsc.hadoopConfiguration())
-    except Py4JError:
-        return False
-    return True
+    configured = jsc.hadoopConfiguration().get(f"fs.{scheme}.impl")
+    return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(configured or _FILESYSTEMS[scheme]))
 
 
 def scan_choice(spark: SparkSession, opts: ReadOptions, options: Mapping[str, str]) -> ScanChoice:
