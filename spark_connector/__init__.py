@@ -45,10 +45,11 @@ from lakelog.extras import require_extra
 # the rest of the extra, is for compaction/).
 require_extra("spark", "spark_connector/ (the Spark data source)", ("pyspark",))
 
+from spark_connector.native_scan import read_topic, scan_choice  # noqa: E402
+from spark_connector.registration import register  # noqa: E402
 from spark_connector.source import FORMAT, LakelogDataSource  # noqa: E402
 from spark_connector.sql import (  # noqa: E402
     parse_json_value,
-    register,
     register_topics,
     value_as_string,
     view_name,
@@ -58,8 +59,10 @@ __all__ = [
     "FORMAT",
     "LakelogDataSource",
     "parse_json_value",
+    "read_topic",
     "register",
     "register_topics",
+    "scan_choice",
     "value_as_string",
     "view_name",
 ]

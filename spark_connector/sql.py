@@ -11,10 +11,13 @@ in the replaced characters would share a view; that is refused with an error
 naming both.
 
 Each view reads the topic afresh whenever a query runs (see the comment in
-``register_topics`` on how). A DataFrame from ``spark.read...load()``, by
-contrast, is planned at its first action, and Spark reuses that plan -- the
-same snapshot of the topic -- when the DataFrame runs again without a
-pushed filter: load it again to see newer records.
+``register_topics`` on how), through the Python data source. Views made with
+``snapshot=True`` run on Spark's native Parquet scan instead, and show the
+topic as of their registration (Spark plans a file scan's list once). A
+DataFrame from ``spark.read...load()``, by contrast, is planned at its first
+action, and Spark reuses that plan -- the same snapshot of the topic -- when
+the DataFrame runs again without a pushed filter: load it again to see newer
+records.
 """
 
 from __future__ import annotations
@@ -28,28 +31,10 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
-from spark_connector.options import StorageSpec
-from spark_connector.source import FORMAT, LakelogDataSource
-from spark_connector.worker_python import use_driver_python_for_workers
-
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
-
-def register(spark: SparkSession) -> None:
-    """Make ``format("lakelog")`` available in this session; calling it again is harmless.
-
-    Also enables Python data source filter pushdown (off by default in
-    Spark 4), which the reader needs to prune by partition, offset and
-    timestamp; Spark refuses to plan a reader that supports pushdown while
-    it is off. In local mode with no ``PYSPARK_PYTHON`` set, the session's
-    Python workers are made to run this interpreter (see ``worker_python``),
-    so a session from ``SparkSession.builder.getOrCreate()`` in a venv that is
-    not activated still finds lakelog in its workers.
-    """
-    use_driver_python_for_workers(spark)
-    spark.dataSource.register(LakelogDataSource)
-    if spark.conf.get(PUSHDOWN_CONF, "false") != "true":
-        spark.conf.set(PUSHDOWN_CONF, "true")
+from spark_connector.native_scan import native_frame, scan_choice
+from spark_connector.options import StorageSpec, parse_read_options
+from spark_connector.registration import register
+from spark_connector.source import FORMAT
 
 
 def view_name(topic: str, prefix: str = "") -> str:
@@ -85,10 +70,16 @@ def register_topics(
     prefix: str = "",
     include_headers: bool = False,
     options: Mapping[str, str] | None = None,
+    snapshot: bool = False,
 ) -> dict[str, str]:
     """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
 
     ``options`` are passed to every view's reader (``s3.endpoint``, ...).
+    By default a view is the ``lakelog`` data source, planned afresh at every
+    query. With ``snapshot=True`` a view is the topic as of this call on
+    Spark's native Parquet scan (``read_topic``), which Spark cannot re-plan
+    per query: call again to see newer records. Roots Spark cannot read
+    itself keep the data source views either way.
     """
     register(spark)
     extra = {str(k): str(v) for k, v in (options or {}).items()}
@@ -108,6 +99,14 @@ def register_topics(
             catalog.close()
     views = view_names(topics, prefix)
     for topic, name in views.items():
+        if snapshot:
+            given = {**extra, "root": root, "subscribe": topic}
+            if include_headers:
+                given["includeHeaders"] = "true"
+            opts = parse_read_options({k.lower(): v for k, v in given.items()}, streaming=False)
+            if scan_choice(spark, opts, given).native:
+                native_frame(spark, opts).createOrReplaceTempView(name)
+                continue
         reader = spark.read.format(FORMAT).options(**extra).option("root", root)
         reader = reader.option("subscribe", topic)
         if include_headers:

@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 
 from lakelog.errors import OffsetOutOfRangeError
 from spark_connector.offsets import check_start, data_loss, resolve
-from spark_connector.options import ReadOptions
+from spark_connector.options import ReadOptions, SubscribePattern
 from spark_connector.planning import (
     PartitionSnapshot,
     ReadSplit,
@@ -52,7 +52,7 @@ from spark_connector.planning import (
     plan_splits,
     rate_limit,
 )
-from spark_connector.reading import read_split
+from spark_connector.reading import read_split, storage_for
 from spark_connector.topics import TopicSource
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,13 @@ def effective_starts(
     return out
 
 
+class WarmUp(InputPartition):
+    """A task that reads nothing: it starts a Python worker and opens the root in it."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+
 class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Lives in one long-running Python process on the driver; tasks get a pickled copy.
 
@@ -108,6 +115,8 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # AvailableNow: never read past these
         self._last_trigger = clock()
         self._latest: Offsets | None = None
+        self._named: list[str] | None = None  # subscribe/assign: checked to exist once
+        self._warmed = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self.opts}  # tasks only need the options
@@ -123,8 +132,28 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._source = TopicSource(self.opts.storage)
         return self._source
 
-    def _snapshots(self) -> list[PartitionSnapshot]:
-        return self.source.snapshots(self.opts.subscription)
+    def _topics(self) -> list[str]:
+        """The subscribed topics: listed every trigger for a pattern, checked once otherwise.
+
+        A named topic deleted later still fails the trigger: opening it raises.
+        """
+        if self._named is None or isinstance(self.opts.subscription, SubscribePattern):
+            topics = self.source.topics(self.opts.subscription)
+            if isinstance(self.opts.subscription, SubscribePattern):
+                return topics
+            self._named = topics
+        return self._named
+
+    def _snapshots(
+        self, segments_from: Offsets | None = None, segments: bool = False
+    ) -> list[PartitionSnapshot]:
+        """Log starts and high watermarks; segments only when planning (from ``segments_from``)."""
+        return self.source.snapshots(
+            self.opts.subscription,
+            self._topics(),
+            segments=segments,
+            segments_from=segments_from,
+        )
 
     def initialOffset(self) -> dict[str, Any]:
         snapshots = self._snapshots()
@@ -191,9 +220,12 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ends = offsets_from_json(end)
         if not ends or start == end:
-            return []
-        snapshots = [s for s in self._snapshots() if s.key in ends]
-        begin = effective_starts(offsets_from_json(start), snapshots, self.opts.fail_on_data_loss)
+            return self._warm_up()
+        starts = offsets_from_json(start)
+        snapshots = [
+            s for s in self._snapshots(segments_from=starts, segments=True) if s.key in ends
+        ]
+        begin = effective_starts(starts, snapshots, self.opts.fail_on_data_loss)
         missing = sorted(set(ends) - {s.key for s in snapshots})
         if missing and self.opts.fail_on_data_loss:
             listed = ", ".join(f"{t}-{p}" for t, p in missing)
@@ -202,9 +234,22 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{end} were read; set failOnDataLoss=false to skip them"
             )
         ranges = [(s, begin[s.key], ends[s.key]) for s in snapshots]
+        self._warmed = True  # this batch's tasks start the workers
         return plan_splits(
             ranges, max_records=self.opts.max_records_per_partition, min_partitions=None
         )
+
+    def _warm_up(self) -> Sequence[InputPartition]:
+        """A query whose first micro-batch is empty starts a reading Python worker in it.
+
+        Spark starts Python workers (and they import lakelog and open the root)
+        when a task first needs one; doing it in the caught-up query's first,
+        empty micro-batch keeps that start-up out of the first records' latency.
+        """
+        if self._warmed:
+            return []
+        self._warmed = True
+        return [WarmUp()]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the checkpoint is the query's position (no consumer group)."""
@@ -217,6 +262,9 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- tasks -------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, WarmUp):
+            storage_for(self.opts.storage)
+            return iter(())
         assert isinstance(partition, ReadSplit)
         return read_split(
             self.opts.storage, partition, self.opts.include_headers, self.opts.fail_on_data_loss

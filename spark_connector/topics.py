@@ -8,13 +8,15 @@ are seen.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import bisect
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from lakelog.catalog import META_TOPICS, Catalog
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from lakelog.offset_index import Segment
 from spark_connector.options import Assign, StorageSpec, Subscribe, Subscription, option_error
-from spark_connector.planning import PartitionSnapshot
+from spark_connector.planning import PartitionSnapshot, TopicPartition
 
 
 class TopicSource:
@@ -58,11 +60,24 @@ class TopicSource:
         return [t for t in existing if subscription.matches(t)]
 
     def snapshots(
-        self, subscription: Subscription, topics: Sequence[str] | None = None
+        self,
+        subscription: Subscription,
+        topics: Sequence[str] | None = None,
+        *,
+        segments: bool = True,
+        segments_from: Mapping[TopicPartition, int] | None = None,
     ) -> list[PartitionSnapshot]:
-        """Current state of every subscribed partition (topics refreshed first)."""
+        """Current state of every subscribed partition (topics refreshed first).
+
+        Each refresh applies only the commits made since the last one. With
+        ``segments=False`` the snapshots carry no segments (log start and high
+        watermark only); with ``segments_from`` a partition's segments start at
+        the first one that can hold that offset. Either way the cost does not
+        grow with the number of segments a read does not need.
+        """
         names = list(topics) if topics is not None else self.topics(subscription)
         assigned = subscription.as_dict() if isinstance(subscription, Assign) else {}
+        wanted_from = segments_from or {}
         out = []
         for name in names:
             try:
@@ -80,15 +95,22 @@ class TopicSource:
                         f"option 'assign': partition {p} does not exist in topic {name!r} "
                         f"(it has {count} partitions)"
                     )
-                state = topic_log.partition_state(p)
+                live: tuple[Segment, ...] = ()
+                if segments:
+                    listed = topic_log.segments(p)
+                    start = wanted_from.get((name, p))
+                    if start is not None:
+                        first = bisect.bisect_left(listed, start, key=_last_offset)
+                        listed = listed[first:]
+                    live = tuple(listed)
                 out.append(
                     PartitionSnapshot(
                         topic=name,
                         table_path=topic_log.table_path,
                         partition=p,
-                        log_start=state.log_start_offset,
-                        high_watermark=state.high_watermark,
-                        segments=tuple(topic_log.segments(p)),
+                        log_start=topic_log.log_start_offset(p),
+                        high_watermark=topic_log.high_watermark(p),
+                        segments=live,
                     )
                 )
         return out
@@ -96,6 +118,10 @@ class TopicSource:
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         found = self.catalog.topic(topic).offset_for_timestamp(partition, timestamp_ms)
         return None if found is None else found[0]
+
+
+def _last_offset(segment: Segment) -> int:
+    return segment.last_offset
 
 
 @contextmanager

@@ -25,13 +25,19 @@ def test_connector_suite_tiny(spark: SparkSession, tmp_path: Path) -> None:
     benchmarks = {r.benchmark for r in report.results}
     assert benchmarks == {
         bench_connector.SCAN,
+        bench_connector.SQL_SCAN,
         bench_connector.SELECTIVE,
         bench_connector.STREAM,
         bench_connector.LATENCY,
     }
     expected_baselines = {
-        bench_connector.SCAN: {bench_connector.PARQUET},
-        bench_connector.SELECTIVE: {bench_connector.FULL, bench_connector.PARQUET},
+        bench_connector.SCAN: {bench_connector.PARQUET, bench_connector.DATA_SOURCE},
+        bench_connector.SQL_SCAN: {bench_connector.PARQUET},
+        bench_connector.SELECTIVE: {
+            bench_connector.FULL,
+            bench_connector.PARQUET,
+            bench_connector.DATA_SOURCE,
+        },
         bench_connector.STREAM: {bench_connector.BATCH},
         bench_connector.LATENCY: {bench_connector.RATE},
     }
@@ -39,7 +45,9 @@ def test_connector_suite_tiny(spark: SparkSession, tmp_path: Path) -> None:
         assert _finite_positive(r.value), r
         assert set(r.baselines) == expected_baselines[r.benchmark], r
         assert all(_finite_positive(v) for v in r.baselines.values()), r
-        assert r.higher_is_better == (r.benchmark in {bench_connector.SCAN, bench_connector.STREAM})
+        assert r.higher_is_better == (
+            r.benchmark in {bench_connector.SCAN, bench_connector.SQL_SCAN, bench_connector.STREAM}
+        )
     latency = [r for r in report.results if r.benchmark == bench_connector.LATENCY]
     assert [r.metric for r in latency] == ["e2e p50", "e2e p99", "trigger p50"]
     cfg = bench_connector.CONFIGS["tiny"]
@@ -47,7 +55,10 @@ def test_connector_suite_tiny(spark: SparkSession, tmp_path: Path) -> None:
         assert r.params["rate_seconds"] == cfg.latency_appends, r
         assert int(r.params["rate_triggers_with_data"] or 0) > 0, r
     text = render_report(report)
-    assert "== full scan" in text and "goal >= 0.8" in text
+    assert "== full scan" in text and "goal >= 0.95" in text
+    assert "caught-up stream e2e p99 / rate source" in text and "goal <= 1.5" in text
+    selective = next(r for r in report.results if r.benchmark == bench_connector.SELECTIVE)
+    assert 0 < int(selective.params["files_listed"] or 0) < int(selective.params["segments"] or 0)
     assert list(tmp_path.iterdir()) == []  # scratch roots and checkpoints are removed
 
 

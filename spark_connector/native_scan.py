@@ -1,0 +1,242 @@
+"""Batch reads on Spark's own Parquet scan: ``read_topic(spark, "orders", root=...)``.
+
+The ``lakelog`` Python data source moves every row from a Python worker into
+the JVM; for a batch read that is pure cost, since segments are plain
+Parquet files Spark reads itself. ``read_topic`` plans on the driver exactly
+as the data source does (same options, same validation and errors, same
+offset resolution from the Delta snapshot and its offset index), lists only
+the segment files overlapping each partition's offset range, and returns
+``spark.read.parquet`` of those files shaped into the connector's schema:
+``topic`` a constant per table, ``partition`` from the Hive-style path,
+``timestampType``/``headers`` renamed and converted, and an exact
+``offset`` filter only where a file straddles a bound.
+
+It falls back to ``spark.read.format("lakelog")`` (and logs why) when Spark
+cannot read the root itself (``memory://``; ``s3://`` unless the session's
+Hadoop has the ``s3a`` filesystem), when the session has no JVM (Spark
+Connect), and for options that shape the Python source's input partitions
+(``maxRecordsPerPartition``, ``minPartitions``). ``scan_choice`` says which
+path a read takes.
+
+The DataFrame is a snapshot: the files are listed when it is created.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_connector.batch_reader import batch_ranges
+from spark_connector.file_plan import TopicFiles, plan_files
+from spark_connector.options import ReadOptions, StorageSpec, parse_read_options
+from spark_connector.registration import register
+from spark_connector.schema import spark_schema
+from spark_connector.source import FORMAT
+from spark_connector.topics import open_topics
+
+log = logging.getLogger(__name__)
+
+#: Options that decide the Python data source's input partitions; Spark's file
+#: scan splits by bytes instead, so a read that gives them keeps the Python path.
+PYTHON_ONLY_OPTIONS = ("maxRecordsPerPartition", "minPartitions")
+
+_STORED_DDL = (
+    "offset long, timestamp timestamp, timestamp_type int, key binary, value binary, partition int"
+)
+_HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
+
+
+@dataclass(frozen=True)
+class ScanChoice:
+    """Which path a batch read takes, and why."""
+
+    native: bool
+    reason: str
+
+
+def _hadoop_scheme(spec: StorageSpec) -> str | None:
+    """The Hadoop filesystem scheme that reads the root, or None if only lakelog can."""
+    scheme = urlparse(spec.url).scheme.lower()
+    if scheme in ("", "file"):
+        return "file"
+    if scheme == "hdfs":
+        return "hdfs"
+    if scheme in ("s3", "s3a"):
+        return "s3a"
+    return None
+
+
+#: Hadoop's own filesystem classes, used when the session's conf names none.
+_FILESYSTEMS = {
+    "file": "org.apache.hadoop.fs.LocalFileSystem",
+    "hdfs": "org.apache.hadoop.hdfs.DistributedFileSystem",
+    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+}
+
+
+def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
+    """Whether the session's Hadoop has a filesystem for ``scheme``; None without a JVM."""
+    jvm = getattr(spark, "_jvm", None)
+    jsc = getattr(spark, "_jsc", None)
+    if jvm is None or jsc is None:
+        return None
+    configured = jsc.hadoopConfiguration().get(f"fs.{scheme}.impl")
+    return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(configured or _FILESYSTEMS[scheme]))
+
+
+def scan_choice(spark: SparkSession, opts: ReadOptions, options: Mapping[str, str]) -> ScanChoice:
+    """Native when Spark can read the root itself and no option needs the Python source."""
+    lowered = {k.lower() for k in options}
+    for name in PYTHON_ONLY_OPTIONS:
+        if name.lower() in lowered:
+            return ScanChoice(
+                False,
+                f"option '{name}' shapes the input partitions the Python data source plans",
+            )
+    scheme = _hadoop_scheme(opts.storage)
+    if scheme is None:
+        return ScanChoice(
+            False, f"root {opts.storage.url!r} is readable only through lakelog's storage layer"
+        )
+    has = _hadoop_has(spark, scheme)
+    if has is None:
+        return ScanChoice(False, "the session has no JVM gateway (Spark Connect)")
+    if not has:
+        return ScanChoice(
+            False,
+            f"Spark's Hadoop has no filesystem for {scheme}:// (for S3, hadoop-aws is not on "
+            "the classpath); lakelog's storage layer reads the root instead",
+        )
+    return ScanChoice(True, f"Spark's Parquet scan of the snapshot's files ({scheme}://)")
+
+
+def spark_url(spec: StorageSpec, delta_uri: str) -> str:
+    """The URL Spark's Hadoop layer reads a table at (``delta_uri`` from the storage layer)."""
+    scheme = _hadoop_scheme(spec)
+    if scheme == "file":
+        return "file://" + delta_uri if delta_uri.startswith("/") else delta_uri
+    if scheme == "s3a":
+        return "s3a://" + delta_uri.split("://", 1)[1]
+    return delta_uri
+
+
+def _hadoop_options(spec: StorageSpec) -> dict[str, str]:
+    """S3 options as per-read Hadoop settings (Spark passes ``fs.*`` read options to Hadoop)."""
+    if not spec.is_s3:
+        return {}
+    given = {
+        "fs.s3a.endpoint": spec.endpoint,
+        "fs.s3a.access.key": spec.access_key_id,
+        "fs.s3a.secret.key": spec.secret_access_key,
+        "fs.s3a.endpoint.region": spec.region,
+    }
+    out = {k: v for k, v in given.items() if v}
+    if spec.endpoint:
+        out["fs.s3a.path.style.access"] = "true"
+    return out
+
+
+def _row_filter(files: TopicFiles) -> Column | None:
+    """Rows of the listed files inside each partition's ``[start, end)``; None if all are."""
+    if files.exact:
+        return None
+    conditions: list[Column] = []
+    whole = [p.partition for p in files.partitions if p.exact]
+    if whole:
+        conditions.append(F.col("partition").isin(whole))
+    for p in files.partitions:
+        if not p.exact:
+            conditions.append(
+                (F.col("partition") == p.partition)
+                & (F.col("offset") >= p.start)
+                & (F.col("offset") < p.end)
+            )
+    return functools.reduce(lambda a, b: a | b, conditions)
+
+
+def _topic_frame(
+    spark: SparkSession, opts: ReadOptions, table_url: str, files: TopicFiles
+) -> DataFrame:
+    ddl = f"{_STORED_DDL}, {_HEADERS_DDL}" if opts.include_headers else _STORED_DDL
+    reader = spark.read.schema(ddl).option("basePath", table_url)
+    reader = reader.options(**_hadoop_options(opts.storage))
+    if not opts.fail_on_data_loss:
+        reader = reader.option("ignoreMissingFiles", "true")
+    paths = [f"{table_url}/{path}" for p in files.partitions for path in p.paths]
+    stored = reader.parquet(*paths)
+    keep = _row_filter(files)
+    if keep is not None:
+        stored = stored.where(keep)
+    columns = [
+        F.col("key"),
+        F.col("value"),
+        # Nullable, as in the data source's schema: a bare literal is a non-null
+        # column; nullif (a topic name is never empty) folds back to the literal.
+        F.nullif(F.lit(files.topic), F.lit("")).alias("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp"),
+        F.col("timestamp_type").alias("timestampType"),
+    ]
+    if opts.include_headers:
+        # Spark's Kafka source gives null, not an empty array, for a record without headers.
+        columns.append(F.when(F.size("headers") > 0, F.col("headers")).alias("headers"))
+    return stored.select(*columns)
+
+
+def native_frame(spark: SparkSession, opts: ReadOptions) -> DataFrame:
+    """The read as Spark's Parquet scan of the files it needs (planned now, on the driver)."""
+    with open_topics(opts.storage) as source:
+        topics = source.topics(opts.subscription)
+        snapshots = source.snapshots(opts.subscription, topics)
+        ranges = batch_ranges(opts, source, snapshots)
+        plan = [
+            (spark_url(opts.storage, source.catalog.storage.delta_uri(t.table_path)), t)
+            for t in plan_files(snapshots, ranges)
+            if t.partitions
+        ]
+    schema = spark_schema(opts.include_headers)
+    frames = [_topic_frame(spark, opts, url, files) for url, files in plan]
+    if not frames:
+        return spark.createDataFrame([], schema)
+    return functools.reduce(DataFrame.union, frames)
+
+
+def read_topic(
+    spark: SparkSession,
+    topic: str | None = None,
+    *,
+    root: str | None = None,
+    options: Mapping[str, str] | None = None,
+    **more: str,
+) -> DataFrame:
+    """A batch read of topics, on Spark's native Parquet scan wherever Spark can do it.
+
+    Takes the options of ``spark.read.format("lakelog")`` (``options`` and
+    keyword arguments; ``topic`` is ``subscribe``, ``root`` is ``root``) and
+    returns the same rows and schema. Where the native scan cannot serve the
+    read (see ``scan_choice``) it is that data source's DataFrame.
+    """
+    given: dict[str, str] = {str(k): str(v) for k, v in (options or {}).items()}
+    given.update({str(k): str(v) for k, v in more.items()})
+    if topic is not None:
+        given["subscribe"] = topic
+    if root is not None:
+        given["root"] = root
+    opts = parse_read_options({k.lower(): v for k, v in given.items()}, streaming=False)
+    choice = scan_choice(spark, opts, given)
+    if choice.native:
+        return native_frame(spark, opts)
+    log.info(
+        "lakelog batch read of %s through the Python data source: %s",
+        opts.storage.url,
+        choice.reason,
+    )
+    register(spark)
+    return spark.read.format(FORMAT).options(**given).load()
