@@ -1,0 +1,193 @@
+"""On a Spark standalone cluster (a master and two workers on loopback), results equal local[2]'s.
+
+The cluster is driven from subprocesses (this process's one SparkContext is
+the ``local[2]`` session), through the public entry points: compaction's
+``run_job`` and ``format("lakelog")``/``register_topics``/AvailableNow in
+``tests.cluster.driver``, and ``lakelog maintain --master spark://...``. The
+same work on twin roots (filled alike) with the ``local[2]`` session gives
+the reference; on both a local root and the S3-protocol server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakelog import Catalog
+from lakelog.cli import main as lakelog_main
+from lakelog.storage import S3Settings
+from tests.cluster.workload import NOW, fill_root, plain, run_workload
+from tests.compaction.helpers import read_all, run
+from tests.fixtures.roots import RootSpec
+from tests.fixtures.s3 import subprocess_env as s3_subprocess_env
+from tests.fixtures.spark_cluster import StandaloneCluster
+from tests.spark_connector.helpers import log_rows
+
+pytestmark = pytest.mark.slow
+
+KINDS = ("local", "s3")
+
+
+@pytest.fixture
+def new_root(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[str], RootSpec]:
+    """Factory of fresh roots of a given kind (``local`` directory or ``s3`` bucket)."""
+    counter = iter(range(1_000_000))
+
+    def make(kind: str) -> RootSpec:
+        n = next(counter)
+        if kind == "local":
+            return RootSpec(str(tmp_path / f"root{n}"))
+        settings: S3Settings = request.getfixturevalue("s3_settings")
+        bucket = request.getfixturevalue("make_bucket")()
+        return RootSpec(f"s3://{bucket}/lakelog", settings)
+
+    return make
+
+
+def filled(root: RootSpec) -> RootSpec:
+    catalog = Catalog(root.url, s3=root.s3)
+    try:
+        fill_root(catalog)
+    finally:
+        catalog.close()
+    return root
+
+
+def stored_log(root: RootSpec, topic: str) -> list[Any]:
+    catalog = Catalog(root.url, s3=root.s3)
+    try:
+        return read_all(catalog.topic(topic))
+    finally:
+        catalog.close()
+
+
+def reference_rows(root: RootSpec) -> list[list[Any]]:
+    """Every record of both topics as ``TopicLog.read`` returns it, in the workload's format."""
+    catalog = Catalog(root.url, s3=root.s3)
+    try:
+        rows = log_rows(catalog, "users", with_headers=True) + log_rows(
+            catalog, "clicks", with_headers=True
+        )
+    finally:
+        catalog.close()
+    return sorted(([plain(v) for v in row] for row in rows), key=repr)
+
+
+def ran_on_both_workers(cluster: StandaloneCluster, app_id: str) -> None:
+    """The master saw the application and each worker ran one of its executors."""
+    apps = {app["id"]: app for app in cluster.applications()}
+    assert app_id in apps, (app_id, list(apps))
+    workers = {path.parents[2].name for path in cluster.executor_dirs(app_id)}
+    assert workers == {"worker-0", "worker-1"}, cluster.executor_dirs(app_id)
+
+
+def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
+    spark_cluster: StandaloneCluster,
+    spark: SparkSession,
+    new_root: Callable[[str], RootSpec],
+    s3_settings: S3Settings,
+    tmp_path: Path,
+) -> None:
+    """Retention, compaction, batch reads, SQL and an AvailableNow stream, on both root kinds."""
+    on_cluster = {kind: filled(new_root(kind)) for kind in KINDS}
+    on_local = {kind: filled(new_root(kind)) for kind in KINDS}
+    results_path = tmp_path / "cluster.json"
+    env = spark_cluster.driver_env(s3_subprocess_env(s3_settings))
+    done = run(
+        [
+            sys.executable,
+            "-m",
+            "tests.cluster.driver",
+            spark_cluster.master_url,
+            str(results_path),
+            str(tmp_path / "cluster-work"),
+            *(on_cluster[kind].url for kind in KINDS),
+        ],
+        env,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-5000:] + spark_cluster.logs()
+    cluster_run = json.loads(results_path.read_text())
+    assert cluster_run["executors"] == 2
+    ran_on_both_workers(spark_cluster, cluster_run["app_id"])
+
+    for kind in KINDS:
+        remote = cluster_run["roots"][on_cluster[kind].url]
+        local = run_workload(spark, on_local[kind].url, on_local[kind].s3, tmp_path / f"l-{kind}")
+        assert remote.pop("master") == spark_cluster.master_url
+        assert local.pop("master").startswith("local")
+        # Round-trip through JSON: the cluster's results were written that way.
+        local = json.loads(json.dumps(local))
+        for part in local:
+            assert remote[part] == local[part], (kind, part)
+        # Equal, and right: the batch read is the stored log, which is the same on both.
+        assert remote["batch"] == reference_rows(on_cluster[kind])
+        assert remote["stream"]["rows"] == remote["batch"]
+        assert remote["stream"]["batches"] > 1
+        for topic in ("users", "clicks"):
+            assert stored_log(on_cluster[kind], topic) == stored_log(on_local[kind], topic)
+        compacted = [r for r in remote["reports"] if r["job"] == "compact" and r["status"] == "ok"]
+        assert compacted and compacted[0]["tombstones_dropped"] == 1
+
+
+def report_lines(stdout: str) -> list[str]:
+    """The CLI's report lines without what differs between two equal runs (timings, sizes)."""
+    lines = []
+    for line in stdout.splitlines():
+        line = re.sub(r" bytes [\d,]+ -> [\d,]+", "", line)
+        line = re.sub(r" in [\d.]+s", "", line)
+        lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lakelog_maintain_with_a_cluster_master_equals_local(
+    kind: str,
+    spark_cluster: StandaloneCluster,
+    spark: SparkSession,
+    new_root: Callable[[str], RootSpec],
+    s3_settings: S3Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``lakelog maintain --master spark://...`` runs its jobs on the cluster, as local[2] does."""
+    on_cluster, on_local = filled(new_root(kind)), filled(new_root(kind))
+    args = ["maintain", "--force", "--now-ms", str(NOW), "--no-progress"]
+    base_env = s3_subprocess_env(s3_settings) if kind == "s3" else None
+    before = {app["id"] for app in spark_cluster.applications()}
+    done = run(
+        [
+            str(Path(sys.executable).with_name("lakelog")),
+            *args,
+            "--root",
+            on_cluster.url,
+            "--master",
+            spark_cluster.master_url,
+        ],
+        spark_cluster.driver_env(base_env),
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-5000:] + spark_cluster.logs()
+    (app,) = [a for a in spark_cluster.applications() if a["id"] not in before]
+    assert app["name"] == "lakelog"
+    assert app["state"] == "FINISHED"
+    ran_on_both_workers(spark_cluster, app["id"])
+
+    if kind == "s3":
+        for name, value in s3_subprocess_env(s3_settings).items():
+            if name.startswith("AWS_"):
+                monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    assert lakelog_main([*args, "--root", on_local.url]) == 0  # joins the local[2] session
+    local_out = capsys.readouterr().out
+    assert re.search(r"^compact\s+users\s+partitions=2", done.stdout, re.M), done.stdout
+    assert report_lines(done.stdout) == report_lines(local_out)
+    for topic in ("users", "clicks"):
+        assert stored_log(on_cluster, topic) == stored_log(on_local, topic)
