@@ -10,10 +10,12 @@ the reference; on both a local root and the S3-protocol server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,12 @@ from pyspark.sql import SparkSession
 from lakelog import Catalog
 from lakelog.cli import main as lakelog_main
 from lakelog.storage import S3Settings
+from lakelog.testing.brokers import wait_for
 from tests.cluster.workload import NOW, fill_root, plain, run_workload
-from tests.compaction.helpers import read_all, run
+from tests.compaction.helpers import PROJECT, read_all
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.s3 import subprocess_env as s3_subprocess_env
-from tests.fixtures.spark_cluster import StandaloneCluster
+from tests.fixtures.spark_cluster import StandaloneCluster, stop_group
 from tests.spark_connector.helpers import log_rows
 
 pytestmark = pytest.mark.slow
@@ -80,6 +83,40 @@ def reference_rows(root: RootSpec) -> list[list[Any]]:
     return sorted(([plain(v) for v in row] for row in rows), key=repr)
 
 
+class Child:
+    """A driver subprocess running while this process computes the local[2] reference."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.out, self.err = log_dir / "stdout.txt", log_dir / "stderr.txt"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.process = subprocess.Popen(
+                args, cwd=PROJECT, env=env, stdout=out, stderr=err, start_new_session=True
+            )
+
+    def finish(self, timeout_s: float = 280) -> subprocess.CompletedProcess[str]:
+        try:
+            self.process.wait(timeout=timeout_s)
+        finally:
+            stop_group(self.process)  # its JVM too, should it outlive the driver
+        return subprocess.CompletedProcess(
+            self.process.args,
+            self.process.returncode,
+            self.out.read_text(errors="replace"),
+            self.err.read_text(errors="replace"),
+        )
+
+
+@contextlib.contextmanager
+def running(args: list[str], env: dict[str, str], log_dir: Path) -> Iterator[Child]:
+    """Start a child for a ``with`` block; it is stopped if the block fails before finishing."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    child = Child(args, env, log_dir)
+    try:
+        yield child
+    finally:
+        stop_group(child.process)
+
+
 def ran_on_both_workers(cluster: StandaloneCluster, app_id: str) -> None:
     """The master saw the application and each worker ran one of its executors."""
     apps = {app["id"]: app for app in cluster.applications()}
@@ -100,19 +137,21 @@ def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
     on_local = {kind: filled(new_root(kind)) for kind in KINDS}
     results_path = tmp_path / "cluster.json"
     env = spark_cluster.driver_env(s3_subprocess_env(s3_settings))
-    done = run(
-        [
-            sys.executable,
-            "-m",
-            "tests.cluster.driver",
-            spark_cluster.master_url,
-            str(results_path),
-            str(tmp_path / "cluster-work"),
-            *(on_cluster[kind].url for kind in KINDS),
-        ],
-        env,
-        timeout=280,
-    )
+    args = [
+        sys.executable,
+        "-m",
+        "tests.cluster.driver",
+        spark_cluster.master_url,
+        str(results_path),
+        str(tmp_path / "cluster-work"),
+        *(on_cluster[kind].url for kind in KINDS),
+    ]
+    with running(args, env, tmp_path / "driver") as child:
+        local_runs = {
+            kind: run_workload(spark, root.url, root.s3, tmp_path / f"local-{kind}")
+            for kind, root in on_local.items()
+        }
+        done = child.finish()
     assert done.returncode == 0, done.stderr[-5000:] + spark_cluster.logs()
     cluster_run = json.loads(results_path.read_text())
     assert cluster_run["executors"] == 2
@@ -120,7 +159,7 @@ def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
 
     for kind in KINDS:
         remote = cluster_run["roots"][on_cluster[kind].url]
-        local = run_workload(spark, on_local[kind].url, on_local[kind].s3, tmp_path / f"l-{kind}")
+        local = local_runs[kind]
         assert remote.pop("master") == spark_cluster.master_url
         assert local.pop("master").startswith("local")
         # Round-trip through JSON: the cluster's results were written that way.
@@ -156,37 +195,40 @@ def test_lakelog_maintain_with_a_cluster_master_equals_local(
     s3_settings: S3Settings,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     """``lakelog maintain --master spark://...`` runs its jobs on the cluster, as local[2] does."""
     on_cluster, on_local = filled(new_root(kind)), filled(new_root(kind))
     args = ["maintain", "--force", "--now-ms", str(NOW), "--no-progress"]
     base_env = s3_subprocess_env(s3_settings) if kind == "s3" else None
     before = {app["id"] for app in spark_cluster.applications()}
-    done = run(
-        [
-            str(Path(sys.executable).with_name("lakelog")),
-            *args,
-            "--root",
-            on_cluster.url,
-            "--master",
-            spark_cluster.master_url,
-        ],
-        spark_cluster.driver_env(base_env),
-        timeout=280,
-    )
+    command = [
+        str(Path(sys.executable).with_name("lakelog")),
+        *args,
+        "--root",
+        on_cluster.url,
+        "--master",
+        spark_cluster.master_url,
+    ]
+    with running(command, spark_cluster.driver_env(base_env), tmp_path / "cli") as child:
+        if kind == "s3":
+            for name, value in s3_subprocess_env(s3_settings).items():
+                if name.startswith("AWS_"):
+                    monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        assert lakelog_main([*args, "--root", on_local.url]) == 0  # joins the local[2] session
+        local_out = capsys.readouterr().out
+        done = child.finish()
     assert done.returncode == 0, done.stderr[-5000:] + spark_cluster.logs()
     (app,) = [a for a in spark_cluster.applications() if a["id"] not in before]
     assert app["name"] == "lakelog"
-    assert app["state"] == "FINISHED"
     ran_on_both_workers(spark_cluster, app["id"])
-
-    if kind == "s3":
-        for name, value in s3_subprocess_env(s3_settings).items():
-            if name.startswith("AWS_"):
-                monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    assert lakelog_main([*args, "--root", on_local.url]) == 0  # joins the local[2] session
-    local_out = capsys.readouterr().out
+    # The master ends an application when its driver disconnects, shortly after the exit.
+    wait_for(
+        lambda: app["id"] in {a["id"] for a in spark_cluster.state()["completedapps"]},
+        f"the master to see application {app['id']} finish",
+        60,
+    )
     assert re.search(r"^compact\s+users\s+partitions=2", done.stdout, re.M), done.stdout
     assert report_lines(done.stdout) == report_lines(local_out)
     for topic in ("users", "clicks"):
