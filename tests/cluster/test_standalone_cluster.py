@@ -30,7 +30,7 @@ from tests.cluster.workload import NOW, fill_root, plain, run_workload
 from tests.compaction.helpers import PROJECT, read_all
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.s3 import subprocess_env as s3_subprocess_env
-from tests.fixtures.spark_cluster import StandaloneCluster, stop_group
+from tests.fixtures.spark_cluster import FAST_JVM, StandaloneCluster, stop_group
 from tests.spark_connector.helpers import log_rows
 
 pytestmark = pytest.mark.slow
@@ -177,17 +177,47 @@ def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
 
 
 def report_lines(stdout: str) -> list[str]:
-    """The CLI's report lines without what differs between two equal runs (timings, sizes)."""
+    """The reports and summary of a maintain run, without timings and sizes (not results).
+
+    Other lines (a warning Spark's Python prints to stdout under spark-submit)
+    are left out.
+    """
     lines = []
     for line in stdout.splitlines():
-        line = re.sub(r" bytes [\d,]+ -> [\d,]+", "", line)
-        line = re.sub(r" in [\d.]+s", "", line)
-        lines.append(line)
+        if re.match(r"(retention|compact|merge|vacuum)[\s+]", line):
+            line = re.sub(r" bytes [\d,]+ -> [\d,]+", "", line)
+            lines.append(re.sub(r" in [\d.]+s", "", line))
     return lines
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_lakelog_maintain_with_a_cluster_master_equals_local(
+def maintain_command(
+    launcher: str, cluster: StandaloneCluster, root: RootSpec, args: list[str], env: dict[str, str]
+) -> tuple[list[str], dict[str, str], str]:
+    """The command, environment and application name of a maintain run on ``cluster``.
+
+    ``lakelog``: the CLI builds its own session against ``--master``.
+    ``submit.sh``: infra/spark-submit's wrapper, settings from the environment
+    as its README says, ``spark-submit`` creating the session.
+    """
+    if launcher == "lakelog":
+        lakelog = str(Path(sys.executable).with_name("lakelog"))
+        command = [lakelog, *args, "--root", root.url, "--master", cluster.master_url]
+        return command, env, "lakelog"
+    env = {
+        **env,
+        "SPARK_MASTER": cluster.master_url,
+        "LAKELOG_ROOT": root.url,
+        "SPARK_SUBMIT": str(Path(sys.executable).with_name("spark-submit")),
+        "EXTRA_SPARK_ARGS": f"--conf spark.driver.extraJavaOptions={FAST_JVM.split()[0]}",
+    }
+    return ["bash", str(PROJECT / "infra/spark-submit/submit.sh"), *args], env, "lakelog-maintain"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "kind"), [("lakelog", "local"), ("lakelog", "s3"), ("submit.sh", "s3")]
+)
+def test_maintain_on_the_cluster_equals_local(
+    launcher: str,
     kind: str,
     spark_cluster: StandaloneCluster,
     spark: SparkSession,
@@ -197,20 +227,13 @@ def test_lakelog_maintain_with_a_cluster_master_equals_local(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    """``lakelog maintain --master spark://...`` runs its jobs on the cluster, as local[2] does."""
+    """``lakelog maintain --master spark://...`` (or submit.sh) runs on the cluster, as local[2]."""
     on_cluster, on_local = filled(new_root(kind)), filled(new_root(kind))
     args = ["maintain", "--force", "--now-ms", str(NOW), "--no-progress"]
-    base_env = s3_subprocess_env(s3_settings) if kind == "s3" else None
+    base_env = spark_cluster.driver_env(s3_subprocess_env(s3_settings) if kind == "s3" else None)
+    command, env, app_name = maintain_command(launcher, spark_cluster, on_cluster, args, base_env)
     before = {app["id"] for app in spark_cluster.applications()}
-    command = [
-        str(Path(sys.executable).with_name("lakelog")),
-        *args,
-        "--root",
-        on_cluster.url,
-        "--master",
-        spark_cluster.master_url,
-    ]
-    with running(command, spark_cluster.driver_env(base_env), tmp_path / "cli") as child:
+    with running(command, env, tmp_path / "cli") as child:
         if kind == "s3":
             for name, value in s3_subprocess_env(s3_settings).items():
                 if name.startswith("AWS_"):
@@ -221,7 +244,7 @@ def test_lakelog_maintain_with_a_cluster_master_equals_local(
         done = child.finish()
     assert done.returncode == 0, done.stderr[-5000:] + spark_cluster.logs()
     (app,) = [a for a in spark_cluster.applications() if a["id"] not in before]
-    assert app["name"] == "lakelog"
+    assert app["name"] == app_name
     ran_on_both_workers(spark_cluster, app["id"])
     # The master ends an application when its driver disconnects, shortly after the exit.
     wait_for(
