@@ -33,7 +33,9 @@ from tests.fixtures.s3 import subprocess_env as s3_subprocess_env
 from tests.fixtures.spark_cluster import FAST_JVM, StandaloneCluster, stop_group
 from tests.spark_connector.helpers import log_rows
 
-pytestmark = pytest.mark.slow
+# A guard against hangs only: a driver and the cluster's JVMs share two cores with
+# this process, so a run takes minutes on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 KINDS = ("local", "s3")
 
@@ -93,7 +95,7 @@ class Child:
                 args, cwd=PROJECT, env=env, stdout=out, stderr=err, start_new_session=True
             )
 
-    def finish(self, timeout_s: float = 280) -> subprocess.CompletedProcess[str]:
+    def finish(self, timeout_s: float = 480) -> subprocess.CompletedProcess[str]:
         try:
             self.process.wait(timeout=timeout_s)
         finally:
