@@ -4,15 +4,18 @@
 with it hold the same log, offsets included. ``run_workload`` then runs,
 through the public entry points only, retention and compaction (compaction's
 ``run_job``, as ``lakelog maintain`` does), a batch read and a selective
-read of ``format("lakelog")``, SQL over ``register_topics`` views, and a
-``Trigger.AvailableNow`` stream into a Parquet sink, and returns every
-result as JSON-ready data. Run once on a cluster (``tests.cluster.driver``)
-and once on ``local[2]``, the results must be equal.
+read of ``format("lakelog")`` (and of ``read_topic``, the native scan),
+SQL over ``register_topics`` views, and a ``Trigger.AvailableNow`` stream
+into a Parquet sink, and returns every result as JSON-ready data. Run once
+on a cluster (``tests.cluster.driver``) and once on ``local[2]``, the
+results must be equal.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +182,49 @@ def run_stream(spark: SparkSession, options: dict[str, str], work: Path) -> dict
     }
 
 
+def native_reads(spark: SparkSession, options: dict[str, str]) -> dict[str, Any]:
+    """The reads of ``run_workload`` through the connector's native-scan entry points.
+
+    ``read_topic`` and ``register_topics(snapshot=True)`` run on Spark's own
+    Parquet scan where Spark can open the root and fall back to the data
+    source elsewhere; either way their rows must be the data source's. Empty
+    when the connector has no such entry points.
+    """
+    read_topic: Any = getattr(spark_connector, "read_topic", None)
+    if read_topic is None:
+        return {}
+    register_topics: Any = spark_connector.register_topics
+    everything = read_topic(spark, ",".join(TOPICS), options=options, includeHeaders="true")
+    selective = read_topic(
+        spark,
+        options={**options, "assign": '{"users": [0]}', "startingOffsets": '{"users": {"0": 10}}'},
+    ).where(F.col("offset") < 30)
+    views = register_topics(
+        spark, options["root"], prefix="native_", options=options, snapshot=True
+    )
+    return {
+        "native_scan": "FileScan parquet" in plan_of(everything),
+        "native_batch": record_rows(everything),
+        "native_selective": record_rows(selective),
+        "native_sql_per_partition": rows_of(spark.sql(per_partition_sql(views["users"]))),
+    }
+
+
+def plan_of(df: DataFrame) -> str:
+    """The physical plan Spark prints for ``df`` (PySpark returns it only as printed text)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        df.explain()
+    return printed.getvalue()
+
+
+def per_partition_sql(view: str) -> str:
+    return (
+        "SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last, "
+        f"count(DISTINCT key) AS keys FROM {view} GROUP BY partition"
+    )
+
+
 def run_workload(
     spark: SparkSession, url: str, s3: S3Settings | None, work: Path
 ) -> dict[str, Any]:
@@ -202,10 +248,7 @@ def run_workload(
         .where(F.col("offset") < 30)
     )
     views = spark_connector.register_topics(spark, url, prefix="cluster_", options=options)
-    per_partition = spark.sql(
-        f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last, "
-        f"count(DISTINCT key) AS keys FROM {views['users']} GROUP BY partition"
-    )
+    per_partition = spark.sql(per_partition_sql(views["users"]))
     latest = spark.sql(
         f"SELECT CAST(key AS STRING) AS key, CAST(value AS STRING) AS value, offset "
         f"FROM {views['users']} WHERE value IS NOT NULL"
@@ -223,4 +266,5 @@ def run_workload(
         "sql_latest": rows_of(latest),
         "sql_clicks": rows_of(clicks.select("partition", "records", F.unix_millis("oldest"))),
         "stream": run_stream(spark, options, work),
+        **native_reads(spark, options),
     }
