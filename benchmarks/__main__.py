@@ -92,6 +92,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark suites (compaction, connector) only: run each again with this Spark master "
+        "(e.g. spark://host:7077) and print its figures beside local[2]'s",
+    )
+    parser.add_argument(
         "--minutes",
         type=float,
         default=None,
@@ -117,7 +124,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N,N",
         help="brokers suite: run only these broker counts, e.g. 1,3",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.master is not None:
+        from benchmarks.masters import SPARK_SUITES
+
+        others = [s for s in args.suites if s not in SPARK_SUITES]
+        if others:
+            parser.error(
+                f"--master applies to the Spark suites ({', '.join(SPARK_SUITES)}), "
+                f"not to {', '.join(others)}"
+            )
+    return args
 
 
 def run_suite(name: str, size: str, workdir: Path | None, progress: Progress) -> Report:
@@ -156,6 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_suite(name, args.size, args.workdir, progress)
         reports.append(report)
         print(render_report(report) + "\n", flush=True)
+        if args.master is not None:
+            from benchmarks.masters import run_on_master, side_by_side
+
+            remote = run_on_master(name, args.size, args.master, args.workdir, args.quiet)
+            print(side_by_side(report, remote, args.master) + "\n", flush=True)
     if args.json is not None:
         write_json(args.json, reports, machine)
         print(f"results written to {args.json}")

@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.roots",
     "tests.fixtures.brokers",
     "tests.fixtures.spark",
+    "tests.fixtures.spark_cluster",
 ]
