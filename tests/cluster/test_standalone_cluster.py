@@ -171,11 +171,11 @@ def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
         # Equal, and right: the batch read is the stored log, which is the same on both.
         assert remote["batch"] == reference_rows(on_cluster[kind])
         assert remote["stream"]["rows"] == remote["batch"]
-        if "native_batch" in remote:  # the native scan returns the data source's rows
-            assert remote["native_scan"] == (kind == "local")  # S3: Spark has no s3a here
-            assert remote["native_batch"] == remote["batch"]
-            assert remote["native_selective"] == remote["selective"]
-            assert remote["native_sql_per_partition"] == remote["sql_per_partition"]
+        # The native scan returns the data source's rows (S3: Spark has no s3a here).
+        assert remote["native_scan"] == (kind == "local")
+        assert remote["native_batch"] == remote["batch"]
+        assert remote["native_selective"] == remote["selective"]
+        assert remote["native_sql_per_partition"] == remote["sql_per_partition"]
         assert remote["stream"]["batches"] > 1
         for topic in ("users", "clicks"):
             assert stored_log(on_cluster[kind], topic) == stored_log(on_local[kind], topic)

@@ -187,19 +187,16 @@ def native_reads(spark: SparkSession, options: dict[str, str]) -> dict[str, Any]
 
     ``read_topic`` and ``register_topics(snapshot=True)`` run on Spark's own
     Parquet scan where Spark can open the root and fall back to the data
-    source elsewhere; either way their rows must be the data source's. Empty
-    when the connector has no such entry points.
+    source elsewhere; either way their rows must be the data source's.
     """
-    read_topic: Any = getattr(spark_connector, "read_topic", None)
-    if read_topic is None:
-        return {}
-    register_topics: Any = spark_connector.register_topics
-    everything = read_topic(spark, ",".join(TOPICS), options=options, includeHeaders="true")
-    selective = read_topic(
+    everything = spark_connector.read_topic(
+        spark, ",".join(TOPICS), options=options, includeHeaders="true"
+    )
+    selective = spark_connector.read_topic(
         spark,
         options={**options, "assign": '{"users": [0]}', "startingOffsets": '{"users": {"0": 10}}'},
     ).where(F.col("offset") < 30)
-    views = register_topics(
+    views = spark_connector.register_topics(
         spark, options["root"], prefix="native_", options=options, snapshot=True
     )
     return {
