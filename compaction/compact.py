@@ -37,10 +37,9 @@ from pyspark.sql import functions as F
 
 from compaction.native_read import (
     ReadPath,
-    check_offset_ranges,
+    checked_segment_files,
     native_action,
     read_path_for,
-    read_segment_files,
     s3a_enabled,
 )
 from compaction.planner import CompactionPlan, SegmentGroup, plan_compaction
@@ -211,9 +210,11 @@ def native_survivors(
     holds its offset, found by a broadcast join with the few group ranges.
     """
     refs = refs_for(plans)
-    rows = read_segment_files(spark, topic_log.storage, topic_log.table_path, refs)
-    native_action(
-        lambda: check_offset_ranges(rows, refs), topic_log.storage, topic_log.table_path, refs
+    rows = native_action(
+        lambda: checked_segment_files(spark, topic_log.storage, topic_log.table_path, refs),
+        topic_log.storage,
+        topic_log.table_path,
+        refs,
     )
     latest = latest_rows(rows, how).alias("r")
     groups = F.broadcast(group_table(spark, plans)).alias("g")

@@ -10,15 +10,17 @@ an S3 root is read natively only when the session says so
 otherwise, and for process-local ``memory://`` roots, the jobs read through
 lakelog's storage layer in Python tasks (``segment_tasks``).
 
-A segment Spark cannot read (missing, not Parquet) fails the Spark job with a
-JVM error that does not say which segment is at fault in lakelog's terms;
-``diagnose_segments`` then checks the inputs on the driver and raises the
-same ``CORRUPT_MESSAGE`` naming the segment as the Python path does.
+Inputs are checked on the driver before Spark reads them (``check_footers``):
+a segment that is missing, not Parquet, or holds offsets outside its Delta
+range is refused with the same ``CORRUPT_MESSAGE`` naming the segment as the
+Python path gives. A Spark job that fails anyway (a file changed after the
+check) is diagnosed the same way before its own error is re-raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import TypeVar
 
@@ -44,6 +46,9 @@ from lakelog.storage.fsspec_backend import HdfsStorage, S3Storage
 from lakelog.storage.local import LocalStorage
 
 T = TypeVar("T")
+
+#: Footers read at once on the driver (each read is one small request).
+FOOTER_THREADS = 8
 
 #: Session setting that says the deployment gave Spark a working ``s3a`` filesystem.
 S3A_ENABLED = "spark.lakelog.s3a.enabled"
@@ -119,12 +124,75 @@ def file_name() -> Column:
     return F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
 
 
-def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
-    """Refuse segments whose offsets leave the range their Delta entry gives them.
+def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[int, int] | None:
+    """The offsets a segment's footer says it holds (``None`` if it keeps no statistics).
 
-    One aggregate over the ``offset`` column alone (a narrow scan), grouped by
-    file: a maintenance job must never rewrite data it cannot vouch for.
+    A segment that is missing or not Parquet is ``CORRUPT_MESSAGE`` naming it;
+    a storage failure is ``KAFKA_STORAGE_ERROR``, retriable.
     """
+    where = f"segment {ref.path} of partition {ref.partition}"
+    full = join(table_path, ref.path)
+    try:
+        with storage.arrow_filesystem().open_input_file(storage.arrow_path(full)) as source:
+            footer = pq.read_metadata(source)
+    except FileNotFoundError as exc:
+        raise CorruptRecordError(f"{where} is missing from storage") from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
+    except OSError as exc:
+        if not storage.exists(full):
+            raise CorruptRecordError(f"{where} is missing from storage") from exc
+        raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
+    if footer.num_rows == 0:
+        return (ref.base_offset, ref.base_offset)
+    names = footer.schema.names
+    if "offset" not in names:
+        raise CorruptRecordError(f"{where} is unreadable: it has no offset column")
+    column = names.index("offset")
+    low: int | None = None
+    high: int | None = None
+    for i in range(footer.num_row_groups):
+        stats = footer.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    return None if low is None or high is None else (int(low), int(high))
+
+
+def out_of_range(ref: SegmentRef, low: int | None, high: int | None) -> CorruptRecordError | None:
+    if low is None or high is None or low < ref.base_offset or high > ref.last_offset:
+        return CorruptRecordError(
+            f"segment {ref.path} of partition {ref.partition} holds offsets {low}..{high} "
+            f"outside its range {ref.base_offset}..{ref.last_offset}"
+        )
+    return None
+
+
+def check_footers(
+    storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> list[SegmentRef]:
+    """Check every input's footer on the driver; returns those whose offsets it cannot vouch for.
+
+    A maintenance job must never rewrite data it cannot vouch for: each
+    segment must exist, be Parquet, and hold only offsets inside the range its
+    Delta entry gives. lakelog's writers keep offset statistics in every row
+    group, so the footers answer that without reading a row; segments without
+    them are returned for ``check_offset_ranges``.
+    """
+    with ThreadPoolExecutor(FOOTER_THREADS) as pool:
+        found = list(pool.map(lambda ref: footer_offsets(storage, table_path, ref), refs))
+    unchecked = []
+    for ref, offsets in zip(refs, found, strict=True):
+        if offsets is None:
+            unchecked.append(ref)
+        elif (error := out_of_range(ref, *offsets)) is not None:
+            raise error
+    return unchecked
+
+
+def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
+    """Check the offsets of segments without footer statistics with a Spark scan of ``offset``."""
     by_name = {ref.path.rsplit("/", 1)[-1]: ref for ref in refs}
     seen = (
         rows.select("offset", file_name().alias("file"))
@@ -134,39 +202,18 @@ def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
     )
     for row in seen:
         ref = by_name.get(row["file"])
-        if ref is None:
-            continue
-        low, high = row["low"], row["high"]
-        if low is None or low < ref.base_offset or high > ref.last_offset:
-            raise CorruptRecordError(
-                f"segment {ref.path} of partition {ref.partition} holds offsets {low}..{high} "
-                f"outside its range {ref.base_offset}..{ref.last_offset}"
-            )
+        if ref is not None and (error := out_of_range(ref, row["low"], row["high"])) is not None:
+            raise error
 
 
-def diagnose_segments(storage: Storage, table_path: str, refs: Sequence[SegmentRef]) -> None:
-    """Raise the lakelog error for the first input segment that is missing or not Parquet.
-
-    Called after Spark failed to read the inputs; returns when every footer
-    reads (the failure was then not the data's, and the caller re-raises it).
-    """
-    filesystem = storage.arrow_filesystem()
-    for ref in refs:
-        where = f"segment {ref.path} of partition {ref.partition}"
-        full = join(table_path, ref.path)
-        try:
-            exists = storage.exists(full)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
-        if not exists:
-            raise CorruptRecordError(f"{where} is missing from storage")
-        try:
-            with filesystem.open_input_file(storage.arrow_path(full)) as source:
-                pq.read_metadata(source)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
+def checked_segment_files(
+    spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> DataFrame:
+    """``read_segment_files`` of segments first checked as ``check_footers`` says."""
+    unchecked = check_footers(storage, table_path, refs)
+    if unchecked:
+        check_offset_ranges(read_segment_files(spark, storage, table_path, unchecked), unchecked)
+    return read_segment_files(spark, storage, table_path, refs)
 
 
 def native_action(
@@ -178,5 +225,5 @@ def native_action(
     except LakelogError:
         raise
     except Exception:
-        diagnose_segments(storage, table_path, refs)
+        check_footers(storage, table_path, refs)
         raise
