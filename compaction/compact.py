@@ -197,6 +197,51 @@ def group_table(spark: SparkSession, plans: Sequence[CompactionPlan]) -> DataFra
     )
 
 
+def hash_slots(spark: SparkSession, tasks: int) -> list[int]:
+    """For each task ``t``, a value that Spark's hash partitioning into ``tasks`` sends to ``t``.
+
+    ``repartition(n, col)`` places a row by ``pmod(murmur3(col), n)``, which
+    ``F.hash`` computes; so one tiny driver-side query finds such values.
+    """
+    found: dict[int, int] = {}
+    candidates = max(64, 16 * tasks)
+    rows = (
+        spark.range(candidates)
+        .select(F.col("id").cast("int").alias("v"))
+        .select("v", F.pmod(F.hash("v"), F.lit(tasks)).alias("t"))
+        .collect()
+    )
+    for row in rows:
+        found.setdefault(int(row["t"]), int(row["v"]))
+    return [found.get(t, t) for t in range(tasks)]
+
+
+def spread_groups(
+    spark: SparkSession, survivors: DataFrame, plans: Sequence[CompactionPlan], tasks: int
+) -> DataFrame:
+    """Survivors repartitioned so that each (partition, group) goes whole to one writer task.
+
+    Hashing (partition, group) itself can send two groups to one task and
+    leave another idle; each group instead gets a slot value that hashes to
+    the next task in turn, so the groups spread evenly over the tasks.
+    """
+    targets = hash_slots(spark, tasks)
+    slots = spark.createDataFrame(
+        [
+            (plan.partition, g, targets[i % tasks])
+            for i, (plan, g) in enumerate(
+                (plan, g) for plan in plans for g in range(len(plan.groups))
+            )
+        ],
+        "partition int, group int, _slot int",
+    )
+    return (
+        survivors.join(F.broadcast(slots), ["partition", "group"])
+        .repartition(tasks, "_slot")
+        .drop("_slot")
+    )
+
+
 def native_survivors(
     spark: SparkSession,
     topic_log: TopicLog,
@@ -371,7 +416,7 @@ def compact_topic(
     written_rows = native_action(
         lambda: spark_action(
             lambda: (
-                survivors.repartition(tasks, "partition", "group")
+                spread_groups(session, survivors, plans, tasks)
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
                     segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL
