@@ -417,6 +417,7 @@ def compact_topic(
         lambda: spark_action(
             lambda: (
                 spread_groups(session, survivors, plans, tasks)
+                .withColumn("headers", F.to_json("headers"))
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
                     segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL

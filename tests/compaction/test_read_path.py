@@ -113,3 +113,25 @@ def test_segments_without_offset_statistics_are_checked_by_a_spark_scan(
     report = compact_topic(catalog, "plain", spark, force=True)
     assert report.status == "ok", report.message
     assert [o for _, o, _, _, _ in read_all(log)] == [12, 13, 14, *range(15, 20)]
+
+
+def test_headers_survive_compaction_exactly(catalog: Catalog, spark: SparkSession) -> None:
+    catalog.create_topic("headed", 1, {"cleanup.policy": "compact"})
+    log = catalog.topic("headed")
+    shapes: list[list[tuple[str, bytes | None]]] = [
+        [("bin", b"\x00\xff\n"), ("none", None), ("text", "é".encode())],
+        [],
+        [("only", b"")],
+    ]
+    for i, headers in enumerate(shapes):
+        log.append([Record(b"old", key=f"k{i}".encode(), headers=[("old", b"1")])])
+        log.append([Record(f"v{i}".encode(), key=f"k{i}".encode(), headers=headers)])
+    log.append([Record(b"head", key=b"head")])
+    report = compact_topic(catalog, "headed", spark, force=True)
+    assert report.status == "ok", report.message
+    log.refresh()
+    fetched = log.read(0, log.log_start_offset(0), max_records=100).to_records("headed")
+    assert [(r.key, list(r.headers)) for r in fetched] == [
+        *[(f"k{i}".encode(), headers) for i, headers in enumerate(shapes)],
+        (b"head", []),
+    ]
