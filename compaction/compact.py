@@ -197,12 +197,19 @@ def group_table(spark: SparkSession, plans: Sequence[CompactionPlan]) -> DataFra
     )
 
 
+_HASH_SLOTS: dict[int, list[int]] = {}
+
+
 def hash_slots(spark: SparkSession, tasks: int) -> list[int]:
     """For each task ``t``, a value that Spark's hash partitioning into ``tasks`` sends to ``t``.
 
     ``repartition(n, col)`` places a row by ``pmod(murmur3(col), n)``, which
-    ``F.hash`` computes; so one tiny driver-side query finds such values.
+    ``F.hash`` computes; so one tiny query finds such values, once per task
+    count (the hash is fixed).
     """
+    known = _HASH_SLOTS.get(tasks)
+    if known is not None:
+        return known
     found: dict[int, int] = {}
     candidates = max(64, 16 * tasks)
     rows = (
@@ -213,7 +220,7 @@ def hash_slots(spark: SparkSession, tasks: int) -> list[int]:
     )
     for row in rows:
         found.setdefault(int(row["t"]), int(row["v"]))
-    return [found.get(t, t) for t in range(tasks)]
+    return _HASH_SLOTS.setdefault(tasks, [found.get(t, t) for t in range(tasks)])
 
 
 def spread_groups(
