@@ -12,7 +12,9 @@ driver turns the Python worker's exception back into the same error class
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import pickle
 import threading
 from collections.abc import Iterator, Sequence
@@ -72,6 +74,34 @@ WRITTEN_SCHEMA = pa.schema(
         pa.field("dropped", pa.int64()),
     ]
 )
+
+
+def headers_from_json(column: pa.ChunkedArray) -> pa.Array:
+    """Record headers from the JSON text Spark's ``to_json`` makes of them (values base64).
+
+    Headers reach the writer tasks as text because Spark hands array columns
+    to Python tasks several times slower than flat ones (measured in
+    docs/architecture.md); most records have none, and those stay null here.
+    """
+    if column.null_count == len(column):
+        return pa.nulls(len(column), HEADERS_TYPE)
+    decoded: list[list[dict[str, object]] | None] = []
+    for text in column.to_pylist():
+        if text is None or text == "[]":
+            decoded.append(None if text is None else [])
+            continue
+        decoded.append(
+            [
+                {
+                    "key": header["key"],
+                    "value": None
+                    if header.get("value") is None
+                    else base64.b64decode(header["value"]),
+                }
+                for header in json.loads(text)
+            ]
+        )
+    return pa.array(decoded, type=HEADERS_TYPE)
 
 
 _WORKER_LOCK = threading.Lock()
@@ -253,6 +283,9 @@ def write_group(
         keep = pc.fill_null(table.column(KEEP_COLUMN), False)
         dropped = table.num_rows - int(pc.sum(keep.cast(pa.int64())).as_py() or 0)
         table = table.filter(keep)
+    headers = table.column("headers")
+    if pa.types.is_string(headers.type) or pa.types.is_large_string(headers.type):
+        headers = headers_from_json(headers)
     rows = pa.table(
         {
             "offset": table.column("offset"),
@@ -260,7 +293,7 @@ def write_group(
             "timestamp_type": table.column("timestamp_type"),
             "key": table.column("key"),
             "value": table.column("value"),
-            "headers": table.column("headers"),
+            "headers": headers,
             "producer_id": table.column("producer_id"),
             "sequence": table.column("sequence"),
         },

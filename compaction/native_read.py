@@ -1,0 +1,229 @@
+"""Reading segments with Spark's own Parquet reader, where Spark can open the root itself.
+
+The maintenance jobs know exactly which files to read (the segments the Delta
+snapshot lists), so Spark's Parquet scan of that file list reads the rows in
+the JVM, column-pruned, with no row crossing into Python. Spark opens a
+local root (``file:``) and HDFS with the filesystems it ships. It has no
+``s3a`` filesystem unless the deployment adds hadoop-aws and its settings, so
+an S3 root is read natively only when the session says so
+(``spark.lakelog.s3a.enabled=true``, paths become ``s3a://bucket/...``);
+otherwise, and for process-local ``memory://`` roots, the jobs read through
+lakelog's storage layer in Python tasks (``segment_tasks``).
+
+Inputs are checked on the driver before Spark reads them (``check_footers``):
+a segment that is missing, not Parquet, or holds offsets outside its Delta
+range is refused with the same ``CORRUPT_MESSAGE`` naming the segment as the
+Python path gives. A Spark job that fails anyway (a file changed after the
+check) is diagnosed the same way before its own error is re-raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from compaction.segment_tasks import SegmentRef
+from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
+from lakelog.storage import Storage, join
+from lakelog.storage.fsspec_backend import HdfsStorage, S3Storage
+from lakelog.storage.local import LocalStorage
+
+T = TypeVar("T")
+
+#: Footers read at once on the driver (each read is one small request).
+FOOTER_THREADS = 8
+
+#: Session setting that says the deployment gave Spark a working ``s3a`` filesystem.
+S3A_ENABLED = "spark.lakelog.s3a.enabled"
+
+#: The columns of a segment file as Spark reads them, plus the ``partition`` path column.
+SEGMENT_SPARK_SCHEMA = StructType(
+    [
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestamp_type", IntegerType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+        StructField("producer_id", LongType()),
+        StructField("sequence", IntegerType()),
+        StructField("partition", IntegerType()),
+    ]
+)
+
+
+class ReadPath(Enum):
+    """How a job reads segment rows."""
+
+    SPARK_PARQUET = "spark parquet"
+    STORAGE_LAYER = "storage layer"
+
+
+def spark_uri(storage: Storage, path: str, s3a_enabled: bool) -> str | None:
+    """The URI under which Spark's own filesystems open ``path`` of ``storage``, if any."""
+    if isinstance(storage, LocalStorage):
+        return "file://" + storage.arrow_path(path)
+    if isinstance(storage, HdfsStorage):
+        return storage.delta_uri(path)
+    if isinstance(storage, S3Storage) and s3a_enabled:
+        return "s3a://" + storage.arrow_path(path)
+    return None
+
+
+def read_path_for(storage: Storage, s3a_enabled: bool) -> ReadPath:
+    """Spark's reader wherever Spark can open the root, else lakelog's storage layer."""
+    if spark_uri(storage, "probe", s3a_enabled) is None:
+        return ReadPath.STORAGE_LAYER
+    return ReadPath.SPARK_PARQUET
+
+
+def s3a_enabled(spark: SparkSession) -> bool:
+    return (spark.conf.get(S3A_ENABLED, "false") or "false").strip().lower() == "true"
+
+
+def read_segment_files(
+    spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> DataFrame:
+    """Every row of the given segments, with ``partition`` from the Delta partition path."""
+    enabled = s3a_enabled(spark)
+    base = spark_uri(storage, table_path, enabled)
+    uris = [spark_uri(storage, join(table_path, ref.path), enabled) for ref in refs]
+    if base is None or any(uri is None for uri in uris):
+        raise KafkaStorageError(f"Spark cannot open {storage!r} with its own filesystems")
+    return (
+        spark.read.schema(SEGMENT_SPARK_SCHEMA)
+        .option("basePath", base)
+        .parquet(*[u for u in uris if u is not None])
+    )
+
+
+def file_name() -> Column:
+    """The name of the file a row was read from (segment names are unique, path-free)."""
+    return F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+
+
+def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[int, int] | None:
+    """The offsets a segment's footer says it holds (``None`` if it keeps no statistics).
+
+    A segment that is missing or not Parquet is ``CORRUPT_MESSAGE`` naming it;
+    a storage failure is ``KAFKA_STORAGE_ERROR``, retriable.
+    """
+    where = f"segment {ref.path} of partition {ref.partition}"
+    full = join(table_path, ref.path)
+    try:
+        with storage.arrow_filesystem().open_input_file(storage.arrow_path(full)) as source:
+            footer = pq.read_metadata(source)
+    except FileNotFoundError as exc:
+        raise CorruptRecordError(f"{where} is missing from storage") from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
+    except OSError as exc:
+        if not storage.exists(full):
+            raise CorruptRecordError(f"{where} is missing from storage") from exc
+        raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
+    if footer.num_rows == 0:
+        return (ref.base_offset, ref.base_offset)
+    names = footer.schema.names
+    if "offset" not in names:
+        raise CorruptRecordError(f"{where} is unreadable: it has no offset column")
+    column = names.index("offset")
+    low: int | None = None
+    high: int | None = None
+    for i in range(footer.num_row_groups):
+        stats = footer.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    return None if low is None or high is None else (int(low), int(high))
+
+
+def out_of_range(ref: SegmentRef, low: int | None, high: int | None) -> CorruptRecordError | None:
+    if low is None or high is None or low < ref.base_offset or high > ref.last_offset:
+        return CorruptRecordError(
+            f"segment {ref.path} of partition {ref.partition} holds offsets {low}..{high} "
+            f"outside its range {ref.base_offset}..{ref.last_offset}"
+        )
+    return None
+
+
+def check_footers(
+    storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> list[SegmentRef]:
+    """Check every input's footer on the driver; returns those whose offsets it cannot vouch for.
+
+    A maintenance job must never rewrite data it cannot vouch for: each
+    segment must exist, be Parquet, and hold only offsets inside the range its
+    Delta entry gives. lakelog's writers keep offset statistics in every row
+    group, so the footers answer that without reading a row; segments without
+    them are returned for ``check_offset_ranges``.
+    """
+    with ThreadPoolExecutor(FOOTER_THREADS) as pool:
+        found = list(pool.map(lambda ref: footer_offsets(storage, table_path, ref), refs))
+    unchecked = []
+    for ref, offsets in zip(refs, found, strict=True):
+        if offsets is None:
+            unchecked.append(ref)
+        elif (error := out_of_range(ref, *offsets)) is not None:
+            raise error
+    return unchecked
+
+
+def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
+    """Check the offsets of segments without footer statistics with a Spark scan of ``offset``."""
+    by_name = {ref.path.rsplit("/", 1)[-1]: ref for ref in refs}
+    seen = (
+        rows.select("offset", file_name().alias("file"))
+        .groupBy("file")
+        .agg(F.min("offset").alias("low"), F.max("offset").alias("high"))
+        .collect()
+    )
+    for row in seen:
+        ref = by_name.get(row["file"])
+        if ref is not None and (error := out_of_range(ref, row["low"], row["high"])) is not None:
+            raise error
+
+
+def checked_segment_files(
+    spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> DataFrame:
+    """``read_segment_files`` of segments first checked as ``check_footers`` says."""
+    unchecked = check_footers(storage, table_path, refs)
+    if unchecked:
+        check_offset_ranges(read_segment_files(spark, storage, table_path, unchecked), unchecked)
+    return read_segment_files(spark, storage, table_path, refs)
+
+
+def native_action(
+    action: Callable[[], T], storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+) -> T:
+    """Run a Spark action over natively read segments; a bad segment is named as lakelog does."""
+    try:
+        return action()
+    except LakelogError:
+        raise
+    except Exception:
+        check_footers(storage, table_path, refs)
+        raise
