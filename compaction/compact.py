@@ -156,6 +156,10 @@ class LatestBy(Enum):
 
     #: max(offset) per (partition, key) over the narrow columns, then a broadcast
     #: semi-join on (partition, offset) back to the rows: values are never shuffled.
+    #: The narrow rows are shuffled by key before aggregating: a compacted topic's
+    #: keys are mostly spread over its segments, so a map-side partial aggregate
+    #: would hash every row for little reduction (10 M records with 1 M keys:
+    #: 3.1-3.5 s instead of 4.0-4.3 s; with 100 k keys 2.3-2.6 s instead of 2.2-2.3 s).
     SEMI_JOIN = "semi-join"
     #: groupBy (partition, key) with max_by(struct of the row, offset).
     MAX_BY = "max_by"
@@ -163,13 +167,62 @@ class LatestBy(Enum):
     WINDOW = "window"
 
 
-def latest_rows(rows: DataFrame, how: LatestBy) -> DataFrame:
+#: (lowest offset, highest offset, partition count) of the rows a job reads.
+OffsetSpan = tuple[int, int, int]
+
+
+def offset_span(plans: Sequence[CompactionPlan]) -> OffsetSpan | None:
+    """The offsets and partitions that the plans' segments cover, or None if they cover none."""
+    groups = [(plan.partition, g) for plan in plans for g in plan.groups]
+    if not groups:
+        return None
+    return (
+        min(g.base_offset for _, g in groups),
+        max(g.last_offset for _, g in groups),
+        max(p for p, _ in groups) + 1,
+    )
+
+
+def record_id(offsets: OffsetSpan | None) -> Column | None:
+    """(partition, offset) packed into one long, or None where it does not fit in 62 bits.
+
+    Spark builds and probes a broadcast hash join on one long column (its
+    ``LongHashedRelation``) much faster than on two columns: with 2 M
+    survivors of 10 M records the whole job took 8.9-9.5 s instead of 10.2-10.4 s.
+    """
+    if offsets is None:
+        return None
+    low, high, partitions = offsets
+    offset_bits = max(1, high - low).bit_length()
+    if offset_bits + max(1, partitions).bit_length() > 62:
+        return None
+    return F.shiftleft(F.col("partition").cast("long"), offset_bits) + (
+        F.col("offset") - F.lit(low)
+    )
+
+
+def latest_rows(rows: DataFrame, how: LatestBy, offsets: OffsetSpan | None = None) -> DataFrame:
     """Each key's record with the highest offset; keyless records are dropped."""
     keyed = rows.where(F.col("key").isNotNull())
     if how is LatestBy.SEMI_JOIN:
-        latest = keyed.groupBy("partition", "key").agg(F.max("offset").alias("offset"))
-        return rows.join(
-            F.broadcast(latest.select("partition", "offset")), ["partition", "offset"], "left_semi"
+        latest = (
+            keyed.select("partition", "key", "offset")
+            .repartition("partition", "key")
+            .groupBy("partition", "key")
+            .agg(F.max("offset").alias("offset"))
+        )
+        packed = record_id(offsets)
+        if packed is None:
+            return rows.join(
+                F.broadcast(latest.select("partition", "offset")),
+                ["partition", "offset"],
+                "left_semi",
+            )
+        survivors = F.broadcast(latest.select(packed.alias("_record")))
+        return (
+            rows.withColumn("_record", packed)
+            .join(survivors, "_record", "left_semi")
+            .drop("_record")
         )
     if how is LatestBy.MAX_BY:
         others = [c for c in rows.columns if c not in ("partition", "key")]
@@ -268,7 +321,7 @@ def native_survivors(
         topic_log.table_path,
         refs,
     )
-    latest = latest_rows(rows, how).alias("r")
+    latest = latest_rows(rows, how, offset_span(plans)).alias("r")
     groups = F.broadcast(group_table(spark, plans)).alias("g")
     placed = latest.join(
         groups,

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from compaction.compact import LatestBy, compact_topic
+from compaction.compact import LatestBy, compact_topic, record_id
 from compaction.native_read import ReadPath, read_path_for, spark_uri
 from lakelog import Catalog, Record
 from lakelog.errors import CorruptRecordError
@@ -135,3 +135,15 @@ def test_headers_survive_compaction_exactly(catalog: Catalog, spark: SparkSessio
         *[(f"k{i}".encode(), headers) for i, headers in enumerate(shapes)],
         (b"head", []),
     ]
+
+
+def test_record_ids_are_unique_and_fall_back_when_they_would_not_fit(spark: SparkSession) -> None:
+    """Packed (partition, offset) ids never collide; a span too wide for 62 bits is refused."""
+    assert record_id(None) is None
+    assert record_id((0, 2**60, 8)) is None
+    packed = record_id((5, 1_000, 3))
+    assert packed is not None
+    pairs = [(p, o) for p in range(3) for o in (5, 6, 999, 1_000)]
+    frame = spark.createDataFrame(pairs, "partition int, offset long")
+    ids = [row[0] for row in frame.select(packed).collect()]
+    assert len(set(ids)) == len(pairs)
