@@ -117,7 +117,7 @@ CONFIGS: dict[str, ConnectorBenchConfig] = {
         latency_records=10,
         append_interval_s=0.3,
     ),
-    "small": ConnectorBenchConfig(records=2_000_000, rounds=2, latency_appends=12),
+    "small": ConnectorBenchConfig(records=2_000_000, rounds=5, latency_appends=12),
     "large": ConnectorBenchConfig(records=10_000_000, latency_appends=40),
 }
 
