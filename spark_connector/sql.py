@@ -81,7 +81,6 @@ def register_topics(
     per query: call again to see newer records. Roots Spark cannot read
     itself keep the data source views either way.
     """
-    register(spark)
     extra = {str(k): str(v) for k, v in (options or {}).items()}
     if topics is None:
         lowered = {k.lower(): v for k, v in extra.items()}
@@ -107,6 +106,7 @@ def register_topics(
             if scan_choice(spark, opts, given).native:
                 native_frame(spark, opts).createOrReplaceTempView(name)
                 continue
+        register(spark)  # only data source views need it: native ones are plain file scans
         reader = spark.read.format(FORMAT).options(**extra).option("root", root)
         reader = reader.option("subscribe", topic)
         if include_headers:
