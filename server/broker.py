@@ -69,7 +69,7 @@ class Broker:
         self.catalog = Catalog(
             self.storage,
             checkpoint_interval=settings.checkpoint_interval,
-            checkpointer=self.checkpoints.request if self.checkpoints else None,
+            checkpointer=self.checkpoints,
         )
         self.metrics = BrokerMetrics(
             TopicCommitCollector(self.catalog.topic_opens, self.catalog.commit_stats)
@@ -127,6 +127,8 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.checkpoints is not None:
+            self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
 

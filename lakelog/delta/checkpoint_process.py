@@ -10,10 +10,16 @@ checkpoint thread ran 20-80 ms once a second and set the produce p99 (about
 40-60 ms, against 18 ms with checkpoints off). Another process has its own
 GIL; the writer only tells it which version to checkpoint.
 
-The helper follows each table from storage the way any reader does (its
-last checkpoint, then the commit files after it), keeps that state between
+The helper follows each table the way any reader does (its last
+checkpoint, then the commit files after it), keeps that state between
 checkpoints, and writes ``<version>.checkpoint.parquet`` with the same code
-as the in-process path (``checkpoint.write_checkpoint``). Checkpoints are
+as the in-process path (``checkpoint.write_checkpoint``). The commits this
+writer made reach it with the request, as the bytes the writer stored: it
+reads from storage only the commits other writers made. Reading them back
+was a burst of one GET per commit at every interval, and on an object
+store that burst queued the next group commits behind it (measured on
+moto S3 at 200,000 records/s: produce p99 169 ms with the read-back, 118
+ms with no checkpoints at all). Checkpoints are
 derived data: a request lost with a crashed helper only means a later
 checkpoint; the helper is started again on the next request.
 
@@ -53,6 +59,11 @@ log = logging.getLogger(__name__)
 NICENESS = 10
 #: How long ``close`` waits for the helper to finish its current checkpoint.
 STOP_TIMEOUT_S = 10.0
+#: Commits kept per table for the helper; older ones it reads from storage instead.
+MAX_KNOWN_COMMITS = 1_000
+
+#: Per table path, commit bytes by version: what the writer itself stored.
+KnownCommits = dict[str, dict[int, bytes]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,8 @@ class CheckpointOutcome:
     requested: int
     written: int | None
     error: str | None = None
+    #: Commits the helper read from storage for it: those other writers made.
+    commits_read: int = 0
 
 
 # -- the helper process --------------------------------------------------------
@@ -76,22 +89,49 @@ class _Followed:
     written: int = -1
 
 
+def catch_up(delta: DeltaLog, state: TableState, known: dict[int, bytes], until: int) -> int:
+    """Bring ``state`` to ``until``: commits from ``known`` where given, the rest from storage.
+
+    Returns how many commits were read from storage. Stops early, below
+    ``until``, where a commit is neither known nor readable yet.
+    """
+    read = 0
+    while state.version < until:
+        following = state.version + 1
+        data = known.get(following)
+        if data is not None:
+            state.apply(following, delta.decode(following, data))
+            continue
+        gap_end = min((v for v in known if v > following), default=until + 1) - 1
+        before = state.version
+        applied, _ = delta.update(state, until=min(gap_end, until))
+        read += len(applied)
+        if state.version == before:
+            break
+    return read
+
+
 def _checkpoint_one(
-    storage: Storage, tables: dict[str, _Followed], path: str, version: int
+    storage: Storage,
+    tables: dict[str, _Followed],
+    path: str,
+    version: int,
+    known: dict[int, bytes],
 ) -> CheckpointOutcome:
     """Checkpoint ``path`` at ``version``.
 
-    At a newer version only when the table is first opened or had to be reloaded
+    A table seen for the first time starts from its last checkpoint. The
+    checkpoint is at a newer version only when the table had to be reloaded
     because log cleanup removed the commits after the state held here.
     """
     followed = tables.get(path)
     if followed is None:
         delta = DeltaLog(storage, path)
-        followed = tables[path] = _Followed(delta, delta.load(), AddRowCache())
+        followed = tables[path] = _Followed(delta, delta.load_checkpoint(), AddRowCache())
     if followed.written >= version:  # a newer request was served first
         return CheckpointOutcome(path, version, followed.written)
     state = followed.state
-    followed.delta.update(state, until=version)
+    read = catch_up(followed.delta, state, known, version)
     if state.version < version:
         raise KafkaStorageError(
             f"commit {state.version + 1} of {path} is not readable yet; the table is "
@@ -99,11 +139,13 @@ def _checkpoint_one(
         )
     write_checkpoint(storage, followed.delta.log_path, snapshot_of(state), followed.rows)
     followed.written = state.version
-    return CheckpointOutcome(path, version, state.version)
+    return CheckpointOutcome(path, version, state.version, commits_read=read)
 
 
 def serve(conn: Connection) -> None:
-    """The helper's loop: the storage root first, then {table path: version} in, outcomes out.
+    """The helper's loop: the storage root first, then requests in, outcomes out.
+
+    A request is ({table path: version}, the writer's ``KnownCommits``).
 
     Ends when the writer sends None or goes away (its end of the socket closes,
     also when it was killed), so a helper never outlives its broker.
@@ -115,15 +157,18 @@ def serve(conn: Connection) -> None:
     tables: dict[str, _Followed] = {}
     while True:
         try:
-            wanted: dict[str, int] | None = conn.recv()
+            request: tuple[dict[str, int], KnownCommits] | None = conn.recv()
         except (EOFError, OSError):
             return
-        if wanted is None:
+        if request is None:
             return
+        wanted, known = request
         outcomes = []
         for path, version in wanted.items():
             try:
-                outcomes.append(_checkpoint_one(storage, tables, path, version))
+                outcomes.append(
+                    _checkpoint_one(storage, tables, path, version, known.get(path, {}))
+                )
             except (LakelogError, OSError, ValueError) as exc:
                 tables.pop(path, None)  # start from storage again next time
                 outcomes.append(CheckpointOutcome(path, version, None, f"{exc}"))
@@ -147,6 +192,7 @@ class CheckpointProcess:
         self.storage = storage
         self._lock = threading.Condition()
         self._wanted: dict[str, int] = {}
+        self._known: KnownCommits = {}
         self._busy = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -155,6 +201,8 @@ class CheckpointProcess:
         #: observability: newest version written per table, and running counts
         self.written: dict[str, int] = {}
         self.completed = 0
+        #: commits the helper read back from storage (those other writers made)
+        self.commits_read = 0
         self.restarts = 0
         self.failures = 0
 
@@ -164,6 +212,16 @@ class CheckpointProcess:
         process = self._process
         return process.pid if process is not None and process.poll() is None else None
 
+    def committed(self, table_path: str, version: int, data: bytes) -> None:
+        """Keep the bytes this writer stored as ``version``, for the helper's next request."""
+        with self._lock:
+            if self._closed:
+                return
+            commits = self._known.setdefault(table_path, {})
+            commits[version] = data
+            if len(commits) > MAX_KNOWN_COMMITS:
+                del commits[min(commits)]
+
     def request(self, table_path: str, version: int) -> None:
         """Checkpoint ``table_path`` at ``version`` (or newer) soon; returns at once."""
         with self._lock:
@@ -171,12 +229,27 @@ class CheckpointProcess:
                 log.info("checkpoint of %s at %d skipped: shutting down", table_path, version)
                 return
             self._wanted[table_path] = max(version, self._wanted.get(table_path, -1))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._dispatch, name="checkpoint-dispatch", daemon=True
-                )
-                self._thread.start()
+            self._start_dispatcher()
             self._lock.notify_all()
+
+    def start(self) -> None:
+        """Start the helper now, in the background, rather than at the first checkpoint.
+
+        Its start-up (an interpreter importing Arrow and the storage stack) is
+        about a second of CPU: a broker pays it while it starts, not in the
+        middle of the produce load that brings the first checkpoint.
+        """
+        with self._lock:
+            if not self._closed:
+                self._start_dispatcher()
+
+    def _start_dispatcher(self) -> None:
+        """Called with the lock held."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._dispatch, name="checkpoint-dispatch", daemon=True
+            )
+            self._thread.start()
 
     def wait_idle(self, timeout_s: float = 60.0) -> bool:
         """Block until every request so far was handled; False on timeout."""
@@ -196,6 +269,10 @@ class CheckpointProcess:
     # -- dispatcher thread ---------------------------------------------------------
 
     def _dispatch(self) -> None:
+        try:
+            self._ensure_helper()
+        except OSError as exc:  # a request retries the start and reports what fails
+            log.warning("checkpoint helper did not start: %s", exc)
         while True:
             with self._lock:
                 self._lock.wait_for(lambda: self._wanted or self._closed)
@@ -203,9 +280,10 @@ class CheckpointProcess:
                     self._lock.notify_all()
                     return
                 wanted, self._wanted = self._wanted, {}
+                known = {p: self._known.pop(p) for p in wanted if p in self._known}
                 self._busy = True
             try:
-                outcomes = self._exchange(wanted)
+                outcomes = self._exchange(wanted, known)
             except (EOFError, OSError) as exc:  # the helper died or its socket broke
                 self._helper_failed(wanted, f"{exc or type(exc).__name__}")
                 outcomes = []
@@ -214,6 +292,7 @@ class CheckpointProcess:
                 self._helper_failed(wanted, f"{type(exc).__name__}: {exc}")
                 outcomes = []
             for outcome in outcomes:
+                self.commits_read += outcome.commits_read
                 if outcome.written is not None:
                     self.written[outcome.table_path] = outcome.written
                     self.completed += 1
@@ -240,9 +319,9 @@ class CheckpointProcess:
         )
         self._stop_helper()
 
-    def _exchange(self, wanted: dict[str, int]) -> list[CheckpointOutcome]:
+    def _exchange(self, wanted: dict[str, int], known: KnownCommits) -> list[CheckpointOutcome]:
         conn = self._ensure_helper()
-        conn.send(wanted)
+        conn.send((wanted, known))
         return [CheckpointOutcome(*fields) for fields in conn.recv()]
 
     def _ensure_helper(self) -> Connection:

@@ -66,7 +66,7 @@ class DeltaLog:
             return None
         except OSError as exc:
             raise KafkaStorageError(f"cannot read Delta commit {version}: {exc}") from exc
-        return self._decode(version, data)
+        return self.decode(version, data)
 
     def read_commits(self, versions: range) -> list[list[Action] | None]:
         """The actions of several versions, fetched together; None for each missing one."""
@@ -78,11 +78,12 @@ class DeltaLog:
                 f"cannot read Delta commits {versions.start}-{versions.stop - 1}: {exc}"
             ) from exc
         return [
-            None if data is None else self._decode(v, data)
+            None if data is None else self.decode(v, data)
             for v, data in zip(versions, found, strict=True)
         ]
 
-    def _decode(self, version: int, data: bytes) -> list[Action]:
+    def decode(self, version: int, data: bytes) -> list[Action]:
+        """The actions of commit ``version`` from its file's bytes."""
         try:
             return decode_commit(data)
         except (ValueError, KeyError) as exc:
@@ -92,6 +93,15 @@ class DeltaLog:
 
     def load(self) -> TableState:
         """The latest state, starting from the last checkpoint if there is one."""
+        state = self.load_checkpoint()
+        self.update(state)
+        return state
+
+    def load_checkpoint(self) -> TableState:
+        """The state of the last checkpoint, or the empty state before commit 0 if none.
+
+        The commits after it are the caller's to apply (``update`` reads them).
+        """
         state = TableState()
         checkpoint = self._last_checkpoint()
         if checkpoint is not None:
@@ -99,7 +109,6 @@ class DeltaLog:
             self._apply_checkpoint(state, version, parts)
         elif self.read_commit(0) is None:
             raise UnknownTopicOrPartitionError(f"no Delta table at {self.table_path}")
-        self.update(state)
         return state
 
     def update(
@@ -191,9 +200,15 @@ class DeltaLog:
 
         ``ready`` runs before the commit can become visible (see ``put_if_absent``).
         """
+        return self.try_commit_encoded(version, encode_commit(actions), ready)
+
+    def try_commit_encoded(
+        self, version: int, data: bytes, ready: Callable[[], None] | None = None
+    ) -> bool:
+        """``try_commit`` of actions already encoded (``encode_commit``)."""
         try:
             return self.storage.put_if_absent(
-                join(self.log_path, commit_file(version)), encode_commit(actions), ready
+                join(self.log_path, commit_file(version)), data, ready
             )
         except OSError as exc:
             raise KafkaStorageError(f"cannot write Delta commit {version}: {exc}") from exc

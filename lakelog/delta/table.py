@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from lakelog.commit_stats import CommitStats
-from lakelog.delta.actions import Action, CommitInfo
+from lakelog.delta.actions import Action, CommitInfo, encode_commit
 from lakelog.delta.checkpoint import (
     AddRowCache,
     CheckpointSnapshot,
@@ -37,9 +37,19 @@ from lakelog.storage import Storage
 
 log = logging.getLogger(__name__)
 
-#: Asks for a checkpoint of (table path, version) to be written elsewhere
-#: (``checkpoint_process.CheckpointProcess.request``); must return at once.
-CheckpointRequester = Callable[[str, int], None]
+
+class CheckpointRequester(Protocol):
+    """Checkpoints written elsewhere (``checkpoint_process.CheckpointProcess``).
+
+    Both calls come from the committing thread and must return at once.
+    """
+
+    def committed(self, table_path: str, version: int, data: bytes) -> None:
+        """This writer wrote ``data`` as ``version``: its checkpoint writer need not read it."""
+
+    def request(self, table_path: str, version: int) -> None:
+        """Checkpoint ``table_path`` at ``version`` (or newer) soon."""
+
 
 COMMIT_ID = "lakelog.commitId"
 ENGINE = "lakelog/0.1.0"
@@ -170,8 +180,9 @@ class TableCommitter:
                         COMMIT_ID: commit_id,
                     }
                 )
+                data = encode_commit([*actions, info])
                 try:
-                    committed = self._delta.try_commit(version, [*actions, info], ready)
+                    committed = self._delta.try_commit_encoded(version, data, ready)
                 except KafkaStorageError as exc:
                     committed = self._resolve_failed_put(commit_id, version, exc)
                     if committed:
@@ -184,6 +195,8 @@ class TableCommitter:
                                 self._view.apply(actions)
                         else:
                             self.refresh()
+                        if self._request_checkpoint is not None and self.checkpoint_interval > 0:
+                            self._request_checkpoint.committed(self.table_path, version, data)
                         self._maybe_checkpoint(version)
                         self.count(commits=1)
                         return version
@@ -237,7 +250,7 @@ class TableCommitter:
         if self.checkpoint_interval <= 0 or version % self.checkpoint_interval != 0:
             return
         if self._request_checkpoint is not None:  # another process writes it
-            self._request_checkpoint(self.table_path, version)
+            self._request_checkpoint.request(self.table_path, version)
             return
         snapshot = snapshot_of(self._state)  # copies references only: cheap under the lock
         if self._checkpointer is None:

@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog import Catalog, Record
-from lakelog.delta.checkpoint_process import CheckpointProcess
+from lakelog.delta.checkpoint_process import CheckpointProcess, catch_up
 from lakelog.delta.log import DeltaLog, commit_file
 from lakelog.delta.state import TableState
 from lakelog.storage import Storage, join
@@ -31,7 +31,7 @@ def helper(make_catalog: Callable[..., Catalog]) -> Iterator[CheckpointProcess]:
 
 
 def _topic(make_catalog: Callable[..., Catalog], helper: CheckpointProcess) -> TopicLog:
-    catalog = make_catalog(checkpoint_interval=INTERVAL, checkpointer=helper.request)
+    catalog = make_catalog(checkpoint_interval=INTERVAL, checkpointer=helper)
     catalog.create_topic("t", 2)
     return catalog.topic("t")
 
@@ -156,3 +156,53 @@ def test_update_until_stops_at_that_version_and_later_resumes(
     applied, _ = delta.update(state)
     assert [v for v, _ in applied] == [4, 5]
     assert state.files.keys() == log.live_paths()
+
+
+def test_the_helper_reads_back_only_the_commits_its_writer_did_not_hand_it(
+    make_catalog: Callable[..., Catalog], helper: CheckpointProcess
+) -> None:
+    log = _topic(make_catalog, helper)
+    _append(log, INTERVAL)
+    assert helper.wait_idle()
+    # The create (version 0) is the catalog's, not this committer's: the one read back.
+    assert helper.commits_read == 1
+    _append(log, 2 * INTERVAL)
+    assert helper.wait_idle()
+    assert helper.commits_read == 1
+    assert _last_checkpoint(log.storage, log) == 3 * INTERVAL
+    assert DeltaLog(log.storage, log.table_path).load().files.keys() == log.live_paths()
+
+
+def test_catch_up_takes_known_commits_and_reads_the_gaps_from_storage(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    catalog = make_catalog(checkpoint_interval=0)
+    catalog.create_topic("t", 1)
+    log = catalog.topic("t")
+    _append(log, 6)
+    storage = catalog.storage
+    delta = DeltaLog(storage, log.table_path)
+    known = {v: storage.read_bytes(join(delta.log_path, commit_file(v))) for v in (2, 3, 5)}
+    for v in known:  # storage cannot supply these: only the known bytes can
+        storage.delete(join(delta.log_path, commit_file(v)))
+    state = TableState()
+    state.apply(0, delta.read_commit(0) or [])
+    assert catch_up(delta, state, known, until=6) == 3  # versions 1, 4 and 6
+    assert state.version == 6
+    assert state.files.keys() == log.live_paths()
+    # A commit neither known nor stored: it stops below it.
+    behind = TableState()
+    behind.apply(0, delta.read_commit(0) or [])
+    assert catch_up(delta, behind, {2: known[2]}, until=6) == 1
+    assert behind.version == 2
+
+
+def test_start_runs_the_helper_before_any_checkpoint_is_asked_for(
+    helper: CheckpointProcess,
+) -> None:
+    helper.start()
+    deadline = time.monotonic() + 60
+    while helper.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helper.pid is not None and helper.pid != os.getpid()
+    assert helper.completed == helper.failures == 0
