@@ -340,7 +340,7 @@ class Broker:
             # A commit can land between reading hwm and the cache; the answer never reaches
             # past the high watermark it reports.
             limit = min(max_records, hwm - offset)
-            cached = self.cache.read(topic_log.name, partition, offset, limit)
+            cached = self.cache.read(topic_log.name, partition, offset, limit, max_bytes)
             if cached is not None:
                 cached = limit_bytes(cached, max_bytes)
                 next_offset = int(cached.column("offset")[-1].as_py()) + 1

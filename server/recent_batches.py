@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class _Batch:
     end: int
     rows: pa.Table
     size: int
+    #: Key and value bytes: what a fetch's byte limit counts.
+    payload: int
 
 
 @dataclass
@@ -59,7 +62,13 @@ class RecentBatches:
         if self.max_bytes <= 0 or rows.num_rows == 0:
             return
         offsets = rows.column("offset")
-        batch = _Batch(int(offsets[0].as_py()), int(offsets[-1].as_py()) + 1, rows, rows.nbytes)
+        batch = _Batch(
+            int(offsets[0].as_py()),
+            int(offsets[-1].as_py()) + 1,
+            rows,
+            rows.nbytes,
+            _payload(rows),
+        )
         if batch.size > self.max_bytes:
             return
         with self._lock:
@@ -82,8 +91,15 @@ class RecentBatches:
                 if not remaining.batches:
                     del self._batches[(t, p)]
 
-    def read(self, topic: str, partition: int, offset: int, max_records: int) -> pa.Table | None:
-        """Rows from ``offset`` if a cached batch holds it; None means ask storage."""
+    def read(
+        self, topic: str, partition: int, offset: int, max_records: int, max_bytes: int
+    ) -> pa.Table | None:
+        """Rows from ``offset`` if a cached batch holds it; None means ask storage.
+
+        Batches are taken until ``max_records`` rows or about ``max_bytes`` of
+        keys and values (the caller trims to the exact limit): a consumer far
+        behind costs one answer's worth of work, not the whole cache's.
+        """
         with self._lock:
             cached = self._batches.get((topic, partition))
             batches = cached.batches if cached is not None else []
@@ -94,16 +110,19 @@ class RecentBatches:
                 return None
             pieces = []
             taken = 0
+            payload = 0
             expected = offset
-            for batch in batches[i:]:
-                if batch.base != expected and batch.base > expected:
+            for j in range(i, len(batches)):
+                batch = batches[j]
+                if batch.base > expected:
                     break
                 start = expected - batch.base
                 piece = batch.rows.slice(start, max_records - taken)
                 pieces.append(piece)
                 taken += piece.num_rows
+                payload += batch.payload * piece.num_rows // batch.rows.num_rows
                 expected = batch.end
-                if taken >= max_records:
+                if taken >= max_records or payload >= max_bytes:
                     break
             self.hits += 1
         return pa.concat_tables(pieces)
@@ -114,3 +133,12 @@ class RecentBatches:
                 for batch in self._batches.pop(key).batches:
                     self._order.pop((key[0], key[1], batch.base), None)
                     self._bytes -= batch.size
+
+
+def _payload(rows: pa.Table) -> int:
+    """The key and value bytes of ``rows``."""
+    total = 0
+    for name in ("key", "value"):
+        lengths = pc.sum(pc.binary_length(rows.column(name))).as_py()
+        total += int(lengths or 0)
+    return total
