@@ -31,7 +31,7 @@ from crc32c import crc32c
 
 from lakelog.errors import CorruptRecordError, InvalidRecordError
 from lakelog.produce_batch import ProduceBatch
-from lakelog.records import HEADER_TYPE, HEADERS_TYPE, LOG_APPEND_TIME
+from lakelog.records import HEADER_TYPE, HEADERS_TYPE, LOG_APPEND_TIME, TIMESTAMP_TYPE
 from server.kafka.varints import Varints, binary_columns
 
 HEADER_SIZE = 61
@@ -100,24 +100,22 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
             f"partition {partition}: transactional batches are not supported (no transactions)"
         )
     count = struct.unpack_from(">i", data, 57)[0]
-    timestamps: list[int | None] = []
+    timestamps: list[int] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
-    header_keys: list[str] = []
-    header_values: list[bytes | None] = []
-    header_offsets = [0]
+    headers_of = _Headers()
     try:
         for record in batch:
-            ts = record.timestamp
-            timestamps.append(ts if ts >= 0 else None)
+            timestamps.append(record.timestamp)
             keys.append(record.key)
             values.append(record.value)
             headers = record.headers
             if headers:
-                for key, value in headers:
-                    header_keys.append(key)
-                    header_values.append(value)
-            header_offsets.append(len(header_keys))
+                headers_of.rows.append(len(keys) - 1)
+                headers_of.counts.append(len(headers))
+                for name, value in headers:
+                    headers_of.names.append(name)
+                    headers_of.values.append(value)
     except (CorruptRecordException, UnsupportedCodecError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"partition {partition}: unreadable records: {exc}") from exc
     except (ValueError, IndexError, struct.error) as exc:
@@ -126,20 +124,14 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
         raise CorruptRecordError(
             f"partition {partition}: the batch header says {count} records, it holds {len(keys)}"
         )
-    headers_array = pa.ListArray.from_arrays(
-        pa.array(header_offsets, pa.int32()),
-        pa.StructArray.from_arrays(
-            [pa.array(header_keys, pa.string()), pa.array(header_values, pa.binary())],
-            fields=list(HEADER_TYPE),
-        ),
-        type=HEADERS_TYPE,
-    )
+    stamps = np.array(timestamps, np.int64)
     rows = ProduceBatch.from_columns(
         partition=pa.array(np.full(count, partition, np.int32)),
-        timestamp=timestamps,
+        # A negative timestamp is "none given": the topic's rule stamps it.
+        timestamp=pa.array(stamps, TIMESTAMP_TYPE, mask=stamps < 0),
         key=pa.array(keys, pa.binary()),
         value=pa.array(values, pa.binary()),
-        headers=headers_array,
+        headers=headers_of.column(count),
     )
     producer = batch.producer_id
     return ProducedBatch(
@@ -148,6 +140,37 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
         batch.producer_epoch,
         batch.base_sequence if producer >= 0 else None,
     )
+
+
+class _Headers:
+    """The headers of a batch's records, gathered only for records that have any.
+
+    The decoding loop fills the lists directly (no call per record). Names and
+    values are kept flat (strings and bytes, which the garbage
+    collector does not track), never the records' own header lists.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.counts: list[int] = []
+        self.names: list[str] = []
+        self.values: list[bytes | None] = []
+
+    def column(self, count: int) -> pa.Array:
+        """The headers column of ``count`` records (an empty list for those without)."""
+        offsets = np.zeros(count + 1, np.int32)
+        if self.rows:
+            per_row = np.zeros(count, np.int32)
+            per_row[self.rows] = self.counts
+            np.cumsum(per_row, out=offsets[1:])
+        return pa.ListArray.from_arrays(
+            pa.array(offsets),
+            pa.StructArray.from_arrays(
+                [pa.array(self.names, pa.string()), pa.array(self.values, pa.binary())],
+                fields=list(HEADER_TYPE),
+            ),
+            type=HEADERS_TYPE,
+        )
 
 
 def encode_fetch(rows: pa.Table) -> bytes:
