@@ -13,13 +13,14 @@ GIL; the writer only tells it which version to checkpoint.
 The helper follows each table the way any reader does (its last
 checkpoint, then the commit files after it), keeps that state between
 checkpoints, and writes ``<version>.checkpoint.parquet`` with the same code
-as the in-process path (``checkpoint.write_checkpoint``). The commits this
-writer made reach it with the request, as the bytes the writer stored: it
-reads from storage only the commits other writers made. Reading them back
-was a burst of one GET per commit at every interval, and on an object
-store that burst queued the next group commits behind it (measured on
-moto S3 at 200,000 records/s: produce p99 169 ms with the read-back, 118
-ms with no checkpoints at all). Checkpoints are
+as the in-process path (``checkpoint.write_checkpoint``). A table it meets
+for the first time starts from its last checkpoint; the commits this writer
+made reach it with the request, as the bytes the writer stored, so it reads
+from storage only the commits other writers made; and the broker starts it
+with itself. Its first checkpoint of a table used to load the table from
+storage in full (a burst of GETs) in a helper just starting up (a second
+of CPU), in the middle of the produce load; on an object store the group
+commits queued behind that. Checkpoints are
 derived data: a request lost with a crashed helper only means a later
 checkpoint; the helper is started again on the next request.
 
