@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequestError, OffsetOutOfRangeError
 from lakelog.offset_index import Segment
+from lakelog.produce_batch import binary_lengths
 from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, table_to_records
 from lakelog.segments import SegmentReader
 from lakelog.topic_table import TopicTable, partition_txn
@@ -38,6 +39,11 @@ class FetchResult:
         return table_to_records(topic, self.partition, self.records)
 
 
+def fetch_sizes(rows: pa.Table) -> npt.NDArray[np.int64]:
+    """Each row's size as a fetch's byte limit counts it: key and value bytes (null = 0)."""
+    return binary_lengths(rows.column("key")) + binary_lengths(rows.column("value"))
+
+
 def rows_within(rows: pa.Table, max_bytes: int, *, at_least_one: bool = True) -> tuple[int, int]:
     """How many leading rows fit in ``max_bytes`` of keys and values, and their bytes.
 
@@ -46,11 +52,7 @@ def rows_within(rows: pa.Table, max_bytes: int, *, at_least_one: bool = True) ->
     """
     if rows.num_rows == 0:
         return 0, 0
-    sizes = pc.add(
-        pc.fill_null(pc.binary_length(rows.column("key")), 0),
-        pc.fill_null(pc.binary_length(rows.column("value")), 0),
-    ).to_numpy()
-    cumulative = np.cumsum(sizes)
+    cumulative = np.cumsum(fetch_sizes(rows))
     fits = int(np.searchsorted(cumulative, max_bytes, side="right"))
     if fits == 0 and at_least_one:
         fits = 1

@@ -16,7 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from lakelog.fetch import fetch_sizes
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class RecentBatches:
             int(offsets[-1].as_py()) + 1,
             rows,
             rows.nbytes,
-            _payload(rows),
+            int(fetch_sizes(rows).sum()),
         )
         if batch.size > self.max_bytes:
             return
@@ -133,12 +134,3 @@ class RecentBatches:
                 for batch in self._batches.pop(key).batches:
                     self._order.pop((key[0], key[1], batch.base), None)
                     self._bytes -= batch.size
-
-
-def _payload(rows: pa.Table) -> int:
-    """The key and value bytes of ``rows``."""
-    total = 0
-    for name in ("key", "value"):
-        lengths = pc.sum(pc.binary_length(rows.column(name))).as_py()
-        total += int(lengths or 0)
-    return total
