@@ -45,6 +45,7 @@ cmd=(
     --name "lakelog-$1"
     --conf spark.ui.showConsoleProgress=false
     --conf spark.sql.session.timeZone=UTC
+    --conf spark.python.unix.domain.socket.enabled=true
     --conf spark.pyspark.driver.python="${PYSPARK_DRIVER_PYTHON:-python3}"
 )
 if [[ -n "${LAKELOG_PYTHON_ENV:-}" ]]; then
