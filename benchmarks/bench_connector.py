@@ -95,11 +95,16 @@ class ConnectorBenchConfig:
     partitions: int = 4
     append_records: int = 250_000
     value_bytes: int = 100
+    #: timed runs of each scan contender (median): the native scan, a snapshot view and
+    #: spark.read.parquet run the same Parquet reader, so a few rounds' spread decides
+    #: their order
     rounds: int = 3
     #: one untimed run of each contender first (JIT, caches); off only for smoke tests
     warmup: bool = True
     #: the selective read covers this fraction of partition 0
     selective_fraction: float = 0.01
+    #: samples of the caught-up stream's e2e latency: a p99 of a few dozen is the
+    #: largest sample or next to it, one stall of the machine decides it
     latency_appends: int = 20
     latency_records: int = 100
     append_interval_s: float = 0.5
@@ -117,8 +122,8 @@ CONFIGS: dict[str, ConnectorBenchConfig] = {
         latency_records=10,
         append_interval_s=0.3,
     ),
-    "small": ConnectorBenchConfig(records=2_000_000, rounds=5, latency_appends=12),
-    "large": ConnectorBenchConfig(records=10_000_000, latency_appends=40),
+    "small": ConnectorBenchConfig(records=2_000_000, rounds=9, latency_appends=40),
+    "large": ConnectorBenchConfig(records=10_000_000, rounds=5, latency_appends=120),
 }
 
 
