@@ -164,7 +164,9 @@ class BrokerMetrics:
         self.checkpoint_helper = Gauge(
             "lakelog_checkpoint_helper_events",
             "Delta checkpoints by the broker's helper process: written, failed (retried at "
-            "the next interval), restarted (helper found dead and started again)",
+            "the next interval), restarted (helper found dead and started again), "
+            "commits_read (commits it read from storage: other writers' and each topic's "
+            "history before its last checkpoint; this broker's own commits are handed over)",
             ["event"],
             registry=r,
         )

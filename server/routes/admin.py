@@ -116,4 +116,5 @@ def metrics(broker: BrokerDep) -> Response:
         m.checkpoint_helper.labels("written").set(helper.completed)
         m.checkpoint_helper.labels("failed").set(helper.failures)
         m.checkpoint_helper.labels("restarted").set(helper.restarts)
+        m.checkpoint_helper.labels("commits_read").set(helper.commits_read)
     return Response(m.render(), media_type="text/plain; version=0.0.4")
