@@ -17,10 +17,10 @@ as the in-process path (``checkpoint.write_checkpoint``). A table it meets
 for the first time starts from its last checkpoint; the commits this writer
 made reach it with the request, as the bytes the writer stored, so it reads
 from storage only the commits other writers made; and the broker starts it
-with itself. Its first checkpoint of a table used to load the table from
-storage in full (a burst of GETs) in a helper just starting up (a second
-of CPU), in the middle of the produce load; on an object store the group
-commits queued behind that. Checkpoints are
+with itself. So no checkpoint loads a table from storage in full (a burst
+of GETs) in a helper still starting up (a second of CPU) in the middle of
+the produce load, which on an object store queues the group commits behind
+it. Checkpoints are
 derived data: a request lost with a crashed helper only means a later
 checkpoint; the helper is started again on the next request.
 
