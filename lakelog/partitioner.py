@@ -138,11 +138,17 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
     if not pa.types.is_binary(keys.type):
         keys = keys.cast(pa.binary())
     n = len(keys)
-    out = np.full(n, -1, np.int32)
     if n == 0 or keys.null_count == n:
-        return out
+        return np.full(n, -1, np.int32)
     validity, offsets_buf, data_buf = keys.buffers()
     offsets = np.frombuffer(offsets_buf, np.int32, n + 1, keys.offset * 4).astype(np.int64)
+    if not keys.null_count and data_buf is not None:
+        same = _same_length_rows(offsets)
+        if same:
+            data = np.frombuffer(data_buf, np.uint8, n * same, int(offsets[0]))
+            hashes = _murmur2_rows(data.reshape(n, same))
+            return ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int32)
+    out = np.full(n, -1, np.int32)
     starts, lengths = offsets[:-1], np.diff(offsets)
     present = np.ones(n, bool)
     if keys.null_count:
@@ -212,19 +218,39 @@ def _murmur2_many(
     return result
 
 
+def _same_length_rows(offsets: npt.NDArray[np.int64]) -> int:
+    """The common length of keys stored back to back with these offsets, or 0 if they differ
+    (or are empty, or longer than ``VECTOR_KEY_BYTES``)."""
+    length = int(offsets[1] - offsets[0])
+    if not 0 < length <= VECTOR_KEY_BYTES or int(offsets[-1] - offsets[0]) != length * (
+        len(offsets) - 1
+    ):
+        return 0
+    return length if bool((np.diff(offsets) == length).all()) else 0
+
+
 def _murmur2_same_length(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], length: int
 ) -> npt.NDArray[np.uint32]:
-    """``_murmur2_many`` of keys that all have ``length`` bytes (ids of one format, UUIDs):
-    the keys are the rows of one byte matrix, read as a matrix of little-endian blocks."""
-    m = np.uint32(_M)
+    """``_murmur2_many`` of keys that all have ``length`` bytes (ids of one format, UUIDs)."""
     n = len(starts)
-    h = np.full(n, (_SEED ^ length) & _MASK32, np.uint32)
     if n and int(starts[-1] - starts[0]) == (n - 1) * length:  # back to back: no gather
         first = int(starts[0])
         rows = data[first : first + n * length].reshape(n, length)
     else:
         rows = data[starts[:, None] + np.arange(length)]
+    return _murmur2_rows(rows)
+
+
+def _murmur2_rows(rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
+    """Kafka's murmur2 of every row of a byte matrix: the keys, read as little-endian blocks.
+
+    Keys of one length (ids of one format, UUIDs) are the usual case: then the
+    whole column is this matrix, with no per-key offsets to follow.
+    """
+    m = np.uint32(_M)
+    n, length = rows.shape
+    h = np.full(n, (_SEED ^ length) & _MASK32, np.uint32)
     aligned = length & ~3
     if aligned:
         k = np.ascontiguousarray(rows[:, :aligned]).view("<u4").astype(np.uint32)

@@ -160,7 +160,8 @@ def assign_partitions(
         hashed = np.full(len(keys), sticky, np.int32)
     else:
         hashed = partitions_for_keys(keys.combine_chunks(), num_partitions)
-        hashed[hashed < 0] = sticky
+        if keys.null_count:
+            hashed[hashed < 0] = sticky
     if partitions.null_count == len(partitions):
         chosen = hashed
     else:

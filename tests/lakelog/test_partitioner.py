@@ -263,6 +263,23 @@ def test_partitions_for_keys_all_one_length(length: int, gaps: bool) -> None:
     assert partitions_for_keys(array, 97).tolist() == reference_partitions(keys, 97)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=300),
+    st.integers(min_value=1, max_value=60),
+    st.integers(min_value=0, max_value=3),
+    st.randoms(use_true_random=False),
+)
+def test_partitions_for_keys_one_length_no_nulls(
+    length: int, count: int, skip: int, rng: random.Random
+) -> None:
+    # The usual request (keys of one format, none null) is hashed as one byte matrix read
+    # straight from the column's data, also when the column is a slice of a longer one.
+    keys: list[bytes | None] = [rng.randbytes(length) for _ in range(count)]
+    array = pa.array([rng.randbytes(length)] * skip + keys, pa.binary()).slice(skip)
+    assert partitions_for_keys(array, 7).tolist() == reference_partitions(keys, 7)
+
+
 def test_partitions_for_keys_long_keys_and_nulls() -> None:
     keys: list[bytes | None] = [b"", None, bytes(range(256)) * 4, b"abc", None, b"x" * 513]
     got = partitions_for_keys(pa.array(keys, pa.binary()), 1000).tolist()
