@@ -20,6 +20,7 @@ bodies). Pure logic, no I/O.
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -223,10 +224,8 @@ def decode_v3_stream(raw: bytes) -> V3Columns | None:
             return None
     if not records:
         return None
-    has_key = [r.key is not None for r in records]
-    has_value = [r.value is not None for r in records]
-    keys = _binary([r.key.data if r.key is not None else None for r in records])
-    values = _binary([r.value.data if r.value is not None else None for r in records])
+    has_key, keys = _present_data([r.key for r in records])
+    has_value, values = _present_data([r.value for r in records])
     if keys is None or values is None:
         return None
     return V3Columns(
@@ -239,6 +238,15 @@ def decode_v3_stream(raw: bytes) -> V3Columns | None:
         has_key=has_key,
         has_value=has_value,
     )
+
+
+def _present_data(parts: list[Any]) -> tuple[list[bool], pa.Array | None]:
+    """Which records have the key (or value) object, and its data as a column (None: the
+    models decide). Every record has one in the usual stream: one pass, no test per record."""
+    if None not in parts:
+        return [True] * len(parts), _binary([part.data for part in parts])
+    present = [part is not None for part in parts]
+    return present, _binary([part.data if part is not None else None for part in parts])
 
 
 class _Size(msgspec.Struct, gc=False):
@@ -275,13 +283,20 @@ def v3_report_json(
     """The delivery reports of a stream whose records were all written, one per line, as
     ``V3ProduceResponse`` renders them (``exclude_none``, compact, ASCII-escaped names).
 
-    One untracked struct per record, encoded by msgspec in one C pass; the names are
-    rendered once by ``json.dumps`` so their escaping is the models' byte for byte.
+    The names are rendered once by ``json.dumps`` so their escaping is the
+    models' byte for byte. A stream whose reports differ only in partition and
+    offset (one timestamp, one key size, one value size: the usual stream) is
+    rendered from one head per partition and one shared tail; any other, one
+    untracked struct per record encoded by msgspec in one C pass.
     """
     cluster = msgspec.Raw(json.dumps(cluster_id).encode())
     name = msgspec.Raw(json.dumps(topic).encode())
     key_kind = msgspec.Raw(json.dumps(columns.key_kind).encode())
     value_kind = msgspec.Raw(json.dumps(columns.value_kind).encode())
+    if _uniform(timestamps, key_sizes, value_sizes, columns.has_key, columns.has_value):
+        key = _Size(key_kind, key_sizes[0]) if columns.has_key[0] else None
+        value = _Size(value_kind, value_sizes[0]) if columns.has_value[0] else None
+        return _uniform_reports(cluster, name, partitions, offsets, timestamps[0], key, value)
     # Sizes repeat (values of one size, keys of one format): one struct per distinct size.
     key_info: dict[int, _Size] = {}
     value_info: dict[int, _Size] = {}
@@ -310,3 +325,39 @@ def v3_report_json(
         )
     ]
     return _LINES.encode_lines(reports)
+
+
+def _uniform(*columns: list[Any]) -> bool:
+    """Whether every column holds one value throughout (and there is a first row)."""
+    return all(column and column.count(column[0]) == len(column) for column in columns)
+
+
+def _uniform_reports(
+    cluster: msgspec.Raw,
+    name: msgspec.Raw,
+    partitions: list[int],
+    offsets: list[int],
+    timestamp: str,
+    key: _Size | None,
+    value: _Size | None,
+) -> bytes:
+    """``v3_report_json`` of reports that differ only in partition and offset.
+
+    Each line is its partition's head, the offset, and the shared tail, joined
+    in C (about 0.12 us a record against 0.19 for a struct per record). The
+    pieces are cut from msgspec's own rendering of the first report, so both
+    renderings agree byte for byte.
+    """
+    first = _LINES.encode(
+        _Report(200, cluster, name, _MARK, _MARK + 1, timestamp, key, value)
+    ).decode()
+    before, rest = first.split(f'"partition_id":{_MARK},"offset":{_MARK + 1}', 1)
+    tail = rest + "\n"
+    heads = {p: f'{before}"partition_id":{p},"offset":' for p in set(partitions)}
+    lines = map(operator.add, map(heads.__getitem__, partitions), map(str, offsets))
+    return (tail.join(lines) + tail).encode()
+
+
+#: partition and offset of the report the uniform rendering is cut from: no name or
+#: timestamp text can contain its rendering, whose pieces are keys and commas.
+_MARK = 2**62

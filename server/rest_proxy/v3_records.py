@@ -608,8 +608,12 @@ async def produce_columns(
     key_sizes = binary_lengths(pa.chunked_array([columns.keys])).tolist()
     value_sizes = binary_lengths(pa.chunked_array([columns.values])).tolist()
     if isinstance(written, AllWritten):
-        texts: dict[int, str] = {}
-        times = [texts.get(t) or texts.setdefault(t, rfc3339(t)) for t in written.timestamps_ms]
+        stamps_ms = written.timestamps_ms
+        if stamps_ms.count(stamps_ms[0]) == len(stamps_ms):  # one clock reading: the usual
+            times = [rfc3339(stamps_ms[0])] * len(stamps_ms)
+        else:
+            texts: dict[int, str] = {}
+            times = [texts.get(t) or texts.setdefault(t, rfc3339(t)) for t in stamps_ms]
         return v3_report_json(
             cluster_id,
             topic_log.name,

@@ -353,6 +353,48 @@ def test_v3_reports_are_the_models_rendering() -> None:
     assert got.decode() == render_reports(reports)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_v3_uniform_reports_are_the_models_rendering(seed: int) -> None:
+    # The usual stream (one timestamp, one key size, one value size) is rendered from a
+    # head per partition and a shared tail: still the models' rendering byte for byte.
+    rnd = random.Random(seed)
+    n = rnd.randint(1, 40)
+    key = rnd.choice(['"key":{"type":"STRING","data":"abc"},', '"key":{"data":"QUJD"},', ""])
+    value = rnd.choice(['"value":{"data":"QUJDRA=="}', '"value":{"type":"STRING","data":"x"}'])
+    raw = "\n".join("{" + key + value + "}" for _ in range(n)).encode()
+    columns = decode_v3_stream(raw)
+    assert columns is not None
+    partitions = [rnd.randrange(6) for _ in range(n)]
+    offsets = [rnd.randrange(2**40) for _ in range(n)]
+    stamps = ["2024-01-02T03:04:05.678Z"] * n
+    key_sizes = [3 if columns.has_key[0] else 0] * n
+    value_sizes = [rnd.choice([1, 4])] * n
+    cluster, topic = rnd.choice([("clüster", 't"1'), ("c-1", "orders"), ("c\\", "t\u2028")])
+    reports = [
+        V3ProduceResponse(
+            error_code=200,
+            cluster_id=cluster,
+            topic_name=topic,
+            partition_id=p,
+            offset=o,
+            timestamp=t,
+            key=V3ProduceResponseData(type=columns.key_kind, size=ks)
+            if columns.has_key[i]
+            else None,
+            value=V3ProduceResponseData(type=columns.value_kind, size=vs)
+            if columns.has_value[i]
+            else None,
+        )
+        for i, (p, o, t, ks, vs) in enumerate(
+            zip(partitions, offsets, stamps, key_sizes, value_sizes, strict=True)
+        )
+    ]
+    got = v3_report_json(
+        cluster, topic, columns, partitions, offsets, stamps, key_sizes, value_sizes
+    )
+    assert got.decode() == render_reports(reports)
+
+
 def test_refusals_are_the_models_own() -> None:
     # The fast path declines; what the client sees is the models' documented message.
     (refused,) = decode_each(split_concatenated('{"value":{"data":"QQ"}}'))
