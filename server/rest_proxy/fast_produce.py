@@ -358,6 +358,7 @@ def _uniform_reports(
     return (tail.join(lines) + tail).encode()
 
 
-#: partition and offset of the report the uniform rendering is cut from: no name or
-#: timestamp text can contain its rendering, whose pieces are keys and commas.
+#: Partition and offset of the report the uniform rendering is cut from. The text cut at
+#: is unique: inside a JSON string every quote is escaped, so no name or timestamp can
+#: hold the bare ``"partition_id":...,"offset":...`` that only the fields themselves make.
 _MARK = 2**62
