@@ -16,7 +16,9 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +31,27 @@ START_TIMEOUT_S = 60.0
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released).
+
+    Never one of the last ``RECENT_PORTS`` ports this process was given: a port
+    is only bound once the server it is for starts, and the kernel may hand a
+    released port out again at once, so two servers started together (a
+    broker's HTTP and Kafka listeners, a Spark master's two ports) could
+    otherwise be given the same one.
+    """
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        with _RECENT_LOCK:
+            if port not in _RECENT:
+                _RECENT.append(port)
+                return port
+
+
+RECENT_PORTS = 1024
+_RECENT: deque[int] = deque(maxlen=RECENT_PORTS)
+_RECENT_LOCK = threading.Lock()
 
 
 def wait_for(

@@ -56,3 +56,10 @@ def test_kill_is_a_crash(tmp_path: Path) -> None:
 def test_a_free_port_can_be_bound() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", free_port()))
+
+
+def test_free_ports_given_together_differ() -> None:
+    # Servers started together bind their ports only once running: the ports this
+    # process hands out must differ even though each was released before the next.
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
