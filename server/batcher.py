@@ -2,7 +2,11 @@
 
 Each topic has a queue and one flusher task. The flusher waits until the
 oldest request has lingered ``linger_ms`` or ``batch_bytes`` are waiting,
-then takes everything queued as one group commit. A group commit is staged
+then takes everything queued as one group commit. A group that reached
+``batch_bytes`` still waits for requests of its topic that are being received
+(``receiving``), never past ``linger_ms``: producers that each wait for their
+answer send their next requests together, and the last of such a burst, left
+behind, would commit alone a whole commit later. A group commit is staged
 (``TopicLog.stage``: its segments are encoded and made durable) and then
 committed (``TopicLog.commit_staged``), each on a worker thread. Up to
 ``max_in_flight_commits`` run at once: while one commits, the next stages,
@@ -25,10 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +51,11 @@ from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
+#: Event-loop turns a group that reached ``batch_bytes`` lets pass before it looks for
+#: requests being received: enough for a request whose bytes are already at the socket
+#: to reach its route. Measured: 2 to 6 turns give the same throughput.
+RECEIVING_TURNS = 4
+
 
 @dataclass
 class _Pending:
@@ -56,6 +66,20 @@ class _Pending:
     enqueued: float = field(default_factory=time.monotonic)
     #: Handed to this broker by another one: committed here, never handed on.
     handed_off: bool = False
+
+
+@dataclass
+class _Receiving:
+    """A produce request being received: from its route's start until it is submitted."""
+
+    topic: str
+    done: bool = False
+
+
+#: The request the current task is receiving, so that ``submit`` can end it.
+_RECEIVING: contextvars.ContextVar[_Receiving | None] = contextvars.ContextVar(
+    "lakelog_receiving", default=None
+)
 
 
 @dataclass
@@ -133,10 +157,49 @@ class ProduceBatcher:
         self._space = asyncio.Condition()
         self._on_commit = on_commit
         self._closing = False
+        #: per topic: produce requests whose bodies are being read and decoded
+        self._receiving: dict[str, int] = defaultdict(int)
 
     @property
     def buffered_bytes(self) -> int:
         return self._buffered
+
+    @contextlib.contextmanager
+    def receiving(self, topic: str) -> Iterator[None]:
+        """Marks the current task's produce request for ``topic`` as being received.
+
+        A front end wraps its handling of a request in it: reading and
+        decoding the body, then submitting. The mark ends when ``submit``
+        takes the request (the mark lives in a context variable, so no call
+        in between needs to carry it), or when the block ends without a
+        submit.
+        """
+        mark = _Receiving(topic)
+        self._receiving[topic] += 1
+        token = _RECEIVING.set(mark)
+        try:
+            yield
+        finally:
+            _RECEIVING.reset(token)
+            self._received(mark)
+
+    def _received(self, mark: _Receiving) -> None:
+        if mark.done:
+            return
+        mark.done = True
+        self._receiving[mark.topic] -= 1
+        if not self._receiving[mark.topic]:
+            del self._receiving[mark.topic]
+        queue = self._queues.get(mark.topic)
+        if queue is not None:
+            queue.wakeup.set()
+
+    async def _still_receiving(self, topic: str) -> bool:
+        """Whether a request for ``topic`` is being received, once the event loop has
+        taken in what already reached its sockets."""
+        for _ in range(RECEIVING_TURNS):
+            await asyncio.sleep(0)
+        return self._receiving.get(topic, 0) > 0
 
     async def submit(
         self, topic_log: TopicLog, batch: PreparedBatch, *, handed_off: bool = False
@@ -147,6 +210,9 @@ class ProduceBatcher:
         """
         if self._closing:
             raise UnknownServerError("broker is shutting down")
+        mark = _RECEIVING.get()
+        if mark is not None and mark.topic == topic_log.name:
+            self._received(mark)  # queued below, with no await before unless space is short
         size = max(batch.size_bytes, 1)
         parts, counts = np.unique(batch.table.column("partition").to_numpy(), return_counts=True)
         per_partition = {
@@ -225,11 +291,12 @@ class ProduceBatcher:
         while queue.items:
             linger = self._linger_s(queue)
             oldest = queue.items[0].enqueued
-            while (
-                queue.bytes < self.settings.batch_bytes
-                and not self._closing
-                and (remaining := oldest + linger - time.monotonic()) > 0
-            ):
+            while not self._closing and (remaining := oldest + linger - time.monotonic()) > 0:
+                if queue.bytes >= self.settings.batch_bytes and not await self._still_receiving(
+                    topic
+                ):
+                    break
+                # Each request still being received sets ``wakeup`` when it ends, after this.
                 queue.wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(queue.wakeup.wait(), remaining)

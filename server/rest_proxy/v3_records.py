@@ -531,16 +531,17 @@ async def produce_records(
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` gives every record a report with
     `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
-    topic_log = await topic_for(broker, cluster_id, topic_name)
-    raw = await read_json_raw(request, broker)
-    # A body the fast decoder takes is UTF-8 JSON with at least one record, so the checks
-    # of json_text only matter for the others.
-    fast = decode_v3_stream(raw)
-    stamps = column_timestamps(fast.timestamps) if fast is not None else None
-    if fast is not None and stamps is not None:
-        body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
-    else:
-        body = await produce_decoded(broker, topic_log, cluster_id, json_text(raw))
+    with broker.receiving(topic_name):
+        topic_log = await topic_for(broker, cluster_id, topic_name)
+        raw = await read_json_raw(request, broker)
+        # A body the fast decoder takes is UTF-8 JSON with at least one record, so the checks
+        # of json_text only matter for the others.
+        fast = decode_v3_stream(raw)
+        stamps = column_timestamps(fast.timestamps) if fast is not None else None
+        if fast is not None and stamps is not None:
+            body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
+        else:
+            body = await produce_decoded(broker, topic_log, cluster_id, json_text(raw))
     broker.metrics.bytes_out.inc(len(body))
     return Response(body, media_type=JSON)
 
@@ -692,14 +693,15 @@ async def produce_batch(
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
     with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
-    topic_log = await topic_for(broker, cluster_id, topic_name)
-    text = await read_json_body(request, broker)
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise V3Failure(400, f"malformed JSON: {exc}") from None
-    entries, ids = batch_ids(document)
-    delivered = await deliver(broker, topic_log, decode_each(entries, V3BatchEntry))
+    with broker.receiving(topic_name):
+        topic_log = await topic_for(broker, cluster_id, topic_name)
+        text = await read_json_body(request, broker)
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise V3Failure(400, f"malformed JSON: {exc}") from None
+        entries, ids = batch_ids(document)
+        delivered = await deliver(broker, topic_log, decode_each(entries, V3BatchEntry))
     successes: list[V3BatchSuccess] = []
     failures: list[V3BatchFailure] = []
     for entry_id, item in zip(ids, delivered, strict=True):

@@ -107,32 +107,33 @@ async def produce(
     `__consumer_offsets` refuses every produce (400, `INVALID_TOPIC_EXCEPTION`): only the
     group coordinator writes it; commit offsets through `/v1/groups/{group}/offsets`."""
     required_acks = parse_acks(acks)
-    raw = await read_body(request, broker.settings.max_request_bytes)
-    throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
-    broker.metrics.bytes_in.inc(len(raw))
-    kind = media_type(request)
-    batch: ProduceBatch
-    if kind == ARROW_STREAM:
-        batch = parse_arrow_stream(raw)
-    elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
-        batch = fast.batch
-        producer_id = fast.producer_id if fast.producer_id is not None else producer_id
-        sequence = fast.sequence if fast.sequence is not None else sequence
-    elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
-        try:
-            body = ProduceRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            raise validation_error(exc) from None
-        batch = request_to_batch(body)
-        producer_id = body.producer_id if body.producer_id is not None else producer_id
-        sequence = body.sequence if body.sequence is not None else sequence
-    else:
-        raise UnsupportedContentTypeError(
-            f"unsupported content type {kind!r}; use application/json or {ARROW_STREAM}"
-        )
-    if partition is not None:
-        batch = batch.with_partition(partition)
-    result = await broker.produce(topic, batch, required_acks, producer_id, sequence)
+    with broker.receiving(topic):
+        raw = await read_body(request, broker.settings.max_request_bytes)
+        throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
+        broker.metrics.bytes_in.inc(len(raw))
+        kind = media_type(request)
+        batch: ProduceBatch
+        if kind == ARROW_STREAM:
+            batch = parse_arrow_stream(raw)
+        elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
+            batch = fast.batch
+            producer_id = fast.producer_id if fast.producer_id is not None else producer_id
+            sequence = fast.sequence if fast.sequence is not None else sequence
+        elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
+            try:
+                body = ProduceRequest.model_validate_json(raw)
+            except ValidationError as exc:
+                raise validation_error(exc) from None
+            batch = request_to_batch(body)
+            producer_id = body.producer_id if body.producer_id is not None else producer_id
+            sequence = body.sequence if body.sequence is not None else sequence
+        else:
+            raise UnsupportedContentTypeError(
+                f"unsupported content type {kind!r}; use application/json or {ARROW_STREAM}"
+            )
+        if partition is not None:
+            batch = batch.with_partition(partition)
+        result = await broker.produce(topic, batch, required_acks, producer_id, sequence)
     if result is None:
         return AcceptedResponse(topic=topic, accepted=batch.num_rows, throttle_time_ms=throttle_ms)
     # ProduceResponse's shape, written directly: no model per record (see the codec).

@@ -188,6 +188,93 @@ def test_batch_bytes_commits_before_linger_ends() -> None:
     run(main)
 
 
+def test_a_full_group_waits_for_a_request_still_being_received() -> None:
+    # Producers that each wait for their answer send their next requests together; the
+    # last of the burst must not miss the group because the others reached batch_bytes.
+    fake = FakeLog()
+    small = batch(1, value_bytes=10)
+    limit = small.size_bytes * 2
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000, batch_bytes=limit))
+        late_can_submit = asyncio.Event()
+        receiving = asyncio.Event()
+
+        async def late() -> AppendResult:
+            with batcher.receiving("t"):
+                receiving.set()
+                await late_can_submit.wait()  # its body is still being read
+                future = await batcher.submit(as_log(fake), small)
+            return await future
+
+        late_task = asyncio.create_task(late())
+        await receiving.wait()
+        a = await batcher.submit(as_log(fake), small)
+        b = await batcher.submit(as_log(fake), small)  # batch_bytes reached
+        await settle()
+        assert not a.done() and fake.calls == []  # held for the one being received
+        late_can_submit.set()
+        await asyncio.gather(a, b, late_task)
+        assert [len(call) for call in fake.calls] == [3]
+
+        # A request that fails while being received releases the group too.
+        async def refused() -> None:
+            with batcher.receiving("t"):
+                receiving.set()
+                await late_can_submit.wait()
+                raise ValueError("undecodable body")
+
+        receiving.clear()
+        late_can_submit.clear()
+        failing = asyncio.create_task(refused())
+        await receiving.wait()
+        c = await batcher.submit(as_log(fake), small)
+        d = await batcher.submit(as_log(fake), small)
+        await settle()
+        assert not c.done()
+        late_can_submit.set()
+        with pytest.raises(ValueError, match="undecodable"):
+            await failing
+        await asyncio.gather(c, d)
+        assert [len(call) for call in fake.calls] == [3, 2]
+
+        # Receiving requests of another topic do not hold this one's group.
+        with batcher.receiving("other"):
+            e = await batcher.submit(as_log(fake), small)
+            f = await batcher.submit(as_log(fake), small)
+            await asyncio.gather(e, f)
+        assert [len(call) for call in fake.calls] == [3, 2, 2]
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_request_being_received_never_holds_a_group_past_linger() -> None:
+    fake = FakeLog()
+    small = batch(1, value_bytes=10)
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=20, batch_bytes=small.size_bytes))
+        stuck = asyncio.Event()
+        receiving = asyncio.Event()
+
+        async def never_submits() -> None:
+            with batcher.receiving("t"):
+                receiving.set()
+                await stuck.wait()
+
+        holder = asyncio.create_task(never_submits())
+        await receiving.wait()
+        # Full at once, and still committed (once linger_ms has passed).
+        assert (await (await batcher.submit(as_log(fake), small))).offsets == [0]
+        assert not holder.done()
+        stuck.set()
+        await holder
+        await batcher.close()
+
+    run(main)
+
+
 async def committing(
     fake: FakeLog, max_in_flight_commits: int
 ) -> tuple[ProduceBatcher, asyncio.Future[AppendResult]]:
