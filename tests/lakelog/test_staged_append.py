@@ -8,6 +8,7 @@ and abandons, offsets stay dense and unique and no unreferenced segment stays.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from lakelog import Catalog, Record
 from lakelog.append.result import PartitionBatch, grouped_batches, partition_batches
-from lakelog.append.staging import group_by_partition
+from lakelog.append.staging import group_by_partition, take_rows
 from lakelog.errors import LakelogError
 from lakelog.produce import PreparedBatch
 from lakelog.produce_batch import ProduceBatch
@@ -160,6 +161,49 @@ def test_group_by_partition_keeps_request_order_within_each_partition(
         assert sent.tolist() == requests[i]
         for j, (p, at) in enumerate(zip(sent, positions, strict=True)):
             assert by_partition[int(p)].column("value")[int(at)].as_py() == f"{i}:{j}".encode()
+
+
+HEADER = pa.struct([pa.field("key", pa.string(), nullable=False), ("value", pa.binary())])
+
+
+@st.composite
+def request_tables(draw: st.DrawFn) -> pa.Table:
+    """Several requests' rows, concatenated (one chunk each), some chunks sliced: columns
+    all null, all empty lists, or mixed, as produce requests have them."""
+    chunks = []
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        n = draw(st.integers(min_value=1, max_value=6))
+        cell = st.one_of(st.none(), st.binary(max_size=4))
+        header = st.lists(st.tuples(st.text(max_size=2), st.binary(max_size=2)), max_size=2)
+        headers = [
+            [{"key": k, "value": v} for k, v in h]
+            for h in draw(st.lists(header, min_size=n, max_size=n))
+        ]
+        pad = draw(st.integers(min_value=0, max_value=2))
+        table = pa.table(
+            {
+                "key": pa.array(draw(st.lists(cell, min_size=n, max_size=n)), pa.binary()),
+                "value": pa.array([b"v%d" % i for i in range(n)], pa.binary()),
+                "headers": pa.array(
+                    headers if draw(st.booleans()) else [[] for _ in range(n)], pa.list_(HEADER)
+                ),
+                "producer_id": pa.nulls(n, pa.int64())
+                if draw(st.booleans())
+                else pa.array(range(n), pa.int64()),
+            }
+        )
+        chunks.append(pa.concat_tables([table, table.slice(0, pad)]).combine_chunks().slice(0, n))
+    return pa.concat_tables(chunks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(request_tables(), st.randoms(use_true_random=False))
+def test_take_rows_is_arrows_take(rows: pa.Table, random: Any) -> None:
+    order = np.arange(rows.num_rows, dtype=np.int64)
+    random.shuffle(order)
+    taken = take_rows(rows, order)
+    assert taken.equals(rows.take(pa.array(order)).combine_chunks())
+    assert all(column.num_chunks == 1 for column in taken.columns)
 
 
 @settings(max_examples=30, deadline=None)
