@@ -4,14 +4,14 @@ Each topic has a queue and one flusher task. The flusher waits until the
 oldest request has lingered ``linger_ms`` or ``batch_bytes`` are waiting,
 then takes everything queued as one group commit. A group that reached
 ``batch_bytes`` still waits for requests of its topic that are being received
-(``receiving``), never past ``linger_ms``: producers that each wait for their
-answer send their next requests together, and the last of such a burst, left
-behind, would commit alone a whole commit later. A group commit is staged
-(``TopicLog.stage``: its segments are encoded and made durable) and then
-committed (``TopicLog.commit_staged``), each on a worker thread. Up to
-``max_in_flight_commits`` run at once: while one commits, the next stages,
-and the commits land in the order the groups were taken, so offsets follow
-arrival order. New requests queue up meanwhile and form the next group, so
+(``receiving``), never past ``linger_ms`` nor ``RECEIVING_WAIT_S``: producers
+that each wait for their answer send their next requests together, and the
+last of such a burst, left behind, would commit alone a whole commit later.
+A group commit is staged (``TopicLog.stage``: its segments are encoded and
+made durable) and then committed (``TopicLog.commit_staged``), each on a
+worker thread. Up to ``max_in_flight_commits`` run at once: while one
+commits, the next stages, and the commits land in the order the groups were
+taken, so offsets follow arrival order. New requests queue up meanwhile and form the next group, so
 throughput grows with load instead of commits piling up.
 
 With a ``CommitRouter``, a group whose topic another broker leads is not
@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 #: requests being received: enough for a request whose bytes are already at the socket
 #: to reach its route. Measured: 2 to 6 turns give the same throughput.
 RECEIVING_TURNS = 4
+#: The longest a group that reached ``batch_bytes`` waits for requests being received,
+#: whatever ``linger_ms`` is: a burst's requests arrive within a few milliseconds, and a
+#: client sending its body slowly must not hold other producers' groups for a long linger.
+RECEIVING_WAIT_S = 0.005
 
 
 @dataclass
@@ -291,11 +295,16 @@ class ProduceBatcher:
         while queue.items:
             linger = self._linger_s(queue)
             oldest = queue.items[0].enqueued
-            while not self._closing and (remaining := oldest + linger - time.monotonic()) > 0:
-                if queue.bytes >= self.settings.batch_bytes and not await self._still_receiving(
-                    topic
-                ):
-                    break
+            deadline = oldest + linger
+            full = False
+            while not self._closing and (remaining := deadline - time.monotonic()) > 0:
+                if queue.bytes >= self.settings.batch_bytes:
+                    if not full:
+                        full = True
+                        deadline = min(deadline, time.monotonic() + RECEIVING_WAIT_S)
+                    if not await self._still_receiving(topic):
+                        break
+                    remaining = deadline - time.monotonic()
                 # Each request still being received sets ``wakeup`` when it ends, after this.
                 queue.wakeup.clear()
                 with contextlib.suppress(TimeoutError):

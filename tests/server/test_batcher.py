@@ -275,6 +275,33 @@ def test_a_request_being_received_never_holds_a_group_past_linger() -> None:
     run(main)
 
 
+def test_a_stalled_request_holds_a_full_group_briefly_even_with_a_long_linger() -> None:
+    # A client that never finishes sending its body must not hold other producers' full
+    # groups for the whole linger (here a minute, longer than the test's guard).
+    fake = FakeLog()
+    small = batch(1, value_bytes=10)
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=60_000, batch_bytes=small.size_bytes))
+        stuck = asyncio.Event()
+        receiving = asyncio.Event()
+
+        async def stalled() -> None:
+            with batcher.receiving("t"):
+                receiving.set()
+                await stuck.wait()
+
+        holder = asyncio.create_task(stalled())
+        await receiving.wait()
+        assert (await (await batcher.submit(as_log(fake), small))).offsets == [0]
+        assert not holder.done()
+        stuck.set()
+        await holder
+        await batcher.close()
+
+    run(main)
+
+
 async def committing(
     fake: FakeLog, max_in_flight_commits: int
 ) -> tuple[ProduceBatcher, asyncio.Future[AppendResult]]:
