@@ -85,6 +85,9 @@ class TcpProxy:
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        #: False from the moment ``stop`` begins: no byte is forwarded after that, also on
+        #: connections not yet reset (a client's retry on a pooled connection included).
+        self._running = False
         self.port = port
         self.connections = 0
         #: Request lines whose answers were dropped, in order.
@@ -120,11 +123,13 @@ class TcpProxy:
         listener.listen(128)
         self.port = listener.getsockname()[1]
         self._listener = listener
+        self._running = True
         self._accept_thread = threading.Thread(target=self._accept, args=(listener,), daemon=True)
         self._accept_thread.start()
 
     def stop(self) -> None:
         """Refuse new connections and reset the open ones, as a store going down does."""
+        self._running = False
         listener, self._listener = self._listener, None
         if listener is not None:
             with contextlib.suppress(OSError):
@@ -162,7 +167,7 @@ class TcpProxy:
         try:
             while True:
                 data = src.recv(65536)
-                if not data:
+                if not data or not self._running:
                     break
                 if self.latency_s:
                     time.sleep(self.latency_s)
