@@ -249,40 +249,15 @@ def test_a_full_group_waits_for_a_request_still_being_received() -> None:
     run(main)
 
 
-def test_a_request_being_received_never_holds_a_group_past_linger() -> None:
+@pytest.mark.parametrize("linger_ms", [20, 60_000])
+def test_a_stalled_request_holds_a_full_group_only_briefly(linger_ms: int) -> None:
+    # A client that never finishes sending its body holds a full group neither past
+    # linger_ms nor, with a long linger (a minute: longer than the test's guard), for long.
     fake = FakeLog()
     small = batch(1, value_bytes=10)
 
     async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=20, batch_bytes=small.size_bytes))
-        stuck = asyncio.Event()
-        receiving = asyncio.Event()
-
-        async def never_submits() -> None:
-            with batcher.receiving("t"):
-                receiving.set()
-                await stuck.wait()
-
-        holder = asyncio.create_task(never_submits())
-        await receiving.wait()
-        # Full at once, and still committed (once linger_ms has passed).
-        assert (await (await batcher.submit(as_log(fake), small))).offsets == [0]
-        assert not holder.done()
-        stuck.set()
-        await holder
-        await batcher.close()
-
-    run(main)
-
-
-def test_a_stalled_request_holds_a_full_group_briefly_even_with_a_long_linger() -> None:
-    # A client that never finishes sending its body must not hold other producers' full
-    # groups for the whole linger (here a minute, longer than the test's guard).
-    fake = FakeLog()
-    small = batch(1, value_bytes=10)
-
-    async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=60_000, batch_bytes=small.size_bytes))
+        batcher = ProduceBatcher(settings(linger_ms=linger_ms, batch_bytes=small.size_bytes))
         stuck = asyncio.Event()
         receiving = asyncio.Event()
 
