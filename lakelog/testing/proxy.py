@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 #: The start of an HTTP/1.x request: method, target, version.
 REQUEST_LINE = re.compile(rb"^[A-Z]+ \S+ HTTP/1\.[01]\r\n")
+#: The longest request line a drop pattern is looked for in.
+_LONGEST_LINE = 4096
 
 
 def _reset(sock: socket.socket) -> None:
@@ -222,9 +224,14 @@ class TcpProxy:
     def _arm(self, connection: _Connection, data: bytes) -> None:
         """Mark the connection if ``data`` starts the request whose answer is to be dropped."""
         connection.recent = (connection.recent + data)[-8192:]
+        # Only a line that ends in this chunk: an earlier request's line, still in
+        # ``recent``, must not arm the drop for whatever the connection sends next.
+        since = max(0, len(connection.recent) - len(data) - _LONGEST_LINE)
         with self._lock:
             pattern = self._drop_pattern
-            found = pattern.search(connection.recent) if pattern is not None else None
+            found = pattern.search(connection.recent, since) if pattern is not None else None
+            if found is not None and found.end() <= len(connection.recent) - len(data):
+                found = None
             if found is not None:
                 self._drop_pattern = None  # one answer only
                 connection.dropping = found.group(0)

@@ -9,6 +9,7 @@ own commit by the commit id it carries instead of writing the batch again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,14 @@ def _s3_topic(s3_settings: S3Settings, proxy: TcpProxy, bucket: str) -> tuple[st
 
 
 def _next_commit_put(log: TopicLog) -> bytes:
-    """The request line of the PUT that writes the log's next Delta commit."""
-    return rb"PUT \S*/_delta_log/%020d\.json[ ?]" % (log.version + 1)
+    """The request line of the PUT that writes the log's next Delta commit.
+
+    Any version of this table's log, since nothing else commits to it meanwhile;
+    only this table's, so that no other commit of the same version number is
+    the one whose answer goes missing.
+    """
+    table = re.escape(log.table_path.rstrip("/").rsplit("/", 1)[-1].encode())
+    return rb"PUT \S*/" + table + rb"/_delta_log/\d{20}\.json[ ?]"
 
 
 def _stored_values(url: str, s3_settings: S3Settings) -> list[bytes | None]:
