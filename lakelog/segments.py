@@ -54,18 +54,38 @@ def _iso(ms: int) -> str:
 def encode_segment(table: pa.Table, sink: Any, compression: str = DEFAULT_COMPRESSION) -> None:
     """Write segment rows as Parquet to a file-like ``sink``.
 
-    Only keys are dictionary-encoded (they repeat, which is what compaction is
-    about); offsets and timestamps never repeat, so a dictionary there is pure
-    cost (it was a third of the append time).
+    No column is dictionary-encoded: offsets and timestamps never repeat, and
+    on keys a dictionary cost 14% of a keyed segment's encoding. Keys get a
+    Parquet bloom filter instead (``key_bloom_filter``), so a ``key = ...``
+    lookup in Spark still skips the row groups that cannot hold the key.
     """
     pq.write_table(
         table.cast(SEGMENT_SCHEMA) if table.schema != SEGMENT_SCHEMA else table,
         sink,
         compression=compression,
         row_group_size=ROW_GROUP_ROWS,
-        use_dictionary=["key"],
+        use_dictionary=False,
         write_statistics=["offset", "timestamp"],
+        bloom_filter_options=key_bloom_filter(table),
     )
+
+
+#: False-positive rate of the key bloom filter: a lookup reads 1 in 20 row groups
+#: without the key, for about 6 bits per record of the row group.
+KEY_BLOOM_FPP = 0.05
+
+
+def key_bloom_filter(table: pa.Table) -> dict[str, dict[str, float]] | None:
+    """Bloom filter options for the ``key`` column; None when no record has a key.
+
+    Sized for every row of a row group being a distinct key (the worst case
+    for the false-positive rate); unkeyed segments get none, since an
+    all-null column's filter would be bytes that no lookup ever matches.
+    """
+    keys = table.column("key")
+    if keys.null_count == len(keys):
+        return None
+    return {"key": {"ndv": min(table.num_rows, ROW_GROUP_ROWS), "fpp": KEY_BLOOM_FPP}}
 
 
 def describe_segment(
