@@ -225,13 +225,14 @@ class TcpProxy:
         """Mark the connection if ``data`` starts the request whose answer is to be dropped."""
         connection.recent = (connection.recent + data)[-8192:]
         # Only a line that ends in this chunk: an earlier request's line, still in
-        # ``recent``, must not arm the drop for whatever the connection sends next.
-        since = max(0, len(connection.recent) - len(data) - _LONGEST_LINE)
+        # ``recent``, must not arm the drop for whatever the connection sends next
+        # (nor hide a later line of this chunk by matching first).
+        boundary = len(connection.recent) - len(data)
+        since = max(0, boundary - _LONGEST_LINE)
         with self._lock:
             pattern = self._drop_pattern
-            found = pattern.search(connection.recent, since) if pattern is not None else None
-            if found is not None and found.end() <= len(connection.recent) - len(data):
-                found = None
+            matches = pattern.finditer(connection.recent, since) if pattern is not None else ()
+            found = next((m for m in matches if m.end() > boundary), None)
             if found is not None:
                 self._drop_pattern = None  # one answer only
                 connection.dropping = found.group(0)
