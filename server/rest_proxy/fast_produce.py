@@ -20,7 +20,7 @@ bodies). Pure logic, no I/O.
 from __future__ import annotations
 
 import json
-import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -28,10 +28,13 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from server.codec import decode_data
 
 INT32_MAX = 2**31 - 1
+#: Partitions or offsets of a body's records, in record order.
+IntColumn = Sequence[int] | npt.NDArray[np.int64]
 Partition = Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
 NoHeaders = Annotated[tuple[msgspec.Raw, ...], msgspec.Meta(max_length=0)]
 
@@ -127,18 +130,42 @@ def _binary(items: list[Any]) -> pa.Array | None:
         return None
 
 
-def v2_offsets_json(partitions: list[int], offsets: list[int]) -> bytes:
+def v2_offsets_json(partitions: IntColumn, offsets: IntColumn) -> bytes:
     """The v2 produce answer when every record was written, as ``V2ProduceResponse`` renders.
 
     Rendering a pydantic model per record cost more than the commit; the
     entries are plain integers, so the text is written directly, field for
     field and byte for byte what the model's rendering gives.
     """
-    entries = ",".join(
-        f'{{"partition":{p},"offset":{o},"error_code":null,"error":null}}'
-        for p, o in zip(partitions, offsets, strict=True)
+    entries = joined_lines(
+        lambda p: f'{{"partition":{p},"offset":',
+        partitions,
+        offsets,
+        ',"error_code":null,"error":null},',
     )
-    return f'{{"key_schema_id":null,"value_schema_id":null,"offsets":[{entries}]}}'.encode()
+    return b'{"key_schema_id":null,"value_schema_id":null,"offsets":[' + entries[:-1] + b"]}"
+
+
+def joined_lines(
+    head: Callable[[int], str], partitions: IntColumn, offsets: IntColumn, tail: str
+) -> bytes:
+    """Every record's ``head(partition) + str(offset) + tail``, in record order, as one text.
+
+    The decimal offsets and the concatenation are Arrow string kernels: a
+    thousand records cost about 60 us, against 130 us joining Python strings
+    on the event loop.
+    """
+    if not len(offsets):
+        return b""
+    numbers = np.asarray(partitions, np.int64)
+    present = np.bincount(numbers) > 0  # partitions are small: a table by number
+    heads = pa.array([head(p) for p in np.flatnonzero(present).tolist()], pa.string())
+    per_record = heads.take(pa.array((np.cumsum(present) - 1)[numbers]))
+    digits = pa.array(np.asarray(offsets, np.int64)).cast(pa.string())
+    lines = pc.binary_join_element_wise(per_record, digits, tail, "")
+    ends = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
+    text: bytes = lines.buffers()[2][int(ends[0]) : int(ends[-1])].to_pybytes()
+    return text
 
 
 # -- v3 ---------------------------------------------------------------------------
@@ -274,8 +301,8 @@ def v3_report_json(
     cluster_id: str,
     topic: str,
     columns: V3Columns,
-    partitions: list[int],
-    offsets: list[int],
+    partitions: IntColumn,
+    offsets: IntColumn,
     timestamps: list[str],
     key_sizes: list[int],
     value_sizes: list[int],
@@ -314,8 +341,8 @@ def v3_report_json(
             else None,
         )
         for p, o, t, ks, vs, has_key, has_value in zip(
-            partitions,
-            offsets,
+            np.asarray(partitions, np.int64).tolist(),
+            np.asarray(offsets, np.int64).tolist(),
             timestamps,
             key_sizes,
             value_sizes,
@@ -335,27 +362,26 @@ def _uniform(*columns: list[Any]) -> bool:
 def _uniform_reports(
     cluster: msgspec.Raw,
     name: msgspec.Raw,
-    partitions: list[int],
-    offsets: list[int],
+    partitions: IntColumn,
+    offsets: IntColumn,
     timestamp: str,
     key: _Size | None,
     value: _Size | None,
 ) -> bytes:
     """``v3_report_json`` of reports that differ only in partition and offset.
 
-    Each line is its partition's head, the offset, and the shared tail, joined
-    in C (about 0.12 us a record against 0.19 for a struct per record). The
-    pieces are cut from msgspec's own rendering of the first report, so both
+    Each line is its partition's head, the offset, and the shared tail
+    (``joined_lines``: about 0.06 us a record against 0.19 for a struct per
+    record). The pieces are cut from msgspec's own rendering of the first report, so both
     renderings agree byte for byte.
     """
     first = _LINES.encode(
         _Report(200, cluster, name, _MARK, _MARK + 1, timestamp, key, value)
     ).decode()
     before, rest = first.split(f'"partition_id":{_MARK},"offset":{_MARK + 1}', 1)
-    tail = rest + "\n"
-    heads = {p: f'{before}"partition_id":{p},"offset":' for p in set(partitions)}
-    lines = map(operator.add, map(heads.__getitem__, partitions), map(str, offsets))
-    return (tail.join(lines) + tail).encode()
+    return joined_lines(
+        lambda p: f'{before}"partition_id":{p},"offset":', partitions, offsets, rest + "\n"
+    )
 
 
 #: Partition and offset of the report the uniform rendering is cut from. The text cut at

@@ -61,6 +61,8 @@ from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
@@ -371,14 +373,19 @@ class AllWritten:
     from them rather than from an object per record.
     """
 
-    partitions: list[int]
-    offsets: list[int]
-    timestamps_ms: list[int]
+    partitions: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+    timestamps_ms: npt.NDArray[np.int64]
 
     def outcomes(self) -> list[Outcome]:
         return [
             Written(p, o, t)
-            for p, o, t in zip(self.partitions, self.offsets, self.timestamps_ms, strict=True)
+            for p, o, t in zip(
+                self.partitions.tolist(),
+                self.offsets.tolist(),
+                self.timestamps_ms.tolist(),
+                strict=True,
+            )
         ]
 
 
@@ -426,8 +433,7 @@ async def write(
                 outcomes[i] = outcome
         return [o if o is not None else exc for o in outcomes]
     assert result is not None  # acks=all always waits for the commit
-    partitions, offsets, stamps = result.arrays()
-    return AllWritten(partitions.tolist(), offsets.tolist(), stamps.tolist())
+    return AllWritten(*result.arrays())
 
 
 def rfc3339(millis: int) -> str:
@@ -609,12 +615,9 @@ async def produce_columns(
     key_sizes = binary_lengths(pa.chunked_array([columns.keys])).tolist()
     value_sizes = binary_lengths(pa.chunked_array([columns.values])).tolist()
     if isinstance(written, AllWritten):
-        stamps_ms = written.timestamps_ms
-        if stamps_ms.count(stamps_ms[0]) == len(stamps_ms):  # one clock reading: the usual
-            times = [rfc3339(stamps_ms[0])] * len(stamps_ms)
-        else:
-            texts: dict[int, str] = {}
-            times = [texts.get(t) or texts.setdefault(t, rfc3339(t)) for t in stamps_ms]
+        readings, which = np.unique(written.timestamps_ms, return_inverse=True)
+        texts = [rfc3339(t) for t in readings.tolist()]  # one clock reading, usually
+        times = [texts[0]] * n if len(texts) == 1 else [texts[i] for i in which.tolist()]
         return v3_report_json(
             cluster_id,
             topic_log.name,

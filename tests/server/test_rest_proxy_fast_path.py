@@ -17,6 +17,7 @@ import random
 from collections import Counter
 from typing import Literal
 
+import numpy as np
 import pytest
 from starlette.responses import JSONResponse
 
@@ -189,6 +190,23 @@ def test_v2_answer_is_the_models_rendering() -> None:
         offsets=[
             V2PartitionOffset(partition=p, offset=o, error_code=None, error=None)
             for p, o in zip(partitions, offsets, strict=True)
+        ]
+    )
+    rendered = JSONResponse(model.model_dump(mode="json")).body
+    assert v2_offsets_json(partitions, offsets) == rendered
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_v2_answer_from_arrays_is_the_models_rendering(seed: int) -> None:
+    # The broker hands over numpy columns: any partitions, offsets up to int64's top.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    partitions = rng.integers(0, 1_000, n)
+    offsets = rng.integers(0, 2**63 - 1, n)
+    model = V2ProduceResponse(
+        offsets=[
+            V2PartitionOffset(partition=p, offset=o, error_code=None, error=None)
+            for p, o in zip(partitions.tolist(), offsets.tolist(), strict=True)
         ]
     )
     rendered = JSONResponse(model.model_dump(mode="json")).body
