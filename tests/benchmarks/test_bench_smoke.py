@@ -243,9 +243,15 @@ def test_broker_suite_covers_every_benchmark(broker_report: Report) -> None:
         if goal is not None:
             (reference,) = [s for s in shapes if s.params["shape"] == goal[0]]
             assert r.baselines[bench_broker.GOAL_SHAPE] == reference.value
+            # One round at this size: the round's paired ratio is the ratio of the two rates.
+            assert r.params["paired_ratio"] == pytest.approx(r.value / reference.value)
         else:
             assert bench_broker.GOAL_SHAPE not in r.baselines
     assert any(n.startswith("goal v1-json-key >= 0.85x") for n in broker_report.notes)
+
+
+def test_goal_ratios_pair_each_round_with_its_reference_round() -> None:
+    assert bench_broker.paired_ratios([90.0, 80.0, 100.0], [100.0, 100.0, 0.0]) == [0.9, 0.8]
 
 
 def test_broker_results_are_well_formed(broker_report: Report) -> None:
