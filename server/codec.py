@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc
 
 from lakelog.errors import InvalidRecordError, InvalidRequestError
@@ -333,6 +336,32 @@ class _ProduceAck(msgspec.Struct, gc=False):
 
 
 _ACK_ENCODER = msgspec.json.Encoder()
+#: Partitions or offsets of a body's records, in record order.
+IntColumn = Sequence[int] | npt.NDArray[np.int64]
+
+
+def joined_lines(
+    head: Callable[[int], str], partitions: IntColumn, offsets: IntColumn, tail: str
+) -> pa.Buffer:
+    """Every record's ``head(partition) + str(offset) + tail``, in record order, as one text.
+
+    The decimal offsets and the concatenation are Arrow string kernels: a
+    thousand records cost about 60 us, against 130 us joining Python strings
+    on the event loop. The text stays in Arrow's buffer: callers join it with
+    their own prefix and suffix in one copy (copies of a 10,000-record answer
+    cost 0.2 ms each here).
+    """
+    if not len(offsets):
+        return pa.py_buffer(b"")
+    numbers = np.asarray(partitions, np.int64)
+    present = np.bincount(numbers) > 0  # partitions are small: a table by number
+    heads = pa.array([head(p) for p in np.flatnonzero(present).tolist()], pa.string())
+    per_record = heads.take(pa.array((np.cumsum(present) - 1)[numbers]))
+    digits = pa.array(np.asarray(offsets, np.int64)).cast(pa.string())
+    lines = pc.binary_join_element_wise(per_record, digits, tail, "")
+    ends = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
+    text: pa.Buffer = lines.buffers()[2][int(ends[0]) : int(ends[-1])]
+    return text
 
 
 def produce_response_json(topic: str, result: AppendResult, throttle_time_ms: int = 0) -> bytes:
@@ -343,21 +372,19 @@ def produce_response_json(topic: str, result: AppendResult, throttle_time_ms: in
     is written directly.
     """
     partitions, offsets, stamps = result.arrays()
-    if len(offsets) and (partitions == partitions[0]).all() and (stamps == stamps[0]).all():
-        # The usual request: one partition, one timestamp. Only the offset varies, so
-        # the text is one join over the offsets (a 10,000-record answer in ~1 ms).
-        tail = f',"timestamp_ms":{int(stamps[0])}}}'
-        head = f'{{"partition":{int(partitions[0])},"offset":'
-        records = head + (tail + "," + head).join(map(str, offsets.tolist())) + tail
+    if len(offsets) and (stamps == stamps[0]).all():
+        # The usual request: one timestamp, so only partition and offset vary (a 10,000-record
+        # answer in 0.4 ms, against 0.7 ms for a struct per record).
+        tail = f',"timestamp_ms":{int(stamps[0])}}},'
+        lines = joined_lines(lambda p: f'{{"partition":{p},"offset":', partitions, offsets, tail)
     else:
-        # Several partitions or timestamps: one untracked struct per record, encoded by
-        # msgspec in one C pass (2.6x faster than an f-string per record).
+        # Several timestamps: one untracked struct per record, encoded by msgspec in one C
+        # pass (2.6x faster than an f-string per record).
         acks = list(map(_RecordAck, partitions.tolist(), offsets.tolist(), stamps.tolist()))
         return _ACK_ENCODER.encode(
             _ProduceAck(topic, acks, result.duplicate, int(throttle_time_ms))
         )
     duplicate = "true" if result.duplicate else "false"
-    return (
-        f'{{"topic":{json.dumps(topic)},"records":[{records}],"duplicate":{duplicate},'
-        f'"throttle_time_ms":{int(throttle_time_ms)}}}'
-    ).encode()
+    end = f'],"duplicate":{duplicate},"throttle_time_ms":{int(throttle_time_ms)}}}'
+    start = f'{{"topic":{json.dumps(topic)},"records":['
+    return b"".join([start.encode(), lines[: lines.size - 1], end.encode()])

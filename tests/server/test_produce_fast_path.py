@@ -157,10 +157,12 @@ def test_common_bodies_take_the_fast_path() -> None:
     assert fast.batch.column("value").to_pylist() == [bytes([i]) * 100 for i in range(50)]
 
 
-@pytest.mark.parametrize("mixed", [False, True])
-def test_produce_response_has_the_model_shape(mixed: bool) -> None:
+@pytest.mark.parametrize(
+    ("mixed", "keyed"), [(False, False), (False, True), (True, True)], ids=["one", "keyed", "mixed"]
+)
+def test_produce_response_has_the_model_shape(mixed: bool, keyed: bool) -> None:
     n = 25
-    partitions = np.arange(n) % 3 if mixed else np.full(n, 2)
+    partitions = np.arange(n) % 12 if keyed else np.full(n, 2)
     stamps = np.arange(n) if mixed else np.full(n, 17)
     result = AppendResult(partitions, np.arange(100, 100 + n), stamps, [], 4, duplicate=mixed)
     body = json.loads(produce_response_json('t"ö', result, throttle_time_ms=3))
