@@ -118,14 +118,14 @@ def take_rows(rows: pa.Table, order: npt.NDArray[np.int64]) -> pa.Table:
 
     Unless the producer is idempotent, ``producer_id`` and ``sequence`` are all
     null, and ``headers`` are usually all empty lists: such a column is built
-    at its length instead. Measured on a commit of 8 keyed requests of 10,000
-    records: 2.14 ms for the whole table, 1.58 ms this way.
+    at the length of ``order`` instead. Measured on a commit of 8 keyed
+    requests of 10,000 records: 2.14 ms for the whole table, 1.58 ms this way.
     """
     indices = pa.array(order)
+    n = len(order)
     columns: list[pa.Array] = []
     for column in rows.columns:
-        n = len(column)
-        if column.null_count == n:
+        if column.null_count == len(column):
             columns.append(pa.nulls(n, column.type))
         elif _all_empty_lists(column):
             offsets = pa.array(np.zeros(n + 1, np.int32))

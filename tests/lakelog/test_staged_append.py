@@ -199,8 +199,10 @@ def request_tables(draw: st.DrawFn) -> pa.Table:
 @settings(max_examples=100, deadline=None)
 @given(request_tables(), st.randoms(use_true_random=False))
 def test_take_rows_is_arrows_take(rows: pa.Table, random: Any) -> None:
+    # Any part of the rows, in any order: the gather is a take, whatever it is given.
     order = np.arange(rows.num_rows, dtype=np.int64)
     random.shuffle(order)
+    order = order[: random.randint(0, len(order))]
     taken = take_rows(rows, order)
     assert taken.equals(rows.take(pa.array(order)).combine_chunks())
     assert all(column.num_chunks == 1 for column in taken.columns)
