@@ -365,12 +365,13 @@ class Written:
 Outcome = Written | LakelogError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AllWritten:
     """Every record of a produce written in one commit: where each one went, in record order.
 
-    Kept as columns, so an answer for a thousand records is written straight
-    from them rather than from an object per record.
+    Kept as numpy columns, so an answer for a thousand records is written
+    straight from them rather than from an object per record (and never
+    compared: ``==`` on arrays is elementwise, hence ``eq=False``).
     """
 
     partitions: npt.NDArray[np.int64]
