@@ -120,6 +120,18 @@ def check_fetch(
         assert len(records) == 1 or sum(sizes) <= max_bytes, where
 
 
+def check_caught_up(http: httpx.Client, topic: str, partition: int, end: int) -> None:
+    """At the high watermark a fetch (no wait) has no records and points at the watermark."""
+    params: dict[str, int | str] = {"offset": end, "key_format": "base64", "value_format": "base64"}
+    response = http.get(f"/v1/topics/{topic}/partitions/{partition}/records", params=params)
+    assert response.status_code == 200, response.text
+    got = response.json()
+    where = f"{topic}-{partition} at {end}"
+    assert got["records"] == [], where
+    assert got["next_offset"] == end, where
+    assert got["high_watermark"] == end, where
+
+
 def test_every_fetch_is_exactly_what_the_delta_table_holds(
     root: RootSpec, start_broker: Callable[..., BrokerProcess]
 ) -> None:
@@ -153,6 +165,7 @@ def test_every_fetch_is_exactly_what_the_delta_table_holds(
             for partition in range(partitions):
                 for offset in range(len(stored[partition])):
                     check_fetch(http, name, partition, stored[partition], offset)
+                check_caught_up(http, name, partition, len(stored[partition]))
         hits_after, misses_after = cache_counts(http)
     # Both kinds of answer were checked: from the cache and from storage.
     assert hits_after > hits and misses_after > misses
