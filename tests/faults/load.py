@@ -93,3 +93,19 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what} {state()}")
         time.sleep(0.02)
+
+
+def records_on_their_way(ledger: Ledger, load: ProducerLoad, timeout_s: float = 60) -> int:
+    """The first non-zero count of unsettled sends, for a fault injected right after.
+
+    A steady load still has instants with every send settled (the sending
+    thread between two sends, a commit that just answered everything), and
+    a fault injected then interrupts nothing.
+    """
+    deadline = time.monotonic() + timeout_s
+    while (unsettled := ledger.unsettled) == 0:
+        load.check()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no send was on its way in {timeout_s:g} s")
+        time.sleep(0.001)
+    return unsettled

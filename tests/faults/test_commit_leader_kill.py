@@ -20,7 +20,7 @@ import pytest
 from lakelog.client import AdminClient, Producer
 from server.commit_leader.router import choose_commit_leader
 from tests.faults.ledger import Ledger, check
-from tests.faults.load import ProducerLoad, wait_for
+from tests.faults.load import ProducerLoad, records_on_their_way, wait_for
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.topic_metrics import labelled_counter, wait_for_live_brokers
@@ -75,7 +75,7 @@ def test_kill_the_commit_leader_mid_load(
             "acknowledgements of records handed to the commit leader",
             load=load,
         )
-        unsettled = ledger.unsettled
+        unsettled = records_on_their_way(ledger, load)
         brokers[leader].kill()
         recovered = ledger.mark()
         sent_before = load.count
