@@ -35,6 +35,15 @@ class FetchResult:
     log_start_offset: int
     next_offset: int
 
+    @classmethod
+    def nothing(
+        cls, partition: int, high_watermark: int, log_start_offset: int, next_offset: int
+    ) -> FetchResult:
+        """A fetch that returns no records: only the partition's bounds and where to go on."""
+        return cls(
+            partition, SEGMENT_SCHEMA.empty_table(), high_watermark, log_start_offset, next_offset
+        )
+
     def to_records(self, topic: str) -> list[ConsumerRecord]:
         return table_to_records(topic, self.partition, self.records)
 
@@ -140,8 +149,8 @@ def _read_segments(
             next_offset = max(next_offset, segment.end_offset)
     if not pieces:
         next_offset = max(next_offset, offset) if segments else hwm
-    records = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
-    return FetchResult(partition, records, hwm, start, min(next_offset, hwm))
+        return FetchResult.nothing(partition, hwm, start, min(next_offset, hwm))
+    return FetchResult(partition, pa.concat_tables(pieces), hwm, start, min(next_offset, hwm))
 
 
 def offset_for_timestamp(

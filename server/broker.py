@@ -25,7 +25,6 @@ from lakelog.fetch import FetchResult, limit_bytes
 from lakelog.produce import PreparedBatch
 from lakelog.produce_batch import ProduceBatch, ProduceInput
 from lakelog.producer_ids import ProducerIdAllocator
-from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import open_storage
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
@@ -344,7 +343,7 @@ class Broker:
         start = topic_log.log_start_offset(partition)
         if offset == hwm and start <= offset and max_records > 0 and max_bytes > 0:
             # Caught up: the read would find no segment at or past the high watermark.
-            return FetchResult(partition, SEGMENT_SCHEMA.empty_table(), hwm, start, hwm)
+            return FetchResult.nothing(partition, hwm, start, hwm)
         if start <= offset < hwm:
             # A commit can land between reading hwm and the cache; the answer never reaches
             # past the high watermark it reports.

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.fetch import FetchResult
-from lakelog.records import SEGMENT_SCHEMA
 from lakelog.security.quota import QuotaKind
 from server.kafka import wire
 from server.kafka.apis import FETCH
@@ -132,9 +131,8 @@ async def _bounds_only(ctx: RequestContext, w: _Wanted) -> FetchResult:
     """The partition's bounds without records: the response is already full."""
     topic_log = await ctx.broker.topic(w.topic)
     topic_log.check_partition(w.partition)
-    return FetchResult(
+    return FetchResult.nothing(
         w.partition,
-        SEGMENT_SCHEMA.empty_table(),
         topic_log.high_watermark(w.partition),
         topic_log.log_start_offset(w.partition),
         w.offset,
