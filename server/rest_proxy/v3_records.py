@@ -437,6 +437,20 @@ async def write(
     return AllWritten(*result.arrays())
 
 
+def report_times(stamps: npt.NDArray[np.int64]) -> list[str]:
+    """Each record's timestamp as its report writes it; each distinct reading rendered once.
+
+    A commit stamps a request's records with one clock reading, so the usual
+    answer renders one text and skips the sort that finding distinct readings
+    takes.
+    """
+    if len(stamps) and (stamps == stamps[0]).all():
+        return [rfc3339(int(stamps[0]))] * len(stamps)
+    readings, which = np.unique(stamps, return_inverse=True)
+    texts = [rfc3339(t) for t in readings.tolist()]
+    return [texts[i] for i in which.tolist()]
+
+
 def rfc3339(millis: int) -> str:
     moment = EPOCH + timedelta(milliseconds=millis)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -616,9 +630,7 @@ async def produce_columns(
     key_sizes = binary_lengths(pa.chunked_array([columns.keys])).tolist()
     value_sizes = binary_lengths(pa.chunked_array([columns.values])).tolist()
     if isinstance(written, AllWritten):
-        readings, which = np.unique(written.timestamps_ms, return_inverse=True)
-        texts = [rfc3339(t) for t in readings.tolist()]  # one clock reading, usually
-        times = [texts[0]] * n if len(texts) == 1 else [texts[i] for i in which.tolist()]
+        times = report_times(written.timestamps_ms)
         return v3_report_json(
             cluster_id,
             topic_log.name,

@@ -45,6 +45,8 @@ from server.rest_proxy.v3_records import (
     column_timestamps,
     decode_each,
     render_reports,
+    report_times,
+    rfc3339,
     split_concatenated,
 )
 
@@ -419,3 +421,12 @@ def test_refusals_are_the_models_own() -> None:
     assert isinstance(refused, RecordRefused)
     assert decode_v3_stream(b'{"value":{"data":"QQ"}}') is None
     assert decode_v2(b'{"records":[{"value":"QQ"}]}', "base64", True) is None
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [[1_700_000_000_123] * 5, [5, 3, 5, 3_000_000_000_000, 3], [0], []],
+    ids=["one reading", "several readings", "one record", "no record"],
+)
+def test_report_times_render_each_record_timestamp(stamps: list[int]) -> None:
+    assert report_times(np.array(stamps, np.int64)) == [rfc3339(t) for t in stamps]
