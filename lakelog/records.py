@@ -26,6 +26,21 @@ HEADER_TYPE = pa.struct(
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE, nullable=False))
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
+
+def _build_empty_headers(n: int) -> pa.Array:
+    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+    empty = pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type))
+    return empty.cast(HEADERS_TYPE)
+
+
+_NO_HEADERS = _build_empty_headers(65_536)
+
+
+def empty_headers(n: int) -> pa.Array:
+    """``n`` empty header lists: a slice of one prebuilt array (building one per request cost)."""
+    return _NO_HEADERS.slice(0, n) if n <= len(_NO_HEADERS) else _build_empty_headers(n)
+
+
 #: Columns of a segment file (the partition column is in the Delta partition path).
 SEGMENT_SCHEMA = pa.schema(
     [

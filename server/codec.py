@@ -24,7 +24,13 @@ import pyarrow.ipc
 
 from lakelog.errors import InvalidRecordError, InvalidRequestError
 from lakelog.produce_batch import MAX_TIMESTAMP_MS, PRODUCER_COLUMNS, ProduceBatch
-from lakelog.records import HEADERS_TYPE, PRODUCE_SCHEMA, SEGMENT_SCHEMA, TIMESTAMP_TYPE
+from lakelog.records import (
+    HEADERS_TYPE,
+    PRODUCE_SCHEMA,
+    SEGMENT_SCHEMA,
+    TIMESTAMP_TYPE,
+    empty_headers,
+)
 from lakelog.topic_log import AppendResult
 
 DataFormat = Literal["base64", "string", "json"]
@@ -306,20 +312,6 @@ def _bytes_array(items: list[Any]) -> pa.Array | None:
         return pa.array(items, pa.binary())
     except (pa.ArrowException, UnicodeError):
         return None  # a lone surrogate has no UTF-8: the models decide
-
-
-def _build_empty_headers(n: int) -> pa.Array:
-    offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-    empty = pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type))
-    return empty.cast(HEADERS_TYPE)
-
-
-_NO_HEADERS = _build_empty_headers(65_536)
-
-
-def empty_headers(n: int) -> pa.Array:
-    """``n`` empty header lists: a slice of one prebuilt array (building one per request cost)."""
-    return _NO_HEADERS.slice(0, n) if n <= len(_NO_HEADERS) else _build_empty_headers(n)
 
 
 class _RecordAck(msgspec.Struct, gc=False):

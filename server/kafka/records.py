@@ -31,7 +31,13 @@ from crc32c import crc32c
 
 from lakelog.errors import CorruptRecordError, InvalidRecordError
 from lakelog.produce_batch import ProduceBatch
-from lakelog.records import HEADER_TYPE, HEADERS_TYPE, LOG_APPEND_TIME, TIMESTAMP_TYPE
+from lakelog.records import (
+    HEADER_TYPE,
+    HEADERS_TYPE,
+    LOG_APPEND_TIME,
+    TIMESTAMP_TYPE,
+    empty_headers,
+)
 from server.kafka.varints import Varints, binary_columns
 
 HEADER_SIZE = 61
@@ -124,12 +130,10 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
         raise CorruptRecordError(
             f"partition {partition}: the batch header says {count} records, it holds {len(keys)}"
         )
-    stamps = np.array(timestamps, np.int64)
     rows = ProduceBatch.from_columns(
         partition=pa.array(np.full(count, partition, np.int32)),
-        # A negative timestamp is "none given": the topic's rule stamps it.
-        timestamp=pa.array(stamps, TIMESTAMP_TYPE, mask=stamps < 0),
-        key=pa.array(keys, pa.binary()),
+        timestamp=_timestamps(timestamps),
+        key=None if keys.count(None) == count else pa.array(keys, pa.binary()),  # None: all null
         value=pa.array(values, pa.binary()),
         headers=headers_of.column(count),
     )
@@ -140,6 +144,15 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
         batch.producer_epoch,
         batch.base_sequence if producer >= 0 else None,
     )
+
+
+def _timestamps(millis: list[int]) -> pa.Array:
+    """Record timestamps in ms; a negative one is "none given" (null: the topic's rule
+    stamps it). Without any, the numpy array's buffer becomes the column as it is."""
+    stamps = np.array(millis, np.int64)
+    if len(stamps) and stamps.min() >= 0:
+        return pa.Array.from_buffers(TIMESTAMP_TYPE, len(stamps), [None, pa.py_buffer(stamps)])
+    return pa.array(stamps, TIMESTAMP_TYPE, mask=stamps < 0)
 
 
 class _Headers:
@@ -158,11 +171,12 @@ class _Headers:
 
     def column(self, count: int) -> pa.Array:
         """The headers column of ``count`` records (an empty list for those without)."""
+        if not self.rows:
+            return empty_headers(count)
         offsets = np.zeros(count + 1, np.int32)
-        if self.rows:
-            per_row = np.zeros(count, np.int32)
-            per_row[self.rows] = self.counts
-            np.cumsum(per_row, out=offsets[1:])
+        per_row = np.zeros(count, np.int32)
+        per_row[self.rows] = self.counts
+        np.cumsum(per_row, out=offsets[1:])
         return pa.ListArray.from_arrays(
             pa.array(offsets),
             pa.StructArray.from_arrays(

@@ -73,10 +73,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.errors import InvalidRecordError, LakelogError
 from lakelog.produce_batch import ProduceBatch, binary_lengths
-from lakelog.records import TIMESTAMP_TYPE
+from lakelog.records import TIMESTAMP_TYPE, empty_headers
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
-from server.codec import DataFormat, decode_data, empty_headers
+from server.codec import DataFormat, decode_data
 from server.http import get_broker, media_type, read_body
 from server.rest_proxy.fast_produce import V3Columns, decode_v3_stream, v3_report_json
 from server.rest_proxy.records_models import (
