@@ -217,17 +217,17 @@ class ProduceBatch:
 
     def _check_timestamps(self) -> None:
         ts = self.column("timestamp")
-        if ts.null_count == self.num_rows:
+        given = timestamp_range(ts)
+        if given is None:
             return
-        millis = ts.cast(pa.int64())
-        earliest, latest = (v.as_py() for v in pc.min_max(millis).values())
-        if earliest is not None and earliest < 0:
-            index = _first_index(millis, earliest)
+        earliest, latest = given
+        if earliest < 0:
+            index = _first_index(ts.cast(pa.int64()), earliest)
             raise InvalidTimestampError(
                 f"record {index}: timestamp {earliest} is negative", record_index=index
             )
-        if latest is not None and latest > MAX_TIMESTAMP_MS:
-            index = _first_index(millis, latest)
+        if latest > MAX_TIMESTAMP_MS:
+            index = _first_index(ts.cast(pa.int64()), latest)
             raise InvalidTimestampError(
                 f"record {index}: timestamp {latest} is after 9999-12-31, "
                 "the largest Delta timestamp",
@@ -302,6 +302,28 @@ def binary_lengths(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
             lengths[bits[start : start + n] == 0] = 0
         pieces.append(lengths)
     return np.concatenate(pieces)
+
+
+def timestamp_range(column: pa.ChunkedArray) -> tuple[int, int] | None:
+    """The lowest and highest ms value of a timestamp column, nulls skipped (None: all null).
+
+    Read off the values buffers with numpy, for the reason ``binary_lengths`` gives.
+    """
+    pieces = []
+    for chunk in column.chunks:
+        n, start = len(chunk), chunk.offset
+        if chunk.null_count == n:
+            continue
+        validity, values = chunk.buffers()[:2]
+        millis = np.frombuffer(values, dtype=np.int64, count=n, offset=start * 8)
+        if chunk.null_count:
+            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+            millis = millis[bits[start : start + n] == 1]
+        pieces.append(millis)
+    if not pieces:
+        return None
+    every = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    return int(every.min()), int(every.max())
 
 
 def _list_values(chunk: pa.ListArray) -> int:
