@@ -118,12 +118,14 @@ def prepare_batch(
             "sequence",
             pa.array(np.arange(base_sequence, base_sequence + n, dtype=np.int32)),
         )
-    if sequence_partition is not None:
-        partitions = table.column("partition")
-        if pc.any(pc.not_equal(partitions, sequence_partition)).as_py():
-            raise InvalidRequestError(
-                f"records numbered for partition {sequence_partition} name another partition"
-            )
+    # Assigned partitions have no nulls: the values buffer is the column.
+    if (
+        sequence_partition is not None
+        and (table.column("partition").to_numpy() != sequence_partition).any()
+    ):
+        raise InvalidRequestError(
+            f"records numbered for partition {sequence_partition} name another partition"
+        )
     return PreparedBatch(table, producer_id, base_sequence, writer, sequence_partition)
 
 
@@ -182,6 +184,8 @@ def stamp(table: pa.Table, config: TopicConfig, now_ms: int) -> tuple[pa.Chunked
         millis = np.full(table.num_rows, now_ms, np.int64)
         stamped = pa.Array.from_buffers(TIMESTAMP_TYPE, len(millis), [None, pa.py_buffer(millis)])
         return pa.chunked_array([stamped]), CREATE_TIME
+    if given.null_count == 0:  # a Kafka producer's batch: every record stamped by the client
+        return given, CREATE_TIME
     now_scalar = pa.scalar(now_ms, TIMESTAMP_TYPE)
     return pc.fill_null(given, now_scalar), CREATE_TIME
 

@@ -1,15 +1,21 @@
-"""Pure logic of preparing a produce batch: the byte sizes max.message.bytes is checked on."""
+"""Pure logic of preparing a produce batch: the byte sizes max.message.bytes is checked on,
+timestamps, and the partition a producer numbered its records for."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lakelog.errors import InvalidRequestError
+from lakelog.partitioner import make_keyless_partitioner
+from lakelog.produce import prepare_batch
 from lakelog.produce_batch import binary_lengths, record_sizes, timestamp_range
-from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE
+from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE, Record
+from lakelog.topic_config import TopicConfig
 
 VALUES = st.lists(st.one_of(st.none(), st.binary(max_size=12)), max_size=30)
 
@@ -54,3 +60,36 @@ def test_record_sizes_count_key_value_and_header_bytes() -> None:
     )
     assert record_sizes(table).tolist() == [1 + 4 + 2 + 3, 1, 2]
     assert record_sizes(table.slice(1)).tolist() == [1, 2]
+
+
+def _prepared(records: list[Record], **kwargs: object) -> pa.Table:
+    prepared = prepare_batch(
+        records,
+        topic="t",
+        num_partitions=3,
+        config=TopicConfig(),
+        keyless=make_keyless_partitioner("sticky"),
+        now_ms=NOW_MS,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return prepared.table
+
+
+NOW_MS = 1_700_000_000_000
+
+
+def test_client_timestamps_are_kept_and_missing_ones_stamped_with_the_broker_clock() -> None:
+    every = _prepared(
+        [Record(b"a", partition=0, timestamp_ms=5), Record(b"b", partition=1, timestamp_ms=7)]
+    )
+    assert every.column("timestamp").cast(pa.int64()).to_pylist() == [5, 7]
+    some = _prepared([Record(b"a", partition=0, timestamp_ms=5), Record(b"b", partition=1)])
+    assert some.column("timestamp").cast(pa.int64()).to_pylist() == [5, NOW_MS]
+
+
+def test_records_numbered_for_one_partition_must_all_be_in_it() -> None:
+    numbered = {"producer_id": 7, "base_sequence": 0, "sequence_partition": 1}
+    table = _prepared([Record(b"a", partition=1), Record(b"b", partition=1)], **numbered)
+    assert table.column("sequence").to_pylist() == [0, 1]
+    with pytest.raises(InvalidRequestError, match="numbered for partition 1 name another"):
+        _prepared([Record(b"a", partition=1), Record(b"b", partition=2)], **numbered)
