@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lakelog.column_buffers import binary_lengths
 from lakelog.errors import InvalidRequestError, OffsetOutOfRangeError
 from lakelog.offset_index import Segment
-from lakelog.produce_batch import binary_lengths
 from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, table_to_records
 from lakelog.segments import SegmentReader
 from lakelog.topic_table import TopicTable, partition_txn

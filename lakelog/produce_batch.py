@@ -21,6 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.column_buffers import binary_lengths, int64_range
 from lakelog.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -217,7 +218,7 @@ class ProduceBatch:
 
     def _check_timestamps(self) -> None:
         ts = self.column("timestamp")
-        given = timestamp_range(ts)
+        given = int64_range(ts)
         if given is None:
             return
         earliest, latest = given
@@ -280,50 +281,6 @@ def record_sizes(table: pa.Table) -> npt.NDArray[np.int64]:
             np.int64
         )
     return sizes
-
-
-def binary_lengths(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
-    """Byte length of every binary value (0 for null), read off the offsets buffers.
-
-    No compute kernel: on a busy broker each kernel call gives up the GIL and
-    then waits to get it back, which cost far more than the arithmetic.
-    """
-    pieces = [np.zeros(0, np.int64)]
-    for chunk in column.chunks:
-        n, start = len(chunk), chunk.offset
-        if chunk.null_count == n:
-            pieces.append(np.zeros(n, np.int64))
-            continue
-        validity, offsets = chunk.buffers()[:2]
-        ends = np.frombuffer(offsets, dtype=np.int32, count=n + 1, offset=start * 4)
-        lengths = np.diff(ends).astype(np.int64)
-        if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-            lengths[bits[start : start + n] == 0] = 0
-        pieces.append(lengths)
-    return np.concatenate(pieces)
-
-
-def timestamp_range(column: pa.ChunkedArray) -> tuple[int, int] | None:
-    """The lowest and highest ms value of a timestamp column, nulls skipped (None: all null).
-
-    Read off the values buffers with numpy, for the reason ``binary_lengths`` gives.
-    """
-    pieces = []
-    for chunk in column.chunks:
-        n, start = len(chunk), chunk.offset
-        if chunk.null_count == n:
-            continue
-        validity, values = chunk.buffers()[:2]
-        millis = np.frombuffer(values, dtype=np.int64, count=n, offset=start * 8)
-        if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-            millis = millis[bits[start : start + n] == 1]
-        pieces.append(millis)
-    if not pieces:
-        return None
-    every = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-    return int(every.min()), int(every.max())
 
 
 def _list_values(chunk: pa.ListArray) -> int:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.column_buffers import int64_range
 from lakelog.delta.actions import AddFile
 from lakelog.errors import CorruptRecordError, KafkaStorageError
 from lakelog.offset_index import Segment
@@ -101,7 +102,7 @@ def describe_segment(
         low, high = pc.min_max(table.column("offset")).values()
         base_offset = low.as_py() if base_offset is None else base_offset
         last_offset = high.as_py() if last_offset is None else last_offset
-    earliest, latest = pc.min_max(table.column("timestamp").cast(pa.int64())).values()
+    earliest, latest = int64_range(table.column("timestamp")) or (0, 0)
     return Segment(
         base_offset=base_offset,
         last_offset=last_offset,
@@ -109,8 +110,8 @@ def describe_segment(
         partition=partition,
         size_bytes=size,
         num_records=table.num_rows,
-        min_timestamp_ms=earliest.as_py() or 0,
-        max_timestamp_ms=latest.as_py() or 0,
+        min_timestamp_ms=earliest,
+        max_timestamp_ms=latest,
         modification_time=int(time.time() * 1000),
     )
 

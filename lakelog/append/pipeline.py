@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lakelog.append.result import AppendResult, grouped_batches, partition_batches
 from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
+from lakelog.column_buffers import int64_values
 from lakelog.delta.actions import Action, Txn
 from lakelog.delta.state import TableState
 from lakelog.errors import (
@@ -272,7 +273,7 @@ class Appender:
                 AppendResult(
                     partitions=parts,
                     offsets=base_of[parts] + positions,
-                    timestamps_ms=b.table.column("timestamp").cast(pa.int64()).to_numpy(),
+                    timestamps_ms=int64_values(b.table.column("timestamp")),
                     batches=placed,
                     version=version,
                 )

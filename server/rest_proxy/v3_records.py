@@ -71,8 +71,9 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from lakelog.column_buffers import binary_lengths
 from lakelog.errors import InvalidRecordError, LakelogError
-from lakelog.produce_batch import ProduceBatch, binary_lengths
+from lakelog.produce_batch import ProduceBatch
 from lakelog.records import TIMESTAMP_TYPE, empty_headers
 from lakelog.topic_log import TopicLog
 from server.broker import Broker

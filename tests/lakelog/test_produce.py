@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lakelog.column_buffers import binary_lengths, int64_range, int64_values
 from lakelog.errors import InvalidRequestError
 from lakelog.partitioner import make_keyless_partitioner
 from lakelog.produce import prepare_batch
-from lakelog.produce_batch import binary_lengths, record_sizes, timestamp_range
+from lakelog.produce_batch import record_sizes
 from lakelog.records import HEADERS_TYPE, TIMESTAMP_TYPE, Record
 from lakelog.topic_config import TopicConfig
 
@@ -39,14 +40,17 @@ STAMPS = st.lists(st.one_of(st.none(), st.integers(-(2**62), 2**62)), max_size=3
 
 
 @given(st.lists(STAMPS, min_size=1, max_size=4), st.integers(0, 5), st.integers(0, 5))
-def test_timestamp_range_agrees_with_the_kernel_on_sliced_chunked_nullable_columns(
+def test_int64_range_agrees_with_the_kernel_on_sliced_chunked_nullable_columns(
     chunks: list[list[int | None]], head: int, tail: int
 ) -> None:
     column = pa.chunked_array([pa.array(c, pa.int64()).cast(TIMESTAMP_TYPE) for c in chunks])
     sliced = column.slice(min(head, len(column)), max(len(column) - head - tail, 0))
     expected = pc.min_max(sliced.cast(pa.int64()))
     low, high = expected["min"].as_py(), expected["max"].as_py()
-    assert timestamp_range(sliced) == (None if low is None else (low, high))
+    assert int64_range(sliced) == (None if low is None else (low, high))
+    assert int64_range(sliced.cast(pa.int64())) == int64_range(sliced)
+    if sliced.null_count == 0:
+        assert int64_values(sliced).tolist() == sliced.cast(pa.int64()).to_pylist()
 
 
 def test_record_sizes_count_key_value_and_header_bytes() -> None:
