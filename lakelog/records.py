@@ -8,6 +8,7 @@ lives in the file path, not in the file.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,12 +34,21 @@ def _build_empty_headers(n: int) -> pa.Array:
     return empty.cast(HEADERS_TYPE)
 
 
-_NO_HEADERS = _build_empty_headers(65_536)
+#: Rows of the prebuilt empty headers column that ``empty_headers`` slices.
+_PREBUILT_ROWS = 65_536
+
+
+@functools.cache
+def _prebuilt_empty_headers() -> pa.Array:
+    """Built on first use, not on import: importing the records schema allocates nothing."""
+    return _build_empty_headers(_PREBUILT_ROWS)
 
 
 def empty_headers(n: int) -> pa.Array:
     """``n`` empty header lists: a slice of one prebuilt array (building one per request cost)."""
-    return _NO_HEADERS.slice(0, n) if n <= len(_NO_HEADERS) else _build_empty_headers(n)
+    if n <= _PREBUILT_ROWS:
+        return _prebuilt_empty_headers().slice(0, n)
+    return _build_empty_headers(n)
 
 
 #: Columns of a segment file (the partition column is in the Delta partition path).
