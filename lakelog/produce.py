@@ -25,7 +25,7 @@ from lakelog.errors import InvalidRequestError
 from lakelog.internal_topics import InternalWriter, check_append
 from lakelog.partitioner import Partitioner, partitions_for_keys
 from lakelog.produce_batch import ProduceBatch, ProduceInput
-from lakelog.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE
+from lakelog.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE, timestamps_from_ms
 from lakelog.topic_config import TopicConfig
 
 PRODUCER_TXN_PREFIX = "lakelog.producer."
@@ -181,8 +181,7 @@ def stamp(table: pa.Table, config: TopicConfig, now_ms: int) -> tuple[pa.Chunked
         return pa.chunked_array([now]), LOG_APPEND_TIME
     given = table.column("timestamp")
     if given.null_count == table.num_rows:  # the usual request: the broker stamps them all
-        millis = np.full(table.num_rows, now_ms, np.int64)
-        stamped = pa.Array.from_buffers(TIMESTAMP_TYPE, len(millis), [None, pa.py_buffer(millis)])
+        stamped = timestamps_from_ms(np.full(table.num_rows, now_ms, np.int64))
         return pa.chunked_array([stamped]), CREATE_TIME
     if given.null_count == 0:  # a Kafka producer's batch: every record stamped by the client
         return given, CREATE_TIME

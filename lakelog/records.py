@@ -28,6 +28,12 @@ HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE, nullable=False))
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
 
+def timestamps_from_ms(millis: np.ndarray) -> pa.Array:
+    """A timestamp column over an int64 array of ms, none missing: the buffer as it is."""
+    values = np.ascontiguousarray(millis, dtype=np.int64)
+    return pa.Array.from_buffers(TIMESTAMP_TYPE, len(values), [None, pa.py_buffer(values)])
+
+
 def _build_empty_headers(n: int) -> pa.Array:
     offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
     empty = pa.ListArray.from_arrays(offsets, pa.array([], HEADERS_TYPE.value_type))

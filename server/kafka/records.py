@@ -37,6 +37,7 @@ from lakelog.records import (
     LOG_APPEND_TIME,
     TIMESTAMP_TYPE,
     empty_headers,
+    timestamps_from_ms,
 )
 from server.kafka.varints import Varints, binary_columns
 
@@ -151,7 +152,7 @@ def _timestamps(millis: list[int]) -> pa.Array:
     stamps it). Without any, the numpy array's buffer becomes the column as it is."""
     stamps = np.array(millis, np.int64)
     if len(stamps) and stamps.min() >= 0:
-        return pa.Array.from_buffers(TIMESTAMP_TYPE, len(stamps), [None, pa.py_buffer(stamps)])
+        return timestamps_from_ms(stamps)
     return pa.array(stamps, TIMESTAMP_TYPE, mask=stamps < 0)
 
 
