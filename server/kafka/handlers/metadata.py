@@ -3,7 +3,12 @@
 As in Kafka, a request for every topic lists only those the principal may
 DESCRIBE, and a topic named in the request that it may not DESCRIBE is
 answered TOPIC_AUTHORIZATION_FAILED whether or not it exists (its existence
-is not revealed). Topics are never created by Metadata.
+is not revealed). Client topics are never created by Metadata; the internal
+``__consumer_offsets`` is, by its owner, the group coordinator's offsets
+store, as Kafka creates it on the first request that names it. A client then
+learns at once that it may not produce there (INVALID_TOPIC_EXCEPTION on
+Produce) instead of waiting its whole delivery timeout for an unknown topic to
+appear.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 from lakelog.errors import TopicAuthorizationFailedError
 from lakelog.security.acl import Operation, ResourceType
-from lakelog.topic_config import INTERNAL_TOPICS
+from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS
 from server.kafka import wire
 from server.kafka.apis import METADATA
 from server.kafka.authorization import allowed, describable
@@ -66,6 +71,8 @@ async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
     try:
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             raise TopicAuthorizationFailedError(f"not authorized to DESCRIBE topic {name!r}")
+        if name == CONSUMER_OFFSETS_TOPIC:
+            await asyncio.to_thread(session.broker.groups.offsets.table, True)
         topic_log = await session.broker.topic(name)
     except Exception as exc:  # answered per topic; unexpected ones are logged
         code, _ = error_code(exc, f"metadata of topic {name!r}")
