@@ -16,6 +16,7 @@ record sent must in the end be acknowledged.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -59,8 +60,9 @@ class Kill:
 
 
 def test_kill_brokers_at_random_points(
-    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+    root: RootSpec, start_broker: Callable[..., BrokerProcess], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "lakelog.client")  # a failure shows the producer's retries
     seed = random.randrange(1 << 30)
     print(f"kill points from random seed {seed}")
     rng = random.Random(seed)
@@ -126,7 +128,9 @@ def test_kill_brokers_at_random_points(
             timeout_s=120,
             state=lambda: (
                 f"(sent {load.count}, acknowledged {ledger.acknowledgements}, known "
-                f"{connection.brokers}, alive {[b.url for b in brokers]})"
+                f"{connection.brokers}, alive {[b.url for b in brokers]}, errors "
+                f"{ledger.errors.most_common(3)})\n"
+                + "\n".join(f"log of {b.url}:\n{b.log_tail(3000)}" for b in brokers)
             ),
             load=load,
         )
