@@ -62,6 +62,7 @@ from typing import Any
 
 from benchmarks import kafka_load
 from benchmarks.bench_groups import CommitFigures, CommitThread, NaiveOffsets, measure
+from benchmarks.broker_admin import broker_metrics, loop_lag_ms
 from benchmarks.broker_load import RangeRead, read_range, target_of
 from benchmarks.common import (
     JSONScalar,
@@ -301,7 +302,9 @@ def bench_latency(
     mock = open_loop(None, "latency")
     progress(f"produce latency: lakelog, {target:,.0f} records/s")
     create_topic(server, "latency", phase.partitions)
+    before = broker_metrics(server)
     ours = open_loop(server.kafka, "latency")
+    lag = loop_lag_ms(before, broker_metrics(server))
     variant = f"acks=all, open loop at {LOAD_FRACTION:.0%} of saturation"
     latency = [
         Result(
@@ -318,6 +321,7 @@ def bench_latency(
                 "scheduled": ours.scheduled,
                 "generator_max_lag_ms": round(ours.max_lag_ms, 1),
                 "mock_generator_max_lag_ms": round(mock.max_lag_ms, 1),
+                **lag,
             },
         )
         for metric, q in (("p50", 50), ("p99", 99))
@@ -326,6 +330,7 @@ def bench_latency(
     progress(f"end-to-end: lakelog, {target:,.0f} records/s")
     create_topic(server, "e2e", phase.partitions)
     settle_disk()
+    before = broker_metrics(server)
     consumer: Future[kafka_load.ConsumeFigures] = pool.submit(
         kafka_load.consume_stamped,
         server.kafka,
@@ -343,6 +348,7 @@ def bench_latency(
         cfg.latency_seconds,
     ).result()
     received = consumer.result()
+    lag = loop_lag_ms(before, broker_metrics(server))
     _checked(received, "the end-to-end consumer")
     if producer.errors or not received.latencies_ms:
         raise RuntimeError(f"the end-to-end producer failed: {producer.errors}")
@@ -359,6 +365,7 @@ def bench_latency(
                 **params,
                 "received": len(received.latencies_ms),
                 "generator_max_lag_ms": round(producer.max_lag_ms, 1),
+                **lag,
             },
         )
         for metric, q in (("p50", 50), ("p99", 99))
@@ -607,7 +614,8 @@ def _mock_kept(report: Report) -> str:
 
 
 def lag_notes(report: Report) -> list[str]:
-    """How far each open-loop generator fell behind its schedule: its own limit, not the broker."""
+    """How far each open-loop generator fell behind its schedule (its own limit, not the
+    broker's), and how late the broker's event loop ran meanwhile (the broker's)."""
     notes = []
     for r in report.results:
         if r.metric == "p99" and "generator_max_lag_ms" in r.params:
@@ -616,6 +624,12 @@ def lag_notes(report: Report) -> list[str]:
                 f"{r.benchmark}: the producer process fell behind its schedule by at most "
                 f"{r.params['generator_max_lag_ms']} ms"
                 + (f" ({MOCK}: {mock} ms)" if mock is not None else "")
+            )
+        if r.metric == "p99" and r.params.get("broker_loop_lag_p99_ms") is not None:
+            notes.append(
+                f"{r.benchmark}: the broker's event loop ran what was due "
+                f"{r.params['broker_loop_lag_p50_ms']} ms late at p50, "
+                f"{r.params['broker_loop_lag_p99_ms']} ms at p99 (every request waited as long)"
             )
     return notes
 

@@ -7,6 +7,7 @@ read before and after a window.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -83,3 +84,45 @@ def commit_stats(before: dict[str, float], after: dict[str, float], topic: str) 
         * delta(f"lakelog_commit_seconds_sum{label}")
         / max(delta(f"lakelog_commit_seconds_count{label}"), 1.0),
     )
+
+
+LOOP_LAG = "lakelog_event_loop_lag_seconds"
+
+
+def histogram_quantile(
+    before: dict[str, float], after: dict[str, float], name: str, q: float
+) -> float | None:
+    """The ``q`` quantile of an unlabelled histogram's observations between two snapshots.
+
+    As Prometheus's ``histogram_quantile``: the bucket holding the quantile,
+    interpolated linearly within it (from 0 for the first bucket); None when
+    nothing was observed or the broker has no such histogram.
+    """
+    bounds: list[tuple[float, float]] = []
+    prefix = f'{name}_bucket{{le="'
+    for key, value in after.items():
+        if key.startswith(prefix):
+            le = key[len(prefix) : -2]
+            bounds.append((math.inf if le == "+Inf" else float(le), value - before.get(key, 0.0)))
+    bounds.sort()
+    if not bounds or bounds[-1][1] <= 0:
+        return None
+    rank = q * bounds[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, cumulative in bounds:
+        if cumulative >= rank:
+            if math.isinf(upper):
+                return lower  # beyond the last finite bound: the most that can be said
+            inside = cumulative - below
+            return lower + (upper - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = upper, cumulative
+    return lower
+
+
+def loop_lag_ms(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """The broker event loop's lag p50/p99 (ms) over a window, for a result's params."""
+    figures: dict[str, float | None] = {}
+    for label, q in (("p50", 0.5), ("p99", 0.99)):
+        value = histogram_quantile(before, after, LOOP_LAG, q)
+        figures[f"broker_loop_lag_{label}_ms"] = None if value is None else round(value * 1e3, 2)
+    return figures

@@ -31,6 +31,7 @@ from server.batcher import ProduceBatcher
 from server.commit_leader.handoff import HandoffClient
 from server.commit_leader.router import CommitRouter
 from server.groups.service import GroupService
+from server.loop_lag import LoopLagMonitor
 from server.metrics import BrokerMetrics, TopicCommitCollector
 from server.peer_tls import peer_tls_context
 from server.recent_batches import RecentBatches
@@ -80,6 +81,7 @@ class Broker:
         #: Kafka's InitProducerId: blocks of ids claimed in storage, unique across brokers.
         self.producer_ids = ProducerIdAllocator(self.storage, settings.broker_id)
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
+        self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
         self.batcher = ProduceBatcher(
             settings, on_commit=self.metrics.observe_commit, router=self.commit_router
@@ -127,12 +129,14 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_lag.start()
         if self.checkpoints is not None:
             self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
 
     async def stop(self) -> None:
+        self._loop_lag.stop()
         await self.groups.stop()
         await self.batcher.close()
         if self.commit_router is not None:

@@ -11,6 +11,8 @@ from prometheus_client.registry import Collector
 from lakelog.commit_stats import CommitStats
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: The event loop's lag is measured to the millisecond (libuv's timer resolution).
+LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2.5)
 
 
 class TopicCommitCollector(Collector):
@@ -100,6 +102,13 @@ class BrokerMetrics:
             "Time to make one group commit durable",
             ["topic"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "lakelog_event_loop_lag_seconds",
+            "How late the event loop ran a callback due every 10 ms: a wait every request "
+            "on the loop shares (work on the loop, or waiting for the GIL)",
+            buckets=LOOP_LAG_BUCKETS,
             registry=r,
         )
         self.batch_requests = Histogram(

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks import bench_brokers, broker_admin, plots
 from benchmarks.bench_brokers import Snapshot, count_commits, spread, topic_counter, verify_topic
+from benchmarks.broker_admin import LOOP_LAG, histogram_quantile, loop_lag_ms
 from lakelog.testing.brokers import LOOPBACK
 from lakelog.testing.proxy import TcpProxy
 
@@ -212,3 +213,25 @@ def test_broker_figures_are_drawn_against_the_broker_count(tmp_path: Path) -> No
     assert plots.throughput_points(results) == {}  # not drawn against the request size too
     drawn = plots.plot_broker_scaling(results, tmp_path / "brokers.png", "tiny")
     assert drawn is not None and drawn.stat().st_size > 0
+
+
+def test_histogram_quantile_interpolates_within_the_bucket_as_prometheus_does() -> None:
+    name = "lag_seconds"
+
+    def snapshot(counts: dict[str, float]) -> dict[str, float]:
+        return {f'{name}_bucket{{le="{le}"}}': value for le, value in counts.items()}
+
+    before = snapshot({"0.001": 10, "0.01": 10, "0.1": 10, "+Inf": 10})
+    # 100 observations: 50 below 1 ms, 40 in 1-10 ms, 9 in 10-100 ms, 1 beyond.
+    after = snapshot({"0.001": 60, "0.01": 100, "0.1": 109, "+Inf": 110})
+    assert histogram_quantile(before, after, name, 0.5) == pytest.approx(0.001)
+    assert histogram_quantile(before, after, name, 0.25) == pytest.approx(0.0005)
+    assert histogram_quantile(before, after, name, 0.7) == pytest.approx(0.001 + 0.009 * 0.5)
+    assert histogram_quantile(before, after, name, 0.95) == pytest.approx(0.01 + 0.09 * 5 / 9)
+    assert histogram_quantile(before, after, name, 0.999) == pytest.approx(0.1)
+    assert histogram_quantile(after, after, name, 0.5) is None
+    assert histogram_quantile({}, {}, name, 0.5) is None
+    figures = loop_lag_ms(
+        {}, {f'{LOOP_LAG}_bucket{{le="0.002"}}': 4, f'{LOOP_LAG}_bucket{{le="+Inf"}}': 4}
+    )
+    assert figures == {"broker_loop_lag_p50_ms": 1.0, "broker_loop_lag_p99_ms": 1.98}

@@ -51,6 +51,13 @@ def test_kafka_suite_tiny(tmp_path: Path) -> None:
     commits = [r for r in report.results if r.benchmark == bench.COMMITS]
     assert int(commits[0].params["commits"] or 0) > 0
     assert int(commits[0].params["naive_commits"] or 0) > 0
+    for result in report.results:
+        if result.benchmark in (bench.LATENCY, bench.E2E):
+            p50 = result.params["broker_loop_lag_p50_ms"]
+            p99 = result.params["broker_loop_lag_p99_ms"]
+            assert isinstance(p50, float) and isinstance(p99, float), result.params
+            assert p99 >= p50 >= 0
+    assert sum("event loop ran what was due" in n for n in report.notes) == 2
     verdicts = [n for n in report.notes if "goal " in n]
     assert len(verdicts) == len(bench.GOALS) + 2  # produce throughput and fetch twice
     assert "kafka fetch throughput" in render_report(report)

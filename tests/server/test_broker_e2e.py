@@ -634,6 +634,12 @@ def check_brokers_health_and_metrics(http: httpx.Client, url: str) -> None:
     assert after[("lakelog_records_out_total", (("topic", "m"),))] == 12
     assert after[("lakelog_produce_buffer_bytes", ())] == 0
     assert after[("lakelog_acks0_failures_total", ())] == 0
+    # The event loop's lag is sampled all along (a callback due every 10 ms).
+    assert grew("lakelog_event_loop_lag_seconds_count") > 0
+    assert (
+        after[("lakelog_event_loop_lag_seconds_bucket", (("le", "+Inf"),))]
+        == after[("lakelog_event_loop_lag_seconds_count", ())]
+    )
 
 
 def test_admin_idempotence_and_observability(root: RootSpec, start_broker: StartBroker) -> None:
