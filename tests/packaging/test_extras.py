@@ -9,10 +9,11 @@ as absent (a real install without the extras is tested in test_core_install).
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -64,8 +65,14 @@ def third_party_imports(path: Path) -> Iterator[str]:
                 yield top
 
 
+@functools.cache
+def installed_modules() -> Mapping[str, list[str]]:
+    """Top-level module -> distributions, read once: each read scans every installed package."""
+    return packages_distributions()
+
+
 def distributions_of(module: str) -> set[str]:
-    found = packages_distributions().get(module)
+    found = installed_modules().get(module)
     assert found, f"no installed distribution provides {module!r}"
     return {canonicalize_name(d) for d in found}
 
