@@ -634,8 +634,7 @@ def check_brokers_health_and_metrics(http: httpx.Client, url: str) -> None:
     assert after[("lakelog_records_out_total", (("topic", "m"),))] == 12
     assert after[("lakelog_produce_buffer_bytes", ())] == 0
     assert after[("lakelog_acks0_failures_total", ())] == 0
-    # The event loop's lag is sampled all along (a callback due every 10 ms).
-    assert grew("lakelog_event_loop_lag_seconds_count") > 0
+    # The event loop's lag is exposed, its buckets consistent with its count.
     assert (
         after[("lakelog_event_loop_lag_seconds_bucket", (("le", "+Inf"),))]
         == after[("lakelog_event_loop_lag_seconds_count", ())]
