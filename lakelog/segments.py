@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -288,8 +288,18 @@ class SegmentReader:
                     self._footers.popitem(last=False)
         return parquet
 
-    def read(self, segment: Segment, from_offset: int, max_records: int) -> pa.Table:
-        """Up to ``max_records`` rows of ``segment`` with offset >= ``from_offset``."""
+    def read(
+        self,
+        segment: Segment,
+        from_offset: int,
+        max_records: int,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """Up to ``max_records`` rows of ``segment`` with offset >= ``from_offset``.
+
+        ``columns``: only these (``offset`` among them), in this order; None: all.
+        """
+        names = list(SEGMENT_SCHEMA.names if columns is None else columns)
         parquet = self._open(segment.path)
         try:
             offset_col = parquet.schema_arrow.get_field_index("offset")
@@ -302,7 +312,7 @@ class SegmentReader:
             pieces = []
             remaining = max_records
             for i in groups:
-                rows = parquet.read_row_group(i)
+                rows = parquet.read_row_group(i, columns=None if columns is None else names)
                 if from_offset > segment.base_offset:
                     rows = rows.filter(pc.greater_equal(rows.column("offset"), from_offset))
                 if rows.num_rows > remaining:
@@ -318,6 +328,6 @@ class SegmentReader:
                 f"segment {join(self.table_path, segment.path)} is unreadable: {exc}"
             ) from exc
         if not pieces:
-            return SEGMENT_SCHEMA.empty_table()
+            return SEGMENT_SCHEMA.empty_table().select(names)
         table = pa.concat_tables(pieces)
-        return table.select(SEGMENT_SCHEMA.names)
+        return table.select(names)

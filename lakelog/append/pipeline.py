@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.append.producer_state import ProducerState
 from lakelog.append.result import AppendResult, grouped_batches, partition_batches
 from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
 from lakelog.column_buffers import int64_values
@@ -36,6 +37,7 @@ from lakelog.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.internal_topics import InternalWriter, check_append
+from lakelog.offset_index import Segment
 from lakelog.partitioner import Partitioner
 from lakelog.produce import (
     PreparedBatch,
@@ -116,6 +118,8 @@ class Appender:
         self.writer = writer
         self.reader = reader
         self._listeners: list[AppendListener] = []
+        #: Where this process last wrote each producer's batches: a retry's answer.
+        self.producer_state = ProducerState()
         # Offsets promised to staged appends not yet committed, per partition, and how
         # many such appends there are (the promise ends with the last of them).
         self._reserved: dict[int, int] = {}
@@ -269,15 +273,15 @@ class Appender:
         results = []
         runs = grouped_batches([parts for parts, _ in locate], prepared.bases)
         for b, (parts, positions), placed in zip(batches, locate, runs, strict=True):
-            results.append(
-                AppendResult(
-                    partitions=parts,
-                    offsets=base_of[parts] + positions,
-                    timestamps_ms=int64_values(b.table.column("timestamp")),
-                    batches=placed,
-                    version=version,
-                )
+            result = AppendResult(
+                partitions=parts,
+                offsets=base_of[parts] + positions,
+                timestamps_ms=int64_values(b.table.column("timestamp")),
+                batches=placed,
+                version=version,
             )
+            self.producer_state.remember(b, result)
+            results.append(result)
         self._notify_appended(prepared)
         return results
 
@@ -318,9 +322,9 @@ class Appender:
         return actions
 
     def _original_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
-        """Where a duplicate request's records were first written, found by their sequences."""
+        """Where a duplicate request's records were first written: remembered, else searched."""
         assert batch.producer_id is not None and batch.base_sequence is not None
-        found = self.find_producer_records(
+        found = self.producer_state.original(batch) or self.find_producer_records(
             batch.producer_id,
             batch.base_sequence,
             batch.num_records,
@@ -342,29 +346,37 @@ class Appender:
         partitions: Sequence[int] | None = None,
     ) -> AppendResult | None:
         """Look up records of a producer's sequence range in the newest segments
-        (of ``partitions`` only, for a stream numbered per partition)."""
+        (of ``partitions`` only, for a stream numbered per partition).
+
+        Segments are read newest first over all the partitions searched, and the
+        search ends once every record is found: a retry's records are almost
+        always in the last few commits, and each segment read is a store round
+        trip. Only the four columns the answer needs are read.
+        """
         wanted = np.arange(base_sequence, base_sequence + count)
         parts = np.full(count, -1, np.int64)
         offs = np.full(count, -1, np.int64)
         stamps = np.zeros(count, np.int64)
-        searched = range(self.table.num_partitions) if partitions is None else partitions
-        for partition in searched:
-            for segment in reversed(self.table.segments(partition)[-max_segments:]):
-                rows = self.reader.read(segment, segment.base_offset, 2**62)
-                mask = pc.and_(
-                    pc.equal(rows.column("producer_id"), producer_id),
-                    pc.is_in(rows.column("sequence"), pa.array(wanted, pa.int32())),
-                )
-                hits = rows.filter(pc.fill_null(mask, False))
-                for seq, off, ts in zip(
-                    hits.column("sequence").to_pylist(),
-                    hits.column("offset").to_pylist(),
-                    hits.column("timestamp").cast(pa.int64()).to_pylist(),
-                    strict=True,
-                ):
-                    i = seq - base_sequence
-                    parts[i], offs[i], stamps[i] = partition, off, ts
-        if (parts < 0).any():
+        missing = count
+        for segment in newest_first(self.table, partitions, max_segments):
+            rows = self.reader.read(
+                segment, segment.base_offset, 2**62, columns=PRODUCER_LOOKUP_COLUMNS
+            )
+            mask = pc.and_(
+                pc.equal(rows.column("producer_id"), producer_id),
+                pc.is_in(rows.column("sequence"), pa.array(wanted, pa.int32())),
+            )
+            hits = rows.filter(pc.fill_null(mask, False))
+            if not hits.num_rows:
+                continue
+            index = hits.column("sequence").to_numpy(zero_copy_only=False) - base_sequence
+            parts[index] = segment.partition
+            offs[index] = hits.column("offset").to_numpy(zero_copy_only=False)
+            stamps[index] = hits.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            missing = int(np.count_nonzero(parts < 0))
+            if missing == 0:
+                break
+        if missing:
             return None
         return AppendResult(
             partitions=parts,
@@ -374,3 +386,20 @@ class Appender:
             version=self.table.version,
             duplicate=True,
         )
+
+
+#: What the answer to a retried request needs of each stored record.
+PRODUCER_LOOKUP_COLUMNS = ("producer_id", "sequence", "offset", "timestamp")
+
+
+def newest_first(
+    table: TopicTable, partitions: Sequence[int] | None, per_partition: int
+) -> list[Segment]:
+    """The newest ``per_partition`` segments of each partition, newest first over all.
+
+    Newest by the time each was written: one commit's segments were written
+    together, so a request's records, all in one commit, come close together.
+    """
+    searched = range(table.num_partitions) if partitions is None else partitions
+    segments = [s for p in searched for s in table.segments(p)[-per_partition:]]
+    return sorted(segments, key=lambda s: (s.modification_time, s.base_offset), reverse=True)

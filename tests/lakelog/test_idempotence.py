@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from lakelog import Catalog, Record
 from lakelog.errors import InvalidRequestError, LakelogError, OutOfOrderSequenceError
+from lakelog.offset_index import Segment
+from lakelog.segments import SegmentReader
 from lakelog.topic_log import AppendResult
 
 
@@ -94,3 +98,69 @@ def test_append_once_per_app_version(make_catalog: Callable[..., Catalog]) -> No
     later = second.topic("t").append_once(_records(2, "b1"), "query-1", 1)
     assert later.offsets == [3, 4]
     assert second.topic("t").txn_version("query-1") == 1
+
+
+def _count_segment_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every segment path ``SegmentReader.read`` reads from now on, in order."""
+    reads: list[str] = []
+    original = SegmentReader.read
+
+    def counted(self: SegmentReader, segment: Segment, *args: Any, **kwargs: Any) -> pa.Table:
+        reads.append(segment.path)
+        return original(self, segment, *args, **kwargs)
+
+    monkeypatch.setattr(SegmentReader, "read", counted)
+    return reads
+
+
+def test_a_retry_reads_only_the_segments_of_its_commit(
+    make_catalog: Callable[..., Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry's answer is searched newest first and the search stops once found.
+
+    On an object store each segment read is a round trip; reading a
+    partition's 64 newest segments for every retried request (192 reads here,
+    seconds on S3) held a topic's commits while a dead broker's requests all
+    came back as retries.
+    """
+    writer, other = make_catalog(), make_catalog()
+    writer.create_topic("t", 3)
+    log = writer.topic("t")
+    sent = []
+    for i in range(30):
+        records = _records(6, f"r{i}")  # keys k0..k5: every commit touches all 3 partitions
+        sent.append((records, log.append(records, producer_id=42, base_sequence=6 * i)))
+    reads = _count_segment_reads(monkeypatch)
+    last_records, last = sent[-1]
+    retried = other.topic("t").append(last_records, producer_id=42, base_sequence=6 * 29)
+    assert retried.duplicate
+    assert (retried.partitions, retried.offsets) == (last.partitions, last.offsets)
+    assert len(reads) == len(set(last.partitions)), reads
+    reads.clear()
+    older_records, older = sent[-4]
+    retried = other.topic("t").append(older_records, producer_id=42, base_sequence=6 * 26)
+    assert (retried.partitions, retried.offsets) == (older.partitions, older.offsets)
+    assert len(reads) <= 4 * 3, reads
+
+
+def test_the_writer_answers_a_retry_without_reading(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that wrote a producer's last batches answers their retries from memory."""
+    catalog.create_topic("t", 3)
+    log = catalog.topic("t")
+    sent = [
+        (records, log.append(records, producer_id=5, base_sequence=4 * i))
+        for i, records in enumerate(_records(4, f"b{i}") for i in range(8))
+    ]
+    reads = _count_segment_reads(monkeypatch)
+    for i in range(3, 8):  # the last five batches
+        records, original = sent[i]
+        retried = log.append(records, producer_id=5, base_sequence=4 * i)
+        assert retried.duplicate
+        assert (retried.partitions, retried.offsets) == (original.partitions, original.offsets)
+    assert reads == []
+    records, original = sent[0]  # older than the last five: found in the log
+    retried = log.append(records, producer_id=5, base_sequence=0)
+    assert (retried.partitions, retried.offsets) == (original.partitions, original.offsets)
+    assert reads
