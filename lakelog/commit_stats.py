@@ -33,6 +33,13 @@ class CommitStats:
     #: Commits whose PUT reported an error or a conflict although it had landed,
     #: recognised by their commit id instead of being written again.
     recognised_after_error: int = 0
+    #: Retried idempotent requests answered with their first offsets from the memory of
+    #: each producer's last batches (``lakelog.append.producer_state``).
+    duplicates_from_memory: int = 0
+    #: Retried idempotent requests whose first offsets were looked up in the segments.
+    duplicates_from_log: int = 0
+    #: Segments read for those lookups: each is a store round trip on an object store.
+    duplicate_segment_reads: int = 0
 
     def __add__(self, other: CommitStats) -> CommitStats:
         """Counts of two writers (or two opens of one topic) together."""

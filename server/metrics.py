@@ -65,6 +65,23 @@ class TopicCommitCollector(Collector):
                 "recognised_after_error",
                 "Commits whose PUT reported an error but which had landed (found by commit id)",
             ),
+            (
+                "lakelog_topic_duplicates_from_memory",
+                "duplicates_from_memory",
+                "Retried idempotent produce requests answered with their first offsets from "
+                "this broker's memory of each producer's last five batches",
+            ),
+            (
+                "lakelog_topic_duplicates_from_log",
+                "duplicates_from_log",
+                "Retried idempotent produce requests whose first offsets were looked up in "
+                "the newest segments",
+            ),
+            (
+                "lakelog_topic_duplicate_segment_reads",
+                "duplicate_segment_reads",
+                "Segments read to find where retried produce requests were first written",
+            ),
         ):
             family = CounterMetricFamily(name, help_text, labels=["topic"])
             for topic, counts in stats:

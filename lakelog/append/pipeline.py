@@ -324,7 +324,12 @@ class Appender:
     def _original_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
         """Where a duplicate request's records were first written: remembered, else searched."""
         assert batch.producer_id is not None and batch.base_sequence is not None
-        found = self.producer_state.original(batch) or self.find_producer_records(
+        remembered = self.producer_state.original(batch)
+        if remembered is not None:
+            self.table.committer.count(duplicates_from_memory=1)
+            return remembered
+        self.table.committer.count(duplicates_from_log=1)
+        found = self.find_producer_records(
             batch.producer_id,
             batch.base_sequence,
             batch.num_records,
@@ -359,6 +364,7 @@ class Appender:
         stamps = np.zeros(count, np.int64)
         missing = count
         for segment in newest_first(self.table, partitions, max_segments):
+            self.table.committer.count(duplicate_segment_reads=1)
             rows = self.reader.read(
                 segment, segment.base_offset, 2**62, columns=PRODUCER_LOOKUP_COLUMNS
             )

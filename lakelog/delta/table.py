@@ -105,8 +105,9 @@ class TableCommitter:
         # table's old checkpoint thread still runs while a new one starts.
         self._add_rows = AddRowCache()
         self._checkpoint_lock = threading.Lock()
-        # Replaced, never mutated, and only under the write lock: readers need no lock.
+        # Replaced, never mutated, under its own lock: readers need no lock.
         self._commit_stats = CommitStats()
+        self._stats_lock = threading.Lock()
 
     @property
     def state(self) -> TableState:
@@ -127,11 +128,12 @@ class TableCommitter:
         return self._commit_stats
 
     def count(self, **increments: int) -> None:
-        """Add to the commit counters; called with the write lock held (inside ``commit``)."""
-        stats = self._commit_stats
-        self._commit_stats = replace(
-            stats, **{name: getattr(stats, name) + n for name, n in increments.items()}
-        )
+        """Add to the commit counters (inside ``commit``, or after it for retried requests)."""
+        with self._stats_lock:
+            stats = self._commit_stats
+            self._commit_stats = replace(
+                stats, **{name: getattr(stats, name) + n for name, n in increments.items()}
+            )
 
     def refresh(self) -> bool:
         """Pick up commits made by other processes; True if anything new was found."""

@@ -136,6 +136,8 @@ def test_a_retry_reads_only_the_segments_of_its_commit(
     assert retried.duplicate
     assert (retried.partitions, retried.offsets) == (last.partitions, last.offsets)
     assert len(reads) == len(set(last.partitions)), reads
+    stats = other.topic("t").commit_stats
+    assert (stats.duplicates_from_log, stats.duplicate_segment_reads) == (1, len(reads))
     reads.clear()
     older_records, older = sent[-4]
     retried = other.topic("t").append(older_records, producer_id=42, base_sequence=6 * 26)
@@ -160,6 +162,7 @@ def test_the_writer_answers_a_retry_without_reading(
         assert retried.duplicate
         assert (retried.partitions, retried.offsets) == (original.partitions, original.offsets)
     assert reads == []
+    assert (log.commit_stats.duplicates_from_memory, log.commit_stats.duplicates_from_log) == (5, 0)
     records, original = sent[0]  # older than the last five: found in the log
     retried = log.append(records, producer_id=5, base_sequence=0)
     assert (retried.partitions, retried.offsets) == (original.partitions, original.offsets)

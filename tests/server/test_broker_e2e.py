@@ -26,6 +26,7 @@ from lakelog.catalog import Catalog
 from lakelog.partitioner import partition_for_key
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
+from tests.server.topic_metrics import topic_counter
 
 ARROW = "application/vnd.apache.arrow.stream"
 StartBroker = Callable[..., BrokerProcess]
@@ -482,6 +483,9 @@ def check_idempotent_producer_retry(http: httpx.Client) -> None:
     # The body may carry the producer id and sequence instead of the query string.
     in_body = {**body, "producer_id": 42, "sequence": 0}
     assert produce(http, "idem", in_body)["records"] == first["records"]
+    # This broker wrote the batch: both retries were answered from memory, not storage.
+    assert topic_counter(http, "lakelog_topic_duplicates_from_memory", "idem") == 2
+    assert topic_counter(http, "lakelog_topic_duplicate_segment_reads", "idem") == 0
     # The next sequence is new data; a gap is refused with nothing written.
     following = produce(
         http,
