@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import ssl
 import sys
 
@@ -100,7 +101,7 @@ def run_start(args: argparse.Namespace) -> int:
         + (f", Kafka {kafka}" if (kafka := kafka_listeners_text(settings)) else ""),
         flush=True,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
@@ -113,7 +114,21 @@ def run_start(args: argparse.Namespace) -> int:
         # A CA bundle means mutual TLS: clients must present a certificate it signed.
         ssl_cert_reqs=ssl.CERT_REQUIRED if settings.ssl_ca_certs else ssl.CERT_NONE,
     )
+    uvicorn.Server(config).run(sockets=[listening_socket(config)])
     return 0
+
+
+def listening_socket(config: uvicorn.Config) -> socket.socket:
+    """The HTTP socket, bound and listening before the application starts.
+
+    The broker enters the registry during its startup, and clients then
+    connect to it at once; a socket that listens from the start queues those
+    connections until the broker serves, where one that listened only after
+    startup refused them (and clients marked the broker failed).
+    """
+    sock = config.bind_socket()
+    sock.listen(config.backlog)
+    return sock
 
 
 def main(argv: list[str] | None = None) -> int:

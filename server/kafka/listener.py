@@ -40,6 +40,20 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 5.0
 
 
+#: Connections the kernel queues per listener before the broker accepts them (asyncio's).
+LISTEN_BACKLOG = 100
+
+
+def listen_now(server: asyncio.Server) -> None:
+    """Make a server created with ``start_serving=False`` listen: connections then queue
+    until it serves, instead of being refused."""
+    for bound in server.sockets:
+        # A duplicate of the descriptor: listening is a state of the socket, not of the
+        # descriptor, and closing the duplicate leaves the server's own open.
+        with socket.fromfd(bound.fileno(), bound.family, bound.type) as same:
+            same.listen(LISTEN_BACKLOG)
+
+
 def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
     """The listeners to bind, each with a security protocol that fits ``auth_mode``.
 
@@ -103,7 +117,11 @@ class KafkaListeners:
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def bind(self) -> dict[str, str]:
-        """Bind every listener (without serving yet); the advertised address of each."""
+        """Bind every listener, listening but not serving yet; the advertised address of each.
+
+        The broker registers (with these addresses) before it serves: a client that
+        connects in between waits in the listen queue until ``start``.
+        """
         bound: list[Listener] = []
         for listener in self.listeners:
             server = await asyncio.start_server(
@@ -112,8 +130,10 @@ class KafkaListeners:
                 port=listener.port,
                 start_serving=False,
                 reuse_address=True,
+                backlog=LISTEN_BACKLOG,
                 ssl=self._tls() if listener.security_protocol == SASL_SSL else None,
             )
+            listen_now(server)
             port = server.sockets[0].getsockname()[1]
             bound.append(Listener(listener.name, listener.host, port))
             self._servers.append(server)
