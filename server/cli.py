@@ -122,9 +122,9 @@ def listening_socket(config: uvicorn.Config) -> socket.socket:
     """The HTTP socket, bound and listening before the application starts.
 
     The broker enters the registry during its startup, and clients then
-    connect to it at once; a socket that listens from the start queues those
-    connections until the broker serves, where one that listened only after
-    startup refused them (and clients marked the broker failed).
+    connect to it at once. A socket that listens from the start queues those
+    connections until the broker serves; a refused one would make the client
+    mark the broker failed.
     """
     sock = config.bind_socket()
     sock.listen(config.backlog)

@@ -3,13 +3,12 @@
 A producer whose answer was lost sends the same batch again; the sequence
 check recognises it as a duplicate, and the producer must then get the
 offsets its records were first given. Kafka keeps them in its producer
-state (the last five batches of each producer) for exactly this. Without
-it, the answer has to be found by reading the newest segments, which on an
-object store is one or more GETs per segment: after a broker dies, every
-batch it held comes back as a retry at once, and reading for each of them
-held the topic's commits for minutes. The log search stays as the fallback
-for a batch this process did not commit (the retry reached another broker
-than the one that wrote it, or this process has restarted since).
+state (the last five batches of each producer) for exactly this. The
+alternative, reading the newest segments, costs a store round trip per
+segment on the commit path, and after a broker dies every batch it held
+comes back as a retry at once. The log search is the fallback only for a
+batch this process did not commit (the retry reached another broker than
+the one that wrote it, or this process has restarted since).
 
 Pure logic: no I/O, one lock.
 """

@@ -2,9 +2,9 @@
 
 Clients learn of brokers from the registry (HTTP ``/v1/brokers``, Kafka
 Metadata). A broker registers during its startup, and its startup goes on
-after that (groups, security state) at the store's pace. A broker whose
-sockets listened only once startup had finished refused every connection in
-between, so clients that had just learned of it marked it failed. Here every
+after that (groups, security state) at the store's pace. Its sockets must
+already listen then: a refused connection makes a client that has just
+learned of the broker mark it failed. Here every
 store request of the broker is delayed by the proxy, and the registry is
 watched directly: the moment the broker's entry appears, its HTTP and Kafka
 addresses must accept a connection, and the HTTP one must answer a request

@@ -118,10 +118,9 @@ def test_a_retry_reads_only_the_segments_of_its_commit(
 ) -> None:
     """A retry's answer is searched newest first and the search stops once found.
 
-    On an object store each segment read is a round trip; reading a
-    partition's 64 newest segments for every retried request (192 reads here,
-    seconds on S3) held a topic's commits while a dead broker's requests all
-    came back as retries.
+    On an object store each segment read is a round trip on the topic's
+    commit path, and a dead broker's requests all come back as retries at
+    once: the answer may read only the segments that hold the records.
     """
     writer, other = make_catalog(), make_catalog()
     writer.create_topic("t", 3)
