@@ -17,12 +17,14 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from lakelog.errors import LakelogError
 from lakelog.records import PRODUCE_SCHEMA
 from lakelog.topic_log import AppendResult
-from server.codec import decode_produce_json, produce_response_json
+from server.codec import decode_produce_json, joined_lines, produce_response_json
 from server.models import ProduceRequest
 from server.routes.records import request_to_batch
 
@@ -175,3 +177,29 @@ def test_produce_response_has_the_model_shape(mixed: bool, keyed: bool) -> None:
         "duplicate": mixed,
         "throttle_time_ms": 3,
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2**40)), min_size=1, max_size=60),
+    st.sampled_from(["", "0", 'ö"\\', "long-head-" * 5]),
+    st.text(max_size=20),
+    st.integers(0, 10**12),
+)
+def test_joined_lines_equal_each_line_written_out(
+    records: list[tuple[int, int]], odd_head: str, tail: str, base: int
+) -> None:
+    """Both renderings (one line width, or several) give every line, in order."""
+    partitions = np.array([p for p, _ in records], np.int64)
+    offsets = np.array([base + o % 1000 if p % 2 else base + o for p, o in records], np.int64)
+
+    def head(p: int) -> str:
+        return f'{{"p":{p},{odd_head if p == 7 else ""}"o":'
+
+    expected = "".join(f"{head(p)}{o}{tail}" for p, o in zip(partitions, offsets, strict=True))
+    assert joined_lines(head, partitions, offsets, tail).to_pybytes() == expected.encode()
+    one_width = np.full(len(offsets), 10**9 + 5)
+    expected = "".join(f"{head(2)}{o}{tail}" for o in one_width)
+    assert joined_lines(head, np.full(len(offsets), 2), one_width, tail).to_pybytes() == (
+        expected.encode()
+    )
