@@ -35,7 +35,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from lakelog.errors import (
     UnknownServerError,
 )
 from lakelog.produce import PreparedBatch
-from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
+from lakelog.topic_log import AppendResult, RetryLookup, StagedAppend, TopicLog
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,13 @@ class _GroupCommit:
     """One group commit under way.
 
     ``staged`` is set once its segments are written, or once the commit leader
-    has queued it: either way the next group may be taken.
+    has queued it: either way the next group may be taken. ``committed`` is
+    set once its commit has landed or failed: the next group may commit then,
+    while this one still searches the log for retries it did not remember.
     """
 
     staged: asyncio.Event = field(default_factory=asyncio.Event)
+    committed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Taken by the topic's commit leader (rather than committed here).
     handed_off: bool = False
     task: asyncio.Task[None] = field(init=False)
@@ -109,6 +112,16 @@ class _TopicQueue:
     task: asyncio.Task[None] | None = None
     #: group commits taken and not finished, oldest first
     in_flight: list[_GroupCommit] = field(default_factory=list)
+
+
+async def _until_set(events: list[asyncio.Event], task: asyncio.Task[None]) -> None:
+    """Until one of ``events`` is set, or ``task`` (which would have set them) has ended."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait([*waiters, task], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 def _busy(queue: _TopicQueue) -> bool:
@@ -310,18 +323,17 @@ class ProduceBatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(queue.wakeup.wait(), remaining)
             queue.in_flight = [g for g in queue.in_flight if not g.task.done()]
-            if queue.in_flight and (
-                self._pipeline_full(queue.in_flight) or not queue.in_flight[-1].staged.is_set()
+            committing = [g for g in queue.in_flight if not g.committed.is_set()]
+            if committing and (
+                self._pipeline_full(committing) or not committing[-1].staged.is_set()
             ):
                 # One group stages at a time, beside at most max_in_flight - 1 committing;
                 # meanwhile requests keep queuing and make the next group bigger. Waiting
                 # on a staged event already set would spin until the oldest commit ends.
-                waits: list[asyncio.Future[Any]] = [queue.in_flight[0].task]
-                if not self._pipeline_full(queue.in_flight):
-                    waits.append(asyncio.ensure_future(queue.in_flight[-1].staged.wait()))
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waits[1:]:
-                    waiter.cancel()
+                events = [committing[0].committed]
+                if not self._pipeline_full(committing):
+                    events.append(committing[-1].staged)
+                await _until_set(events, committing[0].task)
                 continue
             items, queue.items, queue.bytes = queue.items, [], 0
             previous = queue.in_flight[-1] if queue.in_flight else None
@@ -359,6 +371,7 @@ class ProduceBatcher:
             results = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
         finally:
             group.staged.set()
+            group.committed.set()
             await self._release(topic, items)
         elapsed = time.perf_counter() - started
         # Only a group that wrote records is observed as a commit: one whose requests were
@@ -406,7 +419,7 @@ class ProduceBatcher:
         leader = self._leader_of(topic_log, items)
         if leader is not None and self._router is not None:
             if previous is not None and not previous.handed_off:
-                await asyncio.wait([previous.task])
+                await _until_set([previous.committed], previous.task)
             group.handed_off = True
             try:
                 return await self._router.hand_off(
@@ -418,12 +431,17 @@ class ProduceBatcher:
         staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
         group.staged.set()
         try:
-            if previous is not None:
-                await asyncio.wait([previous.task])  # its outcome is its own requests' business
+            if previous is not None:  # its outcome is its own requests' business
+                await _until_set([previous.committed], previous.task)
         except BaseException:  # cancelled while waiting: the segments were never visible
             await asyncio.to_thread(topic_log.abandon, staged)
             raise
-        return await asyncio.to_thread(topic_log.commit_staged, staged)
+        outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
+        group.committed.set()
+        return [
+            await asyncio.to_thread(topic_log.look_up_retry, o) if isinstance(o, RetryLookup) else o
+            for o in outcomes
+        ]
 
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.append.producer_state import ProducerState
-from lakelog.append.result import AppendResult, grouped_batches, partition_batches
+from lakelog.append.result import AppendResult, RetryLookup, grouped_batches, partition_batches
 from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
 from lakelog.column_buffers import int64_values
 from lakelog.delta.actions import Action, Txn
@@ -133,8 +133,9 @@ class Appender:
         batches: Sequence[PreparedBatch],
         app_transaction: tuple[str, int] | None = None,
     ) -> list[AppendResult | LakelogError]:
-        """Stage and commit (see ``TopicLog.append_prepared``)."""
-        return self.commit_staged(self.stage(batches), app_transaction)
+        """Stage and commit (see ``TopicLog.append_prepared``); retries are looked up here."""
+        outcomes = self.commit_staged(self.stage(batches), app_transaction)
+        return [self.look_up_retry(o) if isinstance(o, RetryLookup) else o for o in outcomes]
 
     def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
         """Write the segments of a group commit at predicted offsets (``TopicLog.stage``)."""
@@ -187,10 +188,14 @@ class Appender:
 
     def commit_staged(
         self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
-    ) -> list[AppendResult | LakelogError]:
-        """Commit a staged append (see ``TopicLog.append_prepared`` for the outcomes)."""
+    ) -> list[AppendResult | LakelogError | RetryLookup]:
+        """Commit a staged append (see ``TopicLog.append_prepared`` for the outcomes).
+
+        A retried request is answered from memory when its batch is one of its
+        stream's last remembered ones; otherwise it gets a ``RetryLookup``.
+        """
         batches = staged.batches
-        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
+        results: list[AppendResult | LakelogError | RetryLookup | None] = [None] * len(batches)
         pending = list(range(len(batches)))
         duplicates: list[int] = []
         current: StagedAppend | None = staged
@@ -225,7 +230,7 @@ class Appender:
         finally:
             self._release(staged)
         for i in duplicates:
-            results[i] = self._original_result(batches[i])
+            results[i] = self._remembered_result(batches[i])
         return [r if r is not None else UnknownServerError("no result") for r in results]
 
     def _commit_batches(
@@ -321,13 +326,18 @@ class Appender:
             actions.append(add_action(segment))
         return actions
 
-    def _original_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
-        """Where a duplicate request's records were first written: remembered, else searched."""
-        assert batch.producer_id is not None and batch.base_sequence is not None
+    def _remembered_result(self, batch: PreparedBatch) -> AppendResult | RetryLookup:
+        """A duplicate request's first result if remembered, else what to look up."""
         remembered = self.producer_state.original(batch)
-        if remembered is not None:
-            self.table.committer.count(duplicates_from_memory=1)
-            return remembered
+        if remembered is None:
+            return RetryLookup(batch)
+        self.table.committer.count(duplicates_from_memory=1)
+        return remembered
+
+    def look_up_retry(self, lookup: RetryLookup) -> AppendResult | LakelogError:
+        """Where a retried request's records were first written, searched in the log."""
+        batch = lookup.batch
+        assert batch.producer_id is not None and batch.base_sequence is not None
         self.table.committer.count(duplicates_from_log=1)
         found = self.find_producer_records(
             batch.producer_id,
