@@ -12,7 +12,10 @@ made durable) and then committed (``TopicLog.commit_staged``), each on a
 worker thread. Up to ``max_in_flight_commits`` run at once: while one
 commits, the next stages, and the commits land in the order the groups were
 taken, so offsets follow arrival order. New requests queue up meanwhile and form the next group, so
-throughput grows with load instead of commits piling up.
+throughput grows with load instead of commits piling up. A retried request
+whose first offsets this broker does not remember is looked up in the log
+after its group's commit (``TopicLog.look_up_retry``): the next group
+commits meanwhile.
 
 With a ``CommitRouter``, a group whose topic another broker leads is not
 staged here but handed to that commit leader once the leader has queued the
