@@ -101,6 +101,8 @@ class _GroupCommit:
 
     staged: asyncio.Event = field(default_factory=asyncio.Event)
     committed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: ``time.perf_counter()`` when its commit landed here (0: not committed here)
+    committed_at: float = 0.0
     #: Taken by the topic's commit leader (rather than committed here).
     handed_off: bool = False
     task: asyncio.Task[None] = field(init=False)
@@ -376,7 +378,8 @@ class ProduceBatcher:
             group.staged.set()
             group.committed.set()
             await self._release(topic, items)
-        elapsed = time.perf_counter() - started
+        # The commit's own latency: searches for retries afterwards are not part of it.
+        elapsed = (group.committed_at or time.perf_counter()) - started
         # Only a group that wrote records is observed as a commit: one whose requests were
         # all refused or all duplicate retries committed nothing, and must not count in the
         # commit latency or records-per-commit histograms.
@@ -440,6 +443,7 @@ class ProduceBatcher:
             await asyncio.to_thread(topic_log.abandon, staged)
             raise
         outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
+        group.committed_at = time.perf_counter()
         group.committed.set()
         return [
             await asyncio.to_thread(topic_log.look_up_retry, o) if isinstance(o, RetryLookup) else o
