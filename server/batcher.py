@@ -15,7 +15,7 @@ taken, so offsets follow arrival order. New requests queue up meanwhile and form
 throughput grows with load instead of commits piling up. A retried request
 whose first offsets this broker does not remember is looked up in the log
 after its group's commit (``TopicLog.look_up_retry``): the next group
-commits meanwhile.
+commits meanwhile, and the rest of its group has its answers first.
 
 With a ``CommitRouter``, a group whose topic another broker leads is not
 staged here but handed to that commit leader once the leader has queued the
@@ -101,8 +101,6 @@ class _GroupCommit:
 
     staged: asyncio.Event = field(default_factory=asyncio.Event)
     committed: asyncio.Event = field(default_factory=asyncio.Event)
-    #: ``time.perf_counter()`` when its commit landed here (0: not committed here)
-    committed_at: float = 0.0
     #: Taken by the topic's commit leader (rather than committed here).
     handed_off: bool = False
     task: asyncio.Task[None] = field(init=False)
@@ -127,6 +125,15 @@ async def _until_set(events: list[asyncio.Event], task: asyncio.Task[None]) -> N
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+def _answer(item: _Pending, outcome: AppendResult | LakelogError) -> None:
+    if item.future.done():
+        return
+    if isinstance(outcome, LakelogError):
+        item.future.set_exception(outcome)
+    else:
+        item.future.set_result(outcome)
 
 
 def _busy(queue: _TopicQueue) -> bool:
@@ -367,37 +374,51 @@ class ProduceBatcher:
         group: _GroupCommit,
     ) -> None:
         started = time.perf_counter()
+        outcomes: Sequence[AppendResult | LakelogError | RetryLookup]
         try:
-            results = await self._stage_and_commit(topic_log, items, previous, group)
+            outcomes = await self._stage_and_commit(topic_log, items, previous, group)
         except LakelogError as exc:
-            results = [exc] * len(items)
+            outcomes = [exc] * len(items)
         except Exception as exc:  # an unexpected failure must still answer every request
             log.exception("commit to topic %s failed", topic)
-            results = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
+            outcomes = [UnknownServerError(f"commit to topic {topic!r} failed: {exc}")] * len(items)
         finally:
             group.staged.set()
             group.committed.set()
             await self._release(topic, items)
-        # The commit's own latency: searches for retries afterwards are not part of it.
-        elapsed = (group.committed_at or time.perf_counter()) - started
+        elapsed = time.perf_counter() - started
         # Only a group that wrote records is observed as a commit: one whose requests were
         # all refused or all duplicate retries committed nothing, and must not count in the
         # commit latency or records-per-commit histograms.
         written = [
             item
-            for item, result in zip(items, results, strict=True)
-            if isinstance(result, AppendResult) and not result.duplicate
+            for item, outcome in zip(items, outcomes, strict=True)
+            if isinstance(outcome, AppendResult) and not outcome.duplicate
         ]
         if self._on_commit is not None and written:
             records = sum(i.batch.num_records for i in written)
             self._on_commit(topic, len(written), records, elapsed)
-        for item, result in zip(items, results, strict=True):
-            if item.future.done():
-                continue
-            if isinstance(result, LakelogError):
-                item.future.set_exception(result)
+        lookups = []
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, RetryLookup):
+                lookups.append((item, outcome))
             else:
-                item.future.set_result(result)
+                _answer(item, outcome)
+        # Retries this broker does not remember are answered last, one search each, once
+        # the rest of their group has its answers.
+        for item, lookup in lookups:
+            _answer(item, await self._look_up(topic_log, lookup))
+
+    async def _look_up(
+        self, topic_log: TopicLog, lookup: RetryLookup
+    ) -> AppendResult | LakelogError:
+        try:
+            return await asyncio.to_thread(topic_log.look_up_retry, lookup)
+        except LakelogError as exc:
+            return exc
+        except Exception as exc:  # an unexpected failure must still answer the request
+            log.exception("looking up a retry to topic %s failed", topic_log.name)
+            return UnknownServerError(f"looking up a retry to {topic_log.name!r} failed: {exc}")
 
     def _leader_of(self, topic_log: TopicLog, items: list[_Pending]) -> str | None:
         """The URL to hand this group to, or None to commit it here."""
@@ -413,7 +434,7 @@ class ProduceBatcher:
         items: list[_Pending],
         previous: _GroupCommit | None,
         group: _GroupCommit,
-    ) -> list[AppendResult | LakelogError]:
+    ) -> Sequence[AppendResult | LakelogError | RetryLookup]:
         """Stage now, commit once the group taken before this one has finished.
 
         A group for another broker's topic goes to the leader once the group
@@ -443,12 +464,8 @@ class ProduceBatcher:
             await asyncio.to_thread(topic_log.abandon, staged)
             raise
         outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
-        group.committed_at = time.perf_counter()
         group.committed.set()
-        return [
-            await asyncio.to_thread(topic_log.look_up_retry, o) if isinstance(o, RetryLookup) else o
-            for o in outcomes
-        ]
+        return outcomes
 
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""

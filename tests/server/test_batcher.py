@@ -526,7 +526,7 @@ def test_a_retry_searched_in_the_log_does_not_hold_the_next_commit(
     max_in_flight_commits: int,
 ) -> None:
     """A retry its broker does not remember is looked up after its group's commit: the
-    groups taken after it commit and answer while the search runs, in their order."""
+    rest of its group and the groups taken after it are answered while the search runs."""
     fake = FakeLog()
     fake.lookup_gate.clear()
     retry = batch(3)
@@ -535,17 +535,41 @@ def test_a_retry_searched_in_the_log_does_not_hold_the_next_commit(
     async def main() -> None:
         batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=max_in_flight_commits))
         retried = await batcher.submit(as_log(fake), retry)
+        beside = await batcher.submit(as_log(fake), batch(1))  # the same group
         assert await asyncio.to_thread(fake.looking_up.wait, GUARD)
+        assert (await beside).offsets == [0]
         later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(2)]
         answers = await asyncio.gather(*later)
         assert not retried.done()  # still searching
-        assert [a.offsets for a in answers] == [[0], [1]]
+        assert [a.offsets for a in answers] == [[1], [2]]
         fake.lookup_gate.set()
         assert (await retried).duplicate
         await batcher.close()
 
     run(main)
-    assert fake.calls[0] == [retry]
+    assert fake.calls[0][0] is retry and len(fake.calls[0]) == 2
+
+
+def test_a_failed_search_for_a_retry_fails_only_that_request() -> None:
+    fake = FakeLog()
+    retry = batch(2)
+    fake.per_request = lambda _, b: RetryLookup(b) if b is retry else None
+
+    def failing(lookup: RetryLookup) -> AppendResult:
+        raise KafkaStorageError("store unreachable")
+
+    fake.look_up_retry = failing  # type: ignore[method-assign]
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=0))
+        retried = await batcher.submit(as_log(fake), retry)
+        beside = await batcher.submit(as_log(fake), batch(1))
+        assert (await beside).offsets == [0]
+        with pytest.raises(KafkaStorageError, match="store unreachable"):
+            await retried
+        await batcher.close()
+
+    run(main)
 
 
 def test_closed_batcher_refuses_new_requests() -> None:
