@@ -37,6 +37,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -62,6 +63,11 @@ RECEIVING_TURNS = 4
 #: whatever ``linger_ms`` is: a burst's requests arrive within a few milliseconds, and a
 #: client sending its body slowly must not hold other producers' groups for a long linger.
 RECEIVING_WAIT_S = 0.005
+#: Threads searching the log for retried requests this broker does not remember. A
+#: broker that took over a dead one's producers gets their in-flight requests back as
+#: retries, often several in one group: they are searched at once, each answering its
+#: own request, on threads of their own so that no search holds a stage or a commit.
+RETRY_SEARCH_THREADS = 4
 
 
 @dataclass
@@ -188,6 +194,9 @@ class ProduceBatcher:
         self._closing = False
         #: per topic: produce requests whose bodies are being read and decoded
         self._receiving: dict[str, int] = defaultdict(int)
+        self._searches = ThreadPoolExecutor(
+            max_workers=RETRY_SEARCH_THREADS, thread_name_prefix="lakelog-retry-search"
+        )
 
     @property
     def buffered_bytes(self) -> int:
@@ -404,16 +413,19 @@ class ProduceBatcher:
                 lookups.append((item, outcome))
             else:
                 _answer(item, outcome)
-        # Retries this broker does not remember are answered last, one search each, once
-        # the rest of their group has its answers.
-        for item, lookup in lookups:
-            _answer(item, await self._look_up(topic_log, lookup))
+        # Retries this broker does not remember are answered once the rest of their group
+        # has its answers, each as soon as its own search ends.
+        await asyncio.gather(*(self._answer_retry(topic_log, i, lookup) for i, lookup in lookups))
+
+    async def _answer_retry(self, topic_log: TopicLog, item: _Pending, lookup: RetryLookup) -> None:
+        _answer(item, await self._look_up(topic_log, lookup))
 
     async def _look_up(
         self, topic_log: TopicLog, lookup: RetryLookup
     ) -> AppendResult | LakelogError:
+        loop = asyncio.get_running_loop()
         try:
-            return await asyncio.to_thread(topic_log.look_up_retry, lookup)
+            return await loop.run_in_executor(self._searches, topic_log.look_up_retry, lookup)
         except LakelogError as exc:
             return exc
         except Exception as exc:  # an unexpected failure must still answer the request
@@ -481,3 +493,4 @@ class ProduceBatcher:
         commits = [g.task for q in queues for g in q.in_flight]
         if commits:
             await asyncio.gather(*commits, return_exceptions=True)
+        self._searches.shutdown(wait=False)  # every search ended with its group's task

@@ -572,6 +572,32 @@ def test_a_failed_search_for_a_retry_fails_only_that_request() -> None:
     run(main)
 
 
+def test_the_retries_of_one_group_are_searched_at_once() -> None:
+    """A broker taking over a dead one's producers gets their requests back as retries, many
+    in one group: each search runs beside the others, so none waits for another's reads."""
+    fake = FakeLog()
+    retries = [batch(2), batch(3)]
+    fake.per_request = lambda _, b: RetryLookup(b) if any(b is r for r in retries) else None
+    together = threading.Barrier(len(retries), timeout=GUARD)
+    search = fake.look_up_retry
+
+    def meeting(lookup: RetryLookup) -> AppendResult:
+        together.wait()  # broken, and this search failed, unless the other one runs too
+        return search(lookup)
+
+    fake.look_up_retry = meeting  # type: ignore[method-assign]
+
+    async def main() -> None:
+        batcher = ProduceBatcher(settings(linger_ms=0))
+        pending = [await batcher.submit(as_log(fake), r) for r in retries]
+        answers = await asyncio.gather(*pending)
+        assert [(a.duplicate, len(a.offsets)) for a in answers] == [(True, 2), (True, 3)]
+        await batcher.close()
+
+    run(main)
+    assert len(fake.calls) == 1  # both retries were in one group
+
+
 def test_closed_batcher_refuses_new_requests() -> None:
     fake = FakeLog()
 
