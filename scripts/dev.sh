@@ -37,7 +37,10 @@ case "${1:-}" in
         shift
         echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
         echo "== mypy"; .venv/bin/mypy lakelog server compaction spark_connector tests benchmarks
-        echo "== pytest"; exec .venv/bin/pytest "$@"
+        # One test worker per core (pytest-xdist); tests are handed out as workers
+        # free up, so the long ones do not queue behind each other. `-n 0` after
+        # `test` runs the suite in this one process.
+        echo "== pytest"; exec .venv/bin/pytest -n auto --dist worksteal "$@"
         ;;
     *)
         echo "usage: bash scripts/dev.sh run|test" >&2

@@ -130,7 +130,7 @@ def test_test_upgrades_a_run_venv_to_the_dev_install(checkout: Path) -> None:
         "ruff check .",
         "ruff format --check .",
         "mypy lakelog server compaction spark_connector tests benchmarks",
-        "pytest -x",
+        "pytest -n auto --dist worksteal -x",
     ]
     assert dev_sh(checkout, "test")[0] == "ruff check ."  # installed now
     assert dev_sh(checkout, "run") == ["lakelog broker start --root ./data/lakelog"]

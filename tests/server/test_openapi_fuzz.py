@@ -2,9 +2,10 @@
 
 Every operation gets generated requests (valid and invalid); the broker must
 never answer 5xx and every answer must match the documented response schema.
-The broker runs as a subprocess on a local root with a topic already holding
-records, and path parameters often name that topic so generation reaches the
-produce/fetch/offset logic instead of stopping at UNKNOWN_TOPIC_OR_PARTITION.
+One broker subprocess on a local root, with a topic already holding records,
+serves every shard of the operations. Path parameters often name that topic,
+so generation reaches the produce/fetch/offset logic instead of stopping at
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -27,31 +27,38 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.hooks import HookContext
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.fixtures.brokers import BrokerProcess
-from tests.fixtures.roots import RootSpec
+from lakelog.testing import brokers
+from tests.fixtures.brokers import PROJECT, BrokerProcess
 
 TOPIC = "fuzz"
 MAX_WAIT_MS = 20
 MAX_PARTITIONS = 12
+# The operations are dealt round-robin into shards, so parallel test workers share the run.
+SHARDS = 6
+
+
+@pytest.fixture(scope="module")
+def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for every shard of the module: a shard fuzzes the broker the others left."""
+    workdir = tmp_path_factory.mktemp("fuzz")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    # A short long-poll ceiling keeps generated fetches with max_wait_ms from stalling the run;
+    # larger values are answered 400, which is part of what gets checked.
+    settings = {"fetch_max_wait_ms": MAX_WAIT_MS, "linger_ms": 1, "max_block_ms": 100}
+    broker = brokers.start_broker(str(workdir / "root"), workdir, settings, env=env)
+    try:
+        with httpx.Client(base_url=broker.url, timeout=30) as http:
+            http.post("/v1/topics", json={"name": TOPIC, "partitions": 2}).raise_for_status()
+            records = [{"key": f"k{i}", "value": f'{{"n": {i}}}'} for i in range(8)]
+            http.post(f"/v1/topics/{TOPIC}/records", json={"records": records}).raise_for_status()
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture
-def fuzz_schema(tmp_path: Path, start_broker: Callable[..., BrokerProcess]) -> Any:
-    # A short long-poll ceiling keeps generated fetches with max_wait_ms from stalling the run;
-    # larger values are answered 400, which is part of what gets checked.
-    broker = start_broker(
-        RootSpec(str(tmp_path / "root")),
-        fetch_max_wait_ms=MAX_WAIT_MS,
-        linger_ms=1,
-        max_block_ms=100,
-    )
-    with httpx.Client(base_url=broker.url, timeout=30) as http:
-        http.post("/v1/topics", json={"name": TOPIC, "partitions": 2}).raise_for_status()
-        http.post(
-            f"/v1/topics/{TOPIC}/records",
-            json={"records": [{"key": f"k{i}", "value": f'{{"n": {i}}}'} for i in range(8)]},
-        ).raise_for_status()
-    schema = schemathesis.openapi.from_url(f"{broker.url}/openapi.json")
+def fuzz_schema(fuzz_broker: BrokerProcess) -> Any:
+    schema = schemathesis.openapi.from_url(f"{fuzz_broker.url}/openapi.json")
     for hook in (flatmap_path_parameters, flatmap_query, flatmap_body):
         schema.hook(hook)
     return schema
@@ -133,13 +140,17 @@ FUZZ_SETTINGS = settings(
 )
 
 
-def test_broker_never_fails_and_matches_its_schema(fuzz_schema: Any) -> None:
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_broker_never_fails_and_matches_its_schema(fuzz_schema: Any, shard: int) -> None:
     failures: list[str] = []
     answered: Counter[tuple[str, int]] = Counter()
-    operations = [result.ok() for result in fuzz_schema.get_all_operations()]
+    operations = sorted(
+        (result.ok() for result in fuzz_schema.get_all_operations()), key=lambda op: op.label
+    )
     assert len(operations) >= 10, [op.label for op in operations]
+    mine = operations[shard::SHARDS]
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-        for operation in operations:
+        for operation in mine:
 
             @FUZZ_SETTINGS
             @given(case=operation.as_strategy(generation_mode=mode))
@@ -161,4 +172,5 @@ def test_broker_never_fails_and_matches_its_schema(fuzz_schema: Any) -> None:
         "POST /v1/topics/{topic}/records",
         "GET /v1/topics/{topic}/partitions/{partition}/records",
     ):
-        assert answered[(label, 200)] > 0, sorted(answered.items())
+        if any(op.label == label for op in mine):
+            assert answered[(label, 200)] > 0, sorted(answered.items())
