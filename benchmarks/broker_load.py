@@ -404,6 +404,18 @@ def produce_bodies(load: ProduceLoad) -> list[bytes]:
     return bodies
 
 
+def in_window(started: float, done: float, begin: float, end: float) -> tuple[bool, float | None]:
+    """Whether a closed-loop answer counts toward throughput, and its latency sample in ms.
+
+    Throughput counts every answer that arrives inside ``[begin, end]``. Latency
+    times every request sent inside the window, however late its answer:
+    dropping answers after ``end`` would keep only the fast requests, and a
+    window shorter than one request would have no sample at all.
+    """
+    counted = begin <= done <= end
+    return counted, (done - started) * 1e3 if begin <= started < end else None
+
+
 def run_produce(load: ProduceLoad) -> LoadResult:
     """Closed loop (``rate`` None) or open loop; only the window after warm-up counts."""
     bodies = produce_bodies(load)
@@ -447,9 +459,7 @@ def run_produce(load: ProduceLoad) -> LoadResult:
                 status, data, _ = exchange(conn, "POST", load.path, bodies[body], content_type)
                 i += 1
                 done = time.monotonic()
-                # throughput: every answer within the window; latency: requests sent in it too
-                counted = begin <= done <= end
-                ms = (done - started) * 1e3 if counted and started >= begin else None
+                counted, ms = in_window(started, done, begin, end)
                 account(part, status, data, counted, ms, body)
         finally:
             conn.close()

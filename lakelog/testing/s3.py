@@ -1,16 +1,18 @@
-"""A real S3-protocol server (moto's standalone ``moto_server``) on a free loopback port.
+"""A real S3-protocol server (moto's standalone server) on a free loopback port.
 
 Tests and benchmarks need an object store that speaks the S3 protocol,
-conditional PUTs included, without a cloud account. ``moto_server`` is
-installed by the ``test`` extra (``pip install "lakelog[test]"``); this
-module imports nothing of moto, it runs the command next to the interpreter.
-moto keeps objects in memory and checks no signatures, so a bucket is made
-with one plain PUT and the credentials are any non-empty strings.
+conditional PUTs included, without a cloud account. moto is installed by
+the ``test`` extra (``pip install "lakelog[test]"``); this module imports
+nothing of it, it runs ``lakelog.testing.atomic_moto`` (moto's server with
+conditional writes made atomic) in a subprocess. moto keeps objects in
+memory and checks no signatures, so a bucket is made with one plain PUT and
+the credentials are any non-empty strings.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -33,7 +35,7 @@ CREDENTIALS = {
 
 @dataclass
 class MotoServer:
-    """A running ``moto_server``; ``endpoint`` is its ``http://127.0.0.1:<port>``."""
+    """A running moto server; ``endpoint`` is its ``http://127.0.0.1:<port>``."""
 
     endpoint: str
     port: int
@@ -63,24 +65,22 @@ class MotoServer:
 
 
 def start_moto(log_dir: Path, timeout_s: float = 30.0) -> MotoServer:
-    """Start ``moto_server`` on a free loopback port; return once it accepts connections."""
+    """Start moto's server on a free loopback port; return once it accepts connections."""
     port = free_port()
     log_path = log_dir / f"moto-{port}.log"
-    command = Path(sys.executable).with_name("moto_server")
-    if not command.exists():
+    if importlib.util.find_spec("moto") is None:
         raise RuntimeError(
-            f"{command} not found: the S3-protocol server comes with the test extra "
+            "moto is not installed: the S3-protocol server comes with the test extra "
             '(pip install "lakelog[test]")'
         )
+    command = [sys.executable, "-m", "lakelog.testing.atomic_moto", "-H", LOOPBACK]
     with log_path.open("wb") as out:
-        process = subprocess.Popen(
-            [str(command), "-H", LOOPBACK, "-p", str(port)], stdout=out, stderr=out
-        )
+        process = subprocess.Popen([*command, "-p", str(port)], stdout=out, stderr=out)
     server = MotoServer(f"http://{LOOPBACK}:{port}", port, process, log_path)
 
     def accepting() -> bool:
         if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with code {process.returncode}")
+            raise RuntimeError(f"the moto server exited with code {process.returncode}")
         try:
             with socket.create_connection((LOOPBACK, port), timeout=0.5):
                 return True
@@ -88,7 +88,7 @@ def start_moto(log_dir: Path, timeout_s: float = 30.0) -> MotoServer:
             return False
 
     try:
-        wait_for(accepting, f"moto_server on port {port} to accept connections", timeout_s)
+        wait_for(accepting, f"the moto server on port {port} to accept connections", timeout_s)
     except RuntimeError as exc:
         server.stop()
         raise RuntimeError(f"{exc}; its log:\n{log_path.read_text()}") from None
