@@ -189,6 +189,7 @@ CONFIGS: dict[str, BrokersBenchConfig] = {
             ),
             Regime("cpu-bound", False, 200, 3, max_p99_ratio=1.2),
         ),
+        broker_counts=(1, 2),
         warmup_s=1.0,
         duration_s=1.0,
         distinct_bodies=2,
