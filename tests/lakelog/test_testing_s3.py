@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -30,28 +31,17 @@ def _client(settings: S3Settings) -> Any:
 def _race_for(clients: list[Any], bucket: str, key: str) -> list[int]:
     """HTTP statuses of one ``If-None-Match: *`` PUT of ``key`` per client, sent at once."""
     start = threading.Barrier(len(clients))
-    statuses: list[int] = []
-    failures: list[BaseException] = []
 
-    def put(client: Any) -> None:
+    def put(client: Any) -> int:
+        start.wait()
         try:
-            start.wait()
-            try:
-                client.put_object(Bucket=bucket, Key=key, Body=b"x" * 64, IfNoneMatch="*")
-                statuses.append(200)
-            except ClientError as exc:
-                statuses.append(exc.response["ResponseMetadata"]["HTTPStatusCode"])
-        except BaseException as exc:  # re-raised below: a thread's exception is otherwise lost
-            failures.append(exc)
+            client.put_object(Bucket=bucket, Key=key, Body=b"x" * 64, IfNoneMatch="*")
+        except ClientError as exc:
+            return int(exc.response["ResponseMetadata"]["HTTPStatusCode"])
+        return 200
 
-    threads = [threading.Thread(target=put, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
-    return statuses
+    with ThreadPoolExecutor(len(clients)) as pool:  # map re-raises a thread's exception
+        return list(pool.map(put, clients))
 
 
 @pytest.mark.s3
