@@ -7,25 +7,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from lakelog.storage import S3Settings
 from lakelog.testing.atomic_moto import WRITE_HANDLERS, make_writes_atomic
+from tests.fixtures.s3 import s3_client
 
 RACERS = 12
 KEYS = 100
-
-
-def _client(settings: S3Settings) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
 
 
 def _race_for(clients: list[Any], bucket: str, key: str) -> list[int]:
@@ -49,7 +39,7 @@ def test_racing_conditional_puts_of_one_key_have_exactly_one_winner(
     s3_settings: S3Settings, make_bucket: Callable[[], str]
 ) -> None:
     bucket = make_bucket()
-    clients = [_client(s3_settings) for _ in range(RACERS)]
+    clients = [s3_client(s3_settings) for _ in range(RACERS)]
     doubled = []
     for n in range(KEYS):
         statuses = _race_for(clients, bucket, f"race/{n}")

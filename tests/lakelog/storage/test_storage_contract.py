@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -34,6 +33,7 @@ from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.storage import FileInfo, S3Settings, Storage, check_relative_path, open_storage
 from lakelog.storage.fsspec_backend import MemoryStorage, S3Storage
 from lakelog.storage.local import LocalStorage
+from tests.fixtures.s3 import s3_client
 
 
 def _payload(writer: int) -> bytes:
@@ -102,13 +102,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     else:
         settings: S3Settings = request.getfixturevalue("s3_settings")
         bucket: str = request.getfixturevalue("make_bucket")()
-        client = boto3.client(
-            "s3",
-            endpoint_url=settings.endpoint_url,
-            aws_access_key_id=settings.access_key_id,
-            aws_secret_access_key=settings.secret_access_key,
-            region_name=settings.region,
-        )
+        client = s3_client(settings)
 
         def outside_s3() -> list[str]:
             keys: list[str] = [
