@@ -484,8 +484,8 @@ def bench_produce(b: Bench) -> list[Result]:
             )
         b.notes.append(
             f"produce {plan.label}: {st.requests_per_commit:.1f} requests "
-            f"({st.records_per_commit:,.0f} records) per commit, {st.commit_ms:.1f} ms per "
-            f"commit, {segment:,.0f} records/segment, request p50 "
+            f"({st.records_per_commit:,.0f} records) per commit, {st.commit_time()}, "
+            f"{segment:,.0f} records/segment, request p50 "
             f"{params['request_p50_ms'] or 0:.1f} ms; {_cores(lake, per_s[LAKELOG])}"
         )
     return results
@@ -580,7 +580,7 @@ def bench_shapes(b: Bench) -> list[Result]:
         )
         b.notes.append(
             f"shape {plan.label}: {st.requests_per_commit:.1f} requests per commit, "
-            f"{st.commit_ms:.1f} ms per commit, {segments[plan.label]:,.0f} records/segment; "
+            f"{st.commit_time()}, {segments[plan.label]:,.0f} records/segment; "
             f"{_cores(got, per_s[plan.label])}"
         )
     b.notes.append(
@@ -677,8 +677,8 @@ def bench_latency(b: Bench) -> list[Result]:
             f"{naive_offered:,.0f} req/s ({cfg.latency_load:.0%} of its own saturation)"
         )
     b.notes.append(
-        f"latency: {stats.requests_per_commit:.1f} requests per commit, {stats.commit_ms:.1f} ms "
-        f"per commit; {_cores(lake)}"
+        f"latency: {stats.requests_per_commit:.1f} requests per commit, {stats.commit_time()}; "
+        f"{_cores(lake)}"
     )
     return _latency_results(
         LATENCY,

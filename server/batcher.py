@@ -109,6 +109,8 @@ class _GroupCommit:
     committed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Taken by the topic's commit leader (rather than committed here).
     handed_off: bool = False
+    #: Seconds spent in each phase (``PhaseObserver``), once committed here.
+    phases: dict[str, float] = field(default_factory=dict)
     task: asyncio.Task[None] = field(init=False)
 
 
@@ -149,6 +151,10 @@ def _busy(queue: _TopicQueue) -> bool:
 
 
 CommitObserver = Callable[[str, int, int, float], None]
+#: Told ``(topic, phase, seconds)`` for each phase of a group committed here: ``stage``
+#: (rows grouped and segments written), ``wait`` (behind the group before it) and
+#: ``commit`` (segments flushed, the Delta commit durable, listeners told).
+PhaseObserver = Callable[[str, str, float], None]
 
 
 class CommitRouter(Protocol):
@@ -180,6 +186,7 @@ class ProduceBatcher:
         settings: BrokerSettings,
         on_commit: CommitObserver | None = None,
         router: CommitRouter | None = None,
+        on_phase: PhaseObserver | None = None,
     ) -> None:
         self.settings = settings
         self._router = router
@@ -191,6 +198,7 @@ class ProduceBatcher:
         self._partition_bytes: dict[tuple[str, int], int] = defaultdict(int)
         self._space = asyncio.Condition()
         self._on_commit = on_commit
+        self._on_phase = on_phase
         self._closing = False
         #: per topic: produce requests whose bodies are being read and decoded
         self._receiving: dict[str, int] = defaultdict(int)
@@ -407,6 +415,9 @@ class ProduceBatcher:
         if self._on_commit is not None and written:
             records = sum(i.batch.num_records for i in written)
             self._on_commit(topic, len(written), records, elapsed)
+        if self._on_phase is not None and written:
+            for phase, seconds in group.phases.items():
+                self._on_phase(topic, phase, seconds)
         lookups = []
         for item, outcome in zip(items, outcomes, strict=True):
             if isinstance(outcome, RetryLookup):
@@ -467,16 +478,24 @@ class ProduceBatcher:
             except CommitLeaderUnreachableError as exc:
                 group.handed_off = False
                 log.warning("committing here: %s", exc)
+        started = time.perf_counter()
         staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
         group.staged.set()
+        staged_at = time.perf_counter()
         try:
             if previous is not None:  # its outcome is its own requests' business
                 await _until_set([previous.committed], previous.task)
         except BaseException:  # cancelled while waiting: the segments were never visible
             await asyncio.to_thread(topic_log.abandon, staged)
             raise
+        waited_at = time.perf_counter()
         outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
         group.committed.set()
+        group.phases = {
+            "stage": staged_at - started,
+            "wait": waited_at - staged_at,
+            "commit": time.perf_counter() - waited_at,
+        }
         return outcomes
 
     async def close(self) -> None:

@@ -84,7 +84,10 @@ class Broker:
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
         self.batcher = ProduceBatcher(
-            settings, on_commit=self.metrics.observe_commit, router=self.commit_router
+            settings,
+            on_commit=self.metrics.observe_commit,
+            router=self.commit_router,
+            on_phase=self.metrics.observe_commit_phase,
         )
         # Keyed by topic name and holding the TopicLog itself, not id(topic_log): a freed log
         # of a deleted topic can hand its id to the log of the recreated topic, which must

@@ -121,6 +121,14 @@ class BrokerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.commit_phases = Histogram(
+            "lakelog_commit_phase_seconds",
+            "Where a group commit made here spends its time: stage (segments written), "
+            "wait (behind the group before it), commit (flushed, committed, listeners told)",
+            ["topic", "phase"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.loop_lag = Histogram(
             "lakelog_event_loop_lag_seconds",
             "How late the event loop ran a callback due every 10 ms: a wait every request "
@@ -206,6 +214,9 @@ class BrokerMetrics:
         self.commit_latency.labels(topic).observe(seconds)
         self.batch_requests.observe(requests)
         self.batch_records.observe(records)
+
+    def observe_commit_phase(self, topic: str, phase: str, seconds: float) -> None:
+        self.commit_phases.labels(topic, phase).observe(seconds)
 
     def render(self) -> bytes:
         data: bytes = generate_latest(self.registry)

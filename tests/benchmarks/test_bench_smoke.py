@@ -248,6 +248,9 @@ def test_broker_suite_covers_every_benchmark(broker_report: Report) -> None:
         else:
             assert bench_broker.GOAL_SHAPE not in r.baselines
     assert any(n.startswith("goal v1-json-key >= 0.85x") for n in broker_report.notes)
+    # Each shape's commits, timed by the broker phase by phase (lakelog_commit_phase_seconds).
+    (keyed,) = [n for n in broker_report.notes if n.startswith("shape v1-json-key: ")]
+    assert "ms per commit (stage " in keyed and ", wait " in keyed and ", commit " in keyed
 
 
 def test_goal_ratios_pair_each_round_with_its_reference_round() -> None:

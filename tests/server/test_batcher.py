@@ -163,6 +163,27 @@ def test_linger_holds_a_request_for_company() -> None:
     run(main)
 
 
+def test_each_group_committed_here_reports_its_phases() -> None:
+    fake = FakeLog()
+
+    async def main() -> None:
+        phases: list[tuple[str, str, float]] = []
+        batcher = ProduceBatcher(
+            settings(linger_ms=0), on_phase=lambda *observed: phases.append(observed)
+        )
+        await (await batcher.submit(as_log(fake), batch(2)))
+        await (await batcher.submit(as_log(fake), batch(1)))
+        await batcher.close()
+        assert [(topic, phase) for topic, phase, _ in phases] == [
+            ("t", "stage"),
+            ("t", "wait"),
+            ("t", "commit"),
+        ] * 2
+        assert all(seconds >= 0 for *_, seconds in phases)
+
+    run(main)
+
+
 def test_linger_expiry_commits_without_more_requests() -> None:
     fake = FakeLog()
 
