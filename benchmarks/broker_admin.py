@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.broker_load import call, target_of
 from lakelog.testing.brokers import ServerProcess
+from server.batcher import COMMIT_PHASES
 
 
 def create_topic(broker: ServerProcess, name: str, partitions: int) -> None:
@@ -78,10 +79,6 @@ class CommitStats:
             parts = ", ".join(f"{phase} {ms:.1f}" for phase, ms in self.phase_ms.items())
             text += f" ({parts} ms)"
         return text
-
-
-#: The phases of a group commit the broker times (``lakelog_commit_phase_seconds``).
-COMMIT_PHASES = ("stage", "wait", "commit")
 
 
 def commit_stats(before: dict[str, float], after: dict[str, float], topic: str) -> CommitStats:

@@ -155,6 +155,8 @@ CommitObserver = Callable[[str, int, int, float], None]
 #: (rows grouped and segments written), ``wait`` (behind the group before it) and
 #: ``commit`` (segments flushed, the Delta commit durable, listeners told).
 PhaseObserver = Callable[[str, str, float], None]
+#: The phases a ``PhaseObserver`` is told of, in the order they happen.
+COMMIT_PHASES = ("stage", "wait", "commit")
 
 
 class CommitRouter(Protocol):
@@ -491,7 +493,7 @@ class ProduceBatcher:
         waited_at = time.perf_counter()
         outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
         group.committed.set()
-        group.phases = {
+        group.phases = {  # keyed in COMMIT_PHASES order
             "stage": staged_at - started,
             "wait": waited_at - staged_at,
             "commit": time.perf_counter() - waited_at,

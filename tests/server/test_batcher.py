@@ -24,7 +24,7 @@ from lakelog.errors import (
 )
 from lakelog.produce import PreparedBatch
 from lakelog.topic_log import AppendResult, RetryLookup, TopicLog
-from server.batcher import ProduceBatcher
+from server.batcher import COMMIT_PHASES, ProduceBatcher
 from server.settings import BrokerSettings
 
 T = TypeVar("T")
@@ -174,12 +174,11 @@ def test_each_group_committed_here_reports_its_phases() -> None:
         await (await batcher.submit(as_log(fake), batch(2)))
         await (await batcher.submit(as_log(fake), batch(1)))
         await batcher.close()
+        # Which phases are reported, and in what order; how long they took is for benchmarks.
         assert [(topic, phase) for topic, phase, _ in phases] == [
-            ("t", "stage"),
-            ("t", "wait"),
-            ("t", "commit"),
+            ("t", phase) for phase in COMMIT_PHASES
         ] * 2
-        assert all(seconds >= 0 for *_, seconds in phases)
+        assert COMMIT_PHASES == ("stage", "wait", "commit")
 
     run(main)
 

@@ -630,11 +630,11 @@ def check_brokers_health_and_metrics(http: httpx.Client, url: str) -> None:
     assert commits == 4
     assert after[("lakelog_commit_seconds_sum", (("topic", "m"),))] > 0
     assert after[("lakelog_commit_seconds_bucket", (("le", "+Inf"), ("topic", "m")))] == commits
-    # Each of them timed in its three phases (stage, wait behind the previous group, commit).
+    # Each of them observed once in each of its three phases (stage, wait, commit): a count
+    # of observations, not a duration.
     for phase in ("stage", "wait", "commit"):
         labels = (("phase", phase), ("topic", "m"))
         assert after[("lakelog_commit_phase_seconds_count", labels)] == commits
-        assert after[("lakelog_commit_phase_seconds_sum", labels)] >= 0
     assert grew("lakelog_batch_records_sum") == 12
     assert grew("lakelog_batch_requests_count") == 4
     assert grew("lakelog_bytes_in_total") == sent_bytes
