@@ -20,6 +20,7 @@ from server.allocator import keep_freed_memory
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
 from server.kafka.listeners import default_protocol
+from server.pandas_free import keep_pandas_unloaded
 from server.settings import BrokerSettings, load_settings
 
 
@@ -79,6 +80,7 @@ def kafka_listeners_text(settings: BrokerSettings) -> str:
 
 
 def run_start(args: argparse.Namespace) -> int:
+    keep_pandas_unloaded()
     settings = load_settings(
         args.config,
         root=args.root,
