@@ -493,11 +493,8 @@ class ProduceBatcher:
         waited_at = time.perf_counter()
         outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
         group.committed.set()
-        group.phases = {  # keyed in COMMIT_PHASES order
-            "stage": staged_at - started,
-            "wait": waited_at - staged_at,
-            "commit": time.perf_counter() - waited_at,
-        }
+        durations = (staged_at - started, waited_at - staged_at, time.perf_counter() - waited_at)
+        group.phases = dict(zip(COMMIT_PHASES, durations, strict=True))
         return outcomes
 
     async def close(self) -> None:

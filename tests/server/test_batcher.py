@@ -178,6 +178,7 @@ def test_each_group_committed_here_reports_its_phases() -> None:
         assert [(topic, phase) for topic, phase, _ in phases] == [
             ("t", phase) for phase in COMMIT_PHASES
         ] * 2
+        # The phase names are the metric's label values, which dashboards select on.
         assert COMMIT_PHASES == ("stage", "wait", "commit")
 
     run(main)

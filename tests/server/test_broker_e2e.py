@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.catalog import Catalog
 from lakelog.partitioner import partition_for_key
+from server.batcher import COMMIT_PHASES
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.topic_metrics import topic_counter
@@ -632,7 +633,7 @@ def check_brokers_health_and_metrics(http: httpx.Client, url: str) -> None:
     assert after[("lakelog_commit_seconds_bucket", (("le", "+Inf"), ("topic", "m")))] == commits
     # Each of them observed once in each of its three phases (stage, wait, commit): a count
     # of observations, not a duration.
-    for phase in ("stage", "wait", "commit"):
+    for phase in COMMIT_PHASES:
         labels = (("phase", phase), ("topic", "m"))
         assert after[("lakelog_commit_phase_seconds_count", labels)] == commits
     assert grew("lakelog_batch_records_sum") == 12

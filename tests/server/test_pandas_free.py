@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from tests.fixtures.brokers import PROJECT
+import httpx
+
+from tests.fixtures.brokers import PROJECT, BrokerProcess
+from tests.fixtures.roots import RootSpec
 
 PROBE = """
 import sys
@@ -36,3 +42,21 @@ def test_pandas_already_loaded_is_left_alone() -> None:
         [sys.executable, "-c", probe], cwd=PROJECT, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["False", "True"], done.stdout
+
+
+def test_a_broker_serves_produce_and_fetch_without_pandas(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    # pandas is installed here (beside PySpark), so only the broker's own refusal keeps it out.
+    assert importlib.util.find_spec("pandas") is not None
+    broker = start_broker(root)
+    with httpx.Client(base_url=broker.url, timeout=30) as http:
+        http.post("/v1/topics", json={"name": "t", "partitions": 2}).raise_for_status()
+        produced = http.post("/v1/topics/t/records", json={"records": [{"key": "k", "value": "v"}]})
+        assert produced.status_code == 200, produced.text
+        (record,) = produced.json()["records"]
+        fetched = http.get(f"/v1/topics/t/partitions/{record['partition']}/records")
+        assert [r["value"] for r in fetched.json()["records"]] == ["v"], fetched.text
+    mapped = Path(f"/proc/{broker.pid}/maps").read_text()
+    assert "pyarrow" in mapped  # the probe would be empty if it read the wrong process
+    assert "/pandas/" not in mapped, "the broker process loaded pandas"
