@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from lakelog.client import AdminClient, Producer
-from tests.fixtures.brokers import BrokerProcess, broker_env
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 
 GROUP_BROKER = {
@@ -125,10 +125,10 @@ def committed(server: str, group: str) -> dict[int, int]:
 
 @pytest.mark.parametrize("make_root", ["local"], indirect=True)
 def test_kafka_consumer_group_tutorial(
-    root: RootSpec, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
 ) -> None:
     broker = start_broker(root, **GROUP_BROKER)
-    env = broker_env(root, request)
+    env = root_env(root)
     server = broker.url
     lakelog(
         env,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
 from tests.cli.test_consumer_groups import (
     GROUP_BROKER,
     ConsoleConsumer,
@@ -17,7 +15,7 @@ from tests.cli.test_consumer_groups import (
     wait_for,
 )
 from tests.client.conftest import create_topic
-from tests.fixtures.brokers import BrokerProcess, broker_env
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 
 
@@ -31,10 +29,10 @@ def parse(lines: list[str]) -> list[tuple[int, int, str]]:
 
 
 def test_sigkilled_member_resumes_from_committed_offsets(
-    root: RootSpec, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
 ) -> None:
     broker = start_broker(root, **GROUP_BROKER)
-    env = broker_env(root, request)
+    env = root_env(root)
     server = broker.url
     create_topic(server, "events", 2)
     printing = ["--property", "print.partition=true", "--property", "print.offset=true"]

@@ -9,10 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from lakelog.partitioner import partition_for_key
-from tests.fixtures.brokers import PROJECT, BrokerProcess, broker_env
+from tests.fixtures.brokers import PROJECT, BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 
 VENV_BIN = Path(sys.executable).parent
@@ -34,11 +32,9 @@ def lakelog(
     return done
 
 
-def test_quickstart(
-    root: RootSpec, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
-) -> None:
+def test_quickstart(root: RootSpec, start_broker: Callable[..., BrokerProcess]) -> None:
     broker = start_broker(root)
-    env = broker_env(root, request)
+    env = root_env(root)
     server = broker.url
     lakelog(
         env,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,7 +21,8 @@ import pytest
 
 from lakelog.client import Producer
 from lakelog.errors import InvalidTopicError
-from tests.fixtures.brokers import BrokerProcess
+from lakelog.testing import brokers
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots
 
@@ -51,21 +52,6 @@ class BadInput:
     def __init__(self, root: RootSpec, broker: BrokerProcess) -> None:
         self.snapshots = RootSnapshots(root)
         self.http = httpx.Client(base_url=broker.url, timeout=60)
-        for body in (
-            {"name": "t", "partitions": 2},
-            {
-                "name": "compacted",
-                "configs": {"cleanup.policy": "compact", "max.message.bytes": "100"},
-            },
-        ):
-            response = self.http.post("/v1/topics", json=body)
-            assert response.status_code == 201, response.text
-        for topic, records in (
-            ("t", [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(6)]),
-            ("compacted", [{"key": "k", "value": "small"}]),
-        ):
-            response = self.http.post(f"/v1/topics/{topic}/records", json={"records": records})
-            assert response.status_code == 200, response.text
         self.before = self.snapshots.take()
         self.watermarks = self.offsets()
         self.checked = 0
@@ -107,18 +93,56 @@ class BadInput:
         self.http.close()
 
 
-@pytest.fixture
-def bad(root: RootSpec, start_broker: Callable[..., BrokerProcess]) -> Iterator[BadInput]:
-    broker = start_broker(
-        root,
-        max_request_bytes=MAX_REQUEST_BYTES,
-        fetch_max_wait_ms=1_000,
-        heartbeat_interval_ms=60_000,
+def seed(broker: BrokerProcess) -> None:
+    """Two topics holding data: a plain one and a compacted one with a small record limit."""
+    with httpx.Client(base_url=broker.url, timeout=60) as http:
+        for body in (
+            {"name": "t", "partitions": 2},
+            {
+                "name": "compacted",
+                "configs": {"cleanup.policy": "compact", "max.message.bytes": "100"},
+            },
+        ):
+            response = http.post("/v1/topics", json=body)
+            assert response.status_code == 201, response.text
+        for topic, records in (
+            ("t", [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(6)]),
+            ("compacted", [{"key": "k", "value": "small"}]),
+        ):
+            response = http.post(f"/v1/topics/{topic}/records", json={"records": records})
+            assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def bad_broker(
+    module_root: RootSpec, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
+    """One broker for the module's tests. A refused request changes nothing, and the few
+    valid writes (a sequence's first batch, a group's offsets) are read by no other test."""
+    broker = brokers.start_broker(
+        module_root.url,
+        tmp_path_factory.mktemp("bad-input-logs"),
+        {
+            "max_request_bytes": MAX_REQUEST_BYTES,
+            "fetch_max_wait_ms": 1_000,
+            "heartbeat_interval_ms": 60_000,
+        },
+        env=root_env(module_root),
     )
-    checks = BadInput(root, broker)
+    try:
+        seed(broker)
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def bad(module_root: RootSpec, bad_broker: BrokerProcess) -> Iterator[BadInput]:
+    """The checks of one test: the root and offsets as the test found them must stay so."""
+    checks = BadInput(module_root, bad_broker)
     yield checks
     checks.close()
-    assert "Traceback" not in broker.log(), broker.log()
+    assert "Traceback" not in bad_broker.log(), bad_broker.log()
 
 
 def arrow_body(table: pa.Table) -> bytes:

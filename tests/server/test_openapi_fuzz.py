@@ -28,7 +28,7 @@ from schemathesis.hooks import HookContext
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from lakelog.testing import brokers
-from tests.fixtures.brokers import BrokerProcess, broker_env
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 
 TOPIC = "fuzz"
@@ -40,7 +40,7 @@ SHARDS = 6
 
 @pytest.fixture(scope="module")
 def fuzz_broker(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[BrokerProcess]:
     """One broker for every shard of the module: a shard fuzzes the broker the others left."""
     workdir = tmp_path_factory.mktemp("fuzz")
@@ -48,7 +48,7 @@ def fuzz_broker(
     # A short long-poll ceiling keeps generated fetches with max_wait_ms from stalling the run;
     # larger values are answered 400, which is part of what gets checked.
     settings = {"fetch_max_wait_ms": MAX_WAIT_MS, "linger_ms": 1, "max_block_ms": 100}
-    broker = brokers.start_broker(root.url, workdir, settings, env=broker_env(root, request))
+    broker = brokers.start_broker(root.url, workdir, settings, env=root_env(root))
     try:
         with httpx.Client(base_url=broker.url, timeout=30) as http:
             http.post("/v1/topics", json={"name": TOPIC, "partitions": 2}).raise_for_status()

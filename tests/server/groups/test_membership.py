@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.fixtures.brokers import BrokerProcess
+from lakelog.testing import brokers
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
 from tests.server.groups.members import Member, create_topic, rejoin_all
 
@@ -20,17 +21,29 @@ GROUP_SETTINGS = {
     "offsets_topic_num_partitions": 5,
 }
 ALL = {("orders", p) for p in range(3)}
-local_only = pytest.mark.parametrize("make_root", ["local"], indirect=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def two_brokers(
-    root: RootSpec, start_broker: Callable[..., BrokerProcess]
-) -> tuple[BrokerProcess, BrokerProcess]:
-    a = start_broker(root, **GROUP_SETTINGS)
-    b = start_broker(root, **GROUP_SETTINGS)
-    create_topic(a.url, "orders", 3)
-    return a, b
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """Two brokers on one local root for the module; each test has a group of its own."""
+    workdir = tmp_path_factory.mktemp("membership")
+    root = RootSpec(str(workdir / "root"))
+    started: list[BrokerProcess] = []
+    try:
+        for name in ("a", "b"):
+            started.append(
+                brokers.start_broker(
+                    root.url, workdir, GROUP_SETTINGS, name=name, env=root_env(root)
+                )
+            )
+        a, b = started
+        create_topic(a.url, "orders", 3)
+        yield a, b
+    finally:
+        for broker in started:
+            broker.stop()
 
 
 def assert_split(members: list[Member]) -> None:
@@ -40,7 +53,6 @@ def assert_split(members: list[Member]) -> None:
     assert len({m.generation_id for m in members}) == 1
 
 
-@local_only
 def test_two_members_on_two_brokers_split_the_partitions(
     two_brokers: tuple[BrokerProcess, BrokerProcess],
 ) -> None:
@@ -66,7 +78,6 @@ def test_two_members_on_two_brokers_split_the_partitions(
     assert {m["member_id"] for m in described["members"]} == {first.member_id, second.member_id}
 
 
-@local_only
 def test_more_members_than_partitions_leaves_extras_idle(
     two_brokers: tuple[BrokerProcess, BrokerProcess],
 ) -> None:
@@ -84,7 +95,6 @@ def test_more_members_than_partitions_leaves_extras_idle(
     assert sorted(len(m.assignment) for m in members) == [0, 1, 1, 1]
 
 
-@local_only
 def test_leave_and_session_timeout_rebalance(
     two_brokers: tuple[BrokerProcess, BrokerProcess],
 ) -> None:
@@ -117,7 +127,6 @@ def test_leave_and_session_timeout_rebalance(
     assert third.heartbeat() == "UNKNOWN_MEMBER_ID"
 
 
-@local_only
 def test_commit_fencing_errors(two_brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
     a, b = two_brokers
     member = Member(a.url, "g4", ["orders"])
@@ -139,7 +148,6 @@ def test_commit_fencing_errors(two_brokers: tuple[BrokerProcess, BrokerProcess])
     ]
 
 
-@local_only
 def test_first_join_needs_a_member_id_and_bad_input_is_refused(
     two_brokers: tuple[BrokerProcess, BrokerProcess],
 ) -> None:

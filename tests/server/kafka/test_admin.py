@@ -12,7 +12,6 @@ error code and message the broker gave.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
@@ -43,7 +42,6 @@ from kio.schema.incremental_alter_configs.v1.request import AlterableConfig
 from kio.static.primitive import i8
 
 from lakelog.errors import InvalidConfigError
-from lakelog.storage import S3Settings
 from lakelog.testing import brokers
 from lakelog.topic_config import TopicConfig
 from server.kafka.build import build
@@ -51,9 +49,8 @@ from server.kafka.cluster import node_id
 from server.kafka.config_entries import LONG, PASSWORD, broker_entries, topic_entries
 from server.kafka.handlers.configs import APPEND, SUBTRACT, resolve_changes
 from server.settings import BrokerSettings
-from tests.fixtures.brokers import PROJECT, BrokerProcess
+from tests.fixtures.brokers import BrokerProcess, root_env
 from tests.fixtures.roots import RootSpec
-from tests.fixtures.s3 import new_bucket, subprocess_env
 from tests.fixtures.snapshots import RootSnapshots
 
 T = TypeVar("T")
@@ -301,26 +298,13 @@ CLIENTS: dict[str, Callable[[str], Admin]] = {
 }
 
 
-@pytest.fixture(scope="module", params=["local", "s3"])
-def module_root(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> RootSpec:
-    """The module's root: a local directory, then a bucket on the S3-protocol server."""
-    if request.param == "local":
-        return RootSpec(str(tmp_path_factory.mktemp("kafka-admin-root")))
-    settings: S3Settings = request.getfixturevalue("s3_settings")
-    return RootSpec(f"s3://{new_bucket(settings)}/lakelog", settings)
-
-
 @pytest.fixture(scope="module")
 def broker(
     module_root: RootSpec, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerProcess]:
     """One broker for the module's tests (each test names its own topics)."""
-    env = dict(os.environ) if module_root.s3 is None else subprocess_env(module_root.s3)
-    env["PYTHONPATH"] = str(PROJECT)
     process = brokers.start_broker(
-        module_root.url, tmp_path_factory.mktemp("kafka-admin-logs"), env=env
+        module_root.url, tmp_path_factory.mktemp("kafka-admin-logs"), env=root_env(module_root)
     )
     yield process
     process.stop()
