@@ -258,14 +258,20 @@ class CheckpointProcess:
             return self._lock.wait_for(lambda: not self._wanted and not self._busy, timeout_s)
 
     def close(self) -> None:
-        """Stop the helper; a checkpoint not yet written is simply not written."""
+        """Stop the helper; a checkpoint not yet written is simply not written.
+
+        Once the dispatcher has returned, no request is outstanding, so the
+        helper holds no half-written checkpoint and is killed at once:
+        waiting for it to read the stop message could mean waiting for it to
+        finish importing, at low priority on a busy machine, for seconds.
+        """
         with self._lock:
             self._closed = True
             self._lock.notify_all()
             thread = self._thread
         if thread is not None:
             thread.join(STOP_TIMEOUT_S)
-        self._stop_helper()
+        self._stop_helper(idle=thread is None or not thread.is_alive())
 
     # -- dispatcher thread ---------------------------------------------------------
 
@@ -360,7 +366,9 @@ class CheckpointProcess:
         code = process.poll()
         return f"pid {process.pid} (exit code {code})" if code is not None else f"pid {process.pid}"
 
-    def _stop_helper(self) -> None:
+    def _stop_helper(self, idle: bool = False) -> None:
+        """Tell the helper to stop and reap it; an ``idle`` one (no request outstanding) is
+        killed rather than waited for."""
         process, conn = self._process, self._conn
         self._process = self._conn = None
         if conn is not None:
@@ -368,6 +376,8 @@ class CheckpointProcess:
                 conn.send(None)
             conn.close()
         if process is not None:
+            if idle and process.poll() is None:
+                process.kill()
             try:
                 process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:

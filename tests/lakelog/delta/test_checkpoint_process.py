@@ -139,6 +139,27 @@ def test_close_stops_the_helper(
     helper.request(log.table_path, 99)  # after close: skipped, logged, never raises
 
 
+def test_close_does_not_wait_for_an_idle_helper_that_cannot_run(
+    helper: CheckpointProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A helper still importing at low priority on a busy machine is, to the broker, one
+    # that does not read the stop message. With no request outstanding it holds no
+    # half-written checkpoint, so close kills it instead of waiting (a SIGSTOP stands in
+    # for the busy machine: the stop message is never read).
+    helper.start()
+    deadline = time.monotonic() + 60
+    while helper.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = helper.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    with caplog.at_level(logging.WARNING, logger="lakelog.delta.checkpoint_process"):
+        helper.close()
+    assert "did not stop" not in caplog.text
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 def test_update_until_stops_at_that_version_and_later_resumes(
     make_catalog: Callable[..., Catalog],
 ) -> None:
