@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -21,8 +21,7 @@ import pytest
 
 from lakelog.client import Producer
 from lakelog.errors import InvalidTopicError
-from lakelog.testing import brokers
-from tests.fixtures.brokers import BrokerProcess, root_env
+from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots
 
@@ -115,34 +114,30 @@ def seed(broker: BrokerProcess) -> None:
 
 @pytest.fixture(scope="module")
 def bad_broker(
-    module_root: RootSpec, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
+    module_root: RootSpec, start_module_broker: Callable[..., BrokerProcess]
+) -> BrokerProcess:
     """One broker for the module's tests. A refused request changes nothing, and the few
     valid writes (a sequence's first batch, a group's offsets) are read by no other test."""
-    broker = brokers.start_broker(
-        module_root.url,
-        tmp_path_factory.mktemp("bad-input-logs"),
-        {
-            "max_request_bytes": MAX_REQUEST_BYTES,
-            "fetch_max_wait_ms": 1_000,
-            "heartbeat_interval_ms": 60_000,
-        },
-        env=root_env(module_root),
+    broker = start_module_broker(
+        module_root,
+        max_request_bytes=MAX_REQUEST_BYTES,
+        fetch_max_wait_ms=1_000,
+        heartbeat_interval_ms=60_000,
     )
-    try:
-        seed(broker)
-        yield broker
-    finally:
-        broker.stop()
+    seed(broker)
+    return broker
 
 
 @pytest.fixture
 def bad(module_root: RootSpec, bad_broker: BrokerProcess) -> Iterator[BadInput]:
-    """The checks of one test: the root and offsets as the test found them must stay so."""
+    """The checks of one test: the root and offsets as the test found them must stay so,
+    and the broker logs no traceback while the test runs."""
+    logged = len(bad_broker.log())
     checks = BadInput(module_root, bad_broker)
     yield checks
     checks.close()
-    assert "Traceback" not in bad_broker.log(), bad_broker.log()
+    during = bad_broker.log()[logged:]
+    assert "Traceback" not in during, during
 
 
 def arrow_body(table: pa.Table) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -27,8 +27,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.hooks import HookContext
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from lakelog.testing import brokers
-from tests.fixtures.brokers import BrokerProcess, root_env
+from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
 TOPIC = "fuzz"
@@ -40,23 +39,18 @@ SHARDS = 6
 
 @pytest.fixture(scope="module")
 def fuzz_broker(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[BrokerProcess]:
+    tmp_path_factory: pytest.TempPathFactory, start_module_broker: Callable[..., BrokerProcess]
+) -> BrokerProcess:
     """One broker for every shard of the module: a shard fuzzes the broker the others left."""
-    workdir = tmp_path_factory.mktemp("fuzz")
-    root = RootSpec(str(workdir / "root"))
+    root = RootSpec(str(tmp_path_factory.mktemp("fuzz-root")))
     # A short long-poll ceiling keeps generated fetches with max_wait_ms from stalling the run;
     # larger values are answered 400, which is part of what gets checked.
-    settings = {"fetch_max_wait_ms": MAX_WAIT_MS, "linger_ms": 1, "max_block_ms": 100}
-    broker = brokers.start_broker(root.url, workdir, settings, env=root_env(root))
-    try:
-        with httpx.Client(base_url=broker.url, timeout=30) as http:
-            http.post("/v1/topics", json={"name": TOPIC, "partitions": 2}).raise_for_status()
-            records = [{"key": f"k{i}", "value": f'{{"n": {i}}}'} for i in range(8)]
-            http.post(f"/v1/topics/{TOPIC}/records", json={"records": records}).raise_for_status()
-        yield broker
-    finally:
-        broker.stop()
+    broker = start_module_broker(root, fetch_max_wait_ms=MAX_WAIT_MS, linger_ms=1, max_block_ms=100)
+    with httpx.Client(base_url=broker.url, timeout=30) as http:
+        http.post("/v1/topics", json={"name": TOPIC, "partitions": 2}).raise_for_status()
+        records = [{"key": f"k{i}", "value": f'{{"n": {i}}}'} for i in range(8)]
+        http.post(f"/v1/topics/{TOPIC}/records", json={"records": records}).raise_for_status()
+    return broker
 
 
 @pytest.fixture

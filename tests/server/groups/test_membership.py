@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from lakelog.testing import brokers
-from tests.fixtures.brokers import BrokerProcess, root_env
+from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.groups.members import Member, create_topic, rejoin_all
 
@@ -25,25 +24,14 @@ ALL = {("orders", p) for p in range(3)}
 
 @pytest.fixture(scope="module")
 def two_brokers(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    tmp_path_factory: pytest.TempPathFactory, start_module_broker: Callable[..., BrokerProcess]
+) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers on one local root for the module; each test has a group of its own."""
-    workdir = tmp_path_factory.mktemp("membership")
-    root = RootSpec(str(workdir / "root"))
-    started: list[BrokerProcess] = []
-    try:
-        for name in ("a", "b"):
-            started.append(
-                brokers.start_broker(
-                    root.url, workdir, GROUP_SETTINGS, name=name, env=root_env(root)
-                )
-            )
-        a, b = started
-        create_topic(a.url, "orders", 3)
-        yield a, b
-    finally:
-        for broker in started:
-            broker.stop()
+    root = RootSpec(str(tmp_path_factory.mktemp("membership-root")))
+    a = start_module_broker(root, **GROUP_SETTINGS)
+    b = start_module_broker(root, **GROUP_SETTINGS)
+    create_topic(a.url, "orders", 3)
+    return a, b
 
 
 def assert_split(members: list[Member]) -> None:

@@ -42,14 +42,13 @@ from kio.schema.incremental_alter_configs.v1.request import AlterableConfig
 from kio.static.primitive import i8
 
 from lakelog.errors import InvalidConfigError
-from lakelog.testing import brokers
 from lakelog.topic_config import TopicConfig
 from server.kafka.build import build
 from server.kafka.cluster import node_id
 from server.kafka.config_entries import LONG, PASSWORD, broker_entries, topic_entries
 from server.kafka.handlers.configs import APPEND, SUBTRACT, resolve_changes
 from server.settings import BrokerSettings
-from tests.fixtures.brokers import BrokerProcess, root_env
+from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots
 
@@ -300,14 +299,10 @@ CLIENTS: dict[str, Callable[[str], Admin]] = {
 
 @pytest.fixture(scope="module")
 def broker(
-    module_root: RootSpec, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
+    module_root: RootSpec, start_module_broker: Callable[..., BrokerProcess]
+) -> BrokerProcess:
     """One broker for the module's tests (each test names its own topics)."""
-    process = brokers.start_broker(
-        module_root.url, tmp_path_factory.mktemp("kafka-admin-logs"), env=root_env(module_root)
-    )
-    yield process
-    process.stop()
+    return start_module_broker(module_root)
 
 
 @pytest.fixture(params=list(CLIENTS))

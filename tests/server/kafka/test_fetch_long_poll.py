@@ -8,7 +8,7 @@ shows the broker did not wait the poll out.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -28,21 +28,17 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    from lakelog.testing import brokers
-
-    root = RootSpec(str(tmp_path_factory.mktemp("root")))
-    process = brokers.start_broker(
-        root.url, tmp_path_factory.mktemp("logs"), {"fetch_max_wait_ms": TEN_MINUTES_MS}
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, start_module_broker: Callable[..., BrokerProcess]
+) -> BrokerProcess:
+    process = start_module_broker(
+        RootSpec(str(tmp_path_factory.mktemp("root"))), fetch_max_wait_ms=TEN_MINUTES_MS
     )
-    try:
-        response = httpx.post(
-            f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
-        )
-        assert response.status_code == 201, response.text
-        yield process
-    finally:
-        process.stop()
+    response = httpx.post(
+        f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
+    )
+    assert response.status_code == 201, response.text
+    return process
 
 
 def long_fetch(broker: BrokerProcess, parts: list[tuple[str, int, int]]) -> list[int]:

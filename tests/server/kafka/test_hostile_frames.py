@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import httpx
@@ -43,19 +43,15 @@ OFFSET_METADATA_TOO_LARGE = 12
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    from lakelog.testing import brokers
-
-    root = RootSpec(str(tmp_path_factory.mktemp("root")))
-    process = brokers.start_broker(root.url, tmp_path_factory.mktemp("logs"))
-    try:
-        response = httpx.post(
-            f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
-        )
-        assert response.status_code == 201, response.text
-        yield process
-    finally:
-        process.stop()
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, start_module_broker: Callable[..., BrokerProcess]
+) -> BrokerProcess:
+    process = start_module_broker(RootSpec(str(tmp_path_factory.mktemp("root"))))
+    response = httpx.post(
+        f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
+    )
+    assert response.status_code == 201, response.text
+    return process
 
 
 def connect(broker: BrokerProcess) -> RawConnection:
