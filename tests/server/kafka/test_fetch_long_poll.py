@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 
-import httpx
 import pytest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
+from tests.client.conftest import create_topic
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.raw import RawConnection
@@ -34,10 +34,7 @@ def broker(
     process = start_module_broker(
         RootSpec(str(tmp_path_factory.mktemp("root"))), fetch_max_wait_ms=TEN_MINUTES_MS
     )
-    response = httpx.post(
-        f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
-    )
-    assert response.status_code == 201, response.text
+    create_topic(process.url, TOPIC, 2)
     return process
 
 

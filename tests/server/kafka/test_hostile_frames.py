@@ -30,6 +30,7 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from lakelog.testing.brokers import wait_for
+from tests.client.conftest import create_topic
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.raw import RawConnection
@@ -47,10 +48,7 @@ def broker(
     tmp_path_factory: pytest.TempPathFactory, start_module_broker: Callable[..., BrokerProcess]
 ) -> BrokerProcess:
     process = start_module_broker(RootSpec(str(tmp_path_factory.mktemp("root"))))
-    response = httpx.post(
-        f"{process.url}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60
-    )
-    assert response.status_code == 201, response.text
+    create_topic(process.url, TOPIC, 2)
     return process
 
 
