@@ -22,6 +22,7 @@ from lakelog.catalog import Catalog
 from lakelog.delta.checkpoint_process import CheckpointProcess
 from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, LakelogError
 from lakelog.fetch import FetchResult, limit_bytes
+from lakelog.internal_topics import check_append
 from lakelog.produce import PreparedBatch
 from lakelog.produce_batch import ProduceBatch, ProduceInput
 from lakelog.producer_ids import ProducerIdAllocator
@@ -235,7 +236,10 @@ class Broker:
 
         Once this returns the request holds its place in the topic's queue, so
         requests submitted one after another commit in that order. acks=0: None.
+        A client's write to an internal topic is refused before the topic is
+        looked up, so the refusal is the same whether or not it exists yet.
         """
+        check_append(topic, None)
         topic_log = await self.topic(topic)
         batch = topic_log.prepare(
             records, producer_id, base_sequence, sequence_partition=sequence_partition

@@ -1,10 +1,12 @@
-"""A Kafka client producing to ``__consumer_offsets`` is refused at once, on a new root too.
+"""A client producing to ``__consumer_offsets`` is refused at once, on a new root too.
 
 librdkafka holds a record for a topic that Metadata calls unknown until its
 delivery timeout runs out (five minutes by default), so the refusal must not
 depend on whether any group has committed yet: Metadata names the internal
 topic on a root where it was never written, and Produce answers
-INVALID_TOPIC_EXCEPTION. The offsets table takes no record from the client.
+INVALID_TOPIC_EXCEPTION. The HTTP API gives the same refusal (400, code 17)
+before any group has created the topic, not "does not exist". The offsets
+table takes no record from the client.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.fixtures.roots import RootSpec
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Far beyond the refusal's round trip, far below librdkafka's delivery timeout.
 REPORT_WAIT_S = 60.0
+INVALID_TOPIC_EXCEPTION = 17
 
 
 def test_produce_to_internal_topic_fails_fast_on_a_new_root(
@@ -28,6 +31,12 @@ def test_produce_to_internal_topic_fails_fast_on_a_new_root(
 ) -> None:
     broker = start_broker(root)
     assert broker.kafka is not None
+    forged = {"records": [{"key": "forged", "value": "not an offset commit"}]}
+    answer = httpx.post(f"{broker.url}/v1/topics/{OFFSETS_TOPIC}/records", json=forged, timeout=60)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error_code"] == INVALID_TOPIC_EXCEPTION, answer.text
+    assert f"cannot append to internal topic {OFFSETS_TOPIC}" in answer.json()["message"]
+
     reports: list[Any] = []
     producer = Producer({"bootstrap.servers": broker.kafka, "message.timeout.ms": 300_000})
     producer.produce(
