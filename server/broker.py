@@ -323,16 +323,22 @@ class Broker:
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
     ) -> FetchResult:
-        """Records from ``offset``; if there are none yet, wait up to ``max_wait_ms`` for some."""
+        """Records from ``offset``; if there are none yet, wait up to ``max_wait_ms`` for some.
+
+        The high watermark answered is at most ``refresh_interval_ms`` old, as for
+        every other read, wherever in the log the fetch reads: consumers compute
+        their lag from it.
+        """
         if max_wait_ms < 0 or max_wait_ms > self.settings.fetch_max_wait_ms:
             raise InvalidRequestError(
                 f"max_wait_ms must be between 0 and {self.settings.fetch_max_wait_ms}"
             )
         topic_log = await self.topic(topic)
         topic_log.check_partition(partition)
+        interval = self.settings.refresh_interval_ms / 1000
+        await self.refresh(topic_log, interval)
         position = await self.resolve_offset(topic_log, partition, offset)
         deadline = time.monotonic() + max_wait_ms / 1000
-        interval = self.settings.refresh_interval_ms / 1000
         while True:
             hwm = topic_log.high_watermark(partition)
             if position >= hwm:

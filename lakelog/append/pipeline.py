@@ -193,12 +193,19 @@ class Appender:
 
         A retried request is answered from memory when its batch is one of its
         stream's last remembered ones; otherwise it gets a ``RetryLookup``.
+
+        A sequence gap is final only as seen in the table's latest state: this
+        process's view may predate another writer's commit of the missing
+        sequences (a broker that took over from a dead commit leader, or that
+        read the topic while another broker led it), so the table is read
+        again and the requests checked once more before any is refused.
         """
         batches = staged.batches
         results: list[AppendResult | LakelogError | RetryLookup | None] = [None] * len(batches)
         pending = list(range(len(batches)))
         duplicates: list[int] = []
         current: StagedAppend | None = staged
+        refreshed = False
         try:
             while pending:
                 active = [batches[i] for i in pending]
@@ -211,6 +218,11 @@ class Appender:
                     done = AppendResult([], [], [], [], version, duplicate=True)
                     return [done for _ in batches]
                 except _SequenceConflict as conflict:
+                    current = None
+                    if conflict.check.out_of_order and not refreshed:
+                        refreshed = True
+                        if self.table.refresh():
+                            continue  # every pending request, checked on the newer state
                     duplicates += [pending[i] for i in conflict.check.duplicates]
                     for i, expected in conflict.check.out_of_order:
                         batch = active[i]
@@ -222,7 +234,6 @@ class Appender:
                         i for i, _ in conflict.check.out_of_order
                     }
                     pending = [p for i, p in enumerate(pending) if i not in skip]
-                    current = None
                     continue
                 for i, result in zip(pending, committed, strict=True):
                     results[i] = result

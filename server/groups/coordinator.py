@@ -66,6 +66,7 @@ from lakelog.groups.state import (
     JoinResult,
     MemberDescription,
 )
+from lakelog.topic_log import AppendResult
 from server.batcher import ProduceBatcher
 from server.groups.fencing import GenerationStore
 
@@ -439,22 +440,45 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, CommittedOffset],
     ) -> None:
         """Store the offsets once the member may commit them; returns when durable."""
+        future = await self.queue_commit(group_id, member_id, generation_id, offsets)
+        if future is not None:
+            await future
+
+    async def queue_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> asyncio.Future[AppendResult] | None:
+        """Check the commit and queue it for the offsets table's next group commit.
+
+        Returns the future of its durable write (None: nothing to store). Commits
+        queued one after another land in that order, so a caller that queues its
+        next commit only once this returns (a Kafka connection) has its last one win.
+        """
         await asyncio.to_thread(self.check_partitions, list(offsets))
         async with self._locked(group_id) as entry:
             entry.group.check_commit(member_id, generation_id)
-        await self._store(group_id, offsets)
+        return await self._submit(group_id, offsets)
 
     async def _store(
         self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
     ) -> None:
+        future = await self._submit(group_id, offsets)
+        if future is not None:
+            await future
+
+    async def _submit(
+        self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
+    ) -> asyncio.Future[AppendResult] | None:
         if not offsets:
-            return
+            return None
         now = self.now()
         topic_log = await asyncio.to_thread(self.offsets.table, True)
         assert topic_log is not None
         batch = await asyncio.to_thread(self.offsets.prepare, group_id, offsets, now)
-        future = await self.batcher.submit(topic_log, batch)
-        await future
+        return await self.batcher.submit(topic_log, batch)
 
     def check_partitions(self, partitions: list[TopicPartition]) -> None:
         """UNKNOWN_TOPIC_OR_PARTITION for any partition that does not exist (nothing stored)."""

@@ -78,5 +78,29 @@ SUPPORTED: dict[int, ApiRange] = {
     )
 }
 
+#: The APIs that change state. Kafka applies the requests of one connection in the
+#: order they were sent; the listener reads no further request of a connection until
+#: such a request's effect is queued in arrival order (Produce, OffsetCommit: queued for
+#: their group commit) or, for the others, until it is answered. Reads overlap freely.
+ORDERED = frozenset(
+    {
+        PRODUCE,
+        OFFSET_COMMIT,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        INIT_PRODUCER_ID,
+        ALTER_CONFIGS,
+        CREATE_PARTITIONS,
+        DELETE_GROUPS,
+        INCREMENTAL_ALTER_CONFIGS,
+    }
+)
+
 #: What a SASL listener answers before the client has authenticated (Kafka's rule).
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})

@@ -62,8 +62,9 @@ class Session:
 class RequestContext:
     session: Session
     header: RequestHeader
-    #: Set once the request's effect is queued in arrival order (Produce sets it when
-    #: every partition is submitted; other APIs are accepted as they start).
+    #: Set once the request's effect is queued in arrival order: reads as they start, a
+    #: request that changes state (``apis.ORDERED``) when its handler has queued its
+    #: effect (Produce, OffsetCommit) or else once it is answered.
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
     #: The longest quota throttle this request ran into, reported as its throttle_time_ms.
     throttle_ms: int = 0

@@ -29,9 +29,7 @@ from server.kafka import wire
 from server.kafka.apis import (
     API_VERSIONS,
     BEFORE_AUTHENTICATION,
-    PRODUCE,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
+    ORDERED,
     SUPPORTED,
 )
 from server.kafka.authentication import raw_token
@@ -100,9 +98,9 @@ class Dispatcher:
         except LakelogError as exc:
             raise CloseConnection(exc.message) from exc
         ctx = RequestContext(session, request.header)
-        # Produce has an ordered effect to wait for; a SASL step changes what the next
-        # request of the connection may do, so the next frame waits for its answer.
-        if api_key not in (PRODUCE, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+        # A request that changes state holds the next frame back until its effect is
+        # queued (its handler says when) or it is answered (``ORDERED``).
+        if api_key not in ORDERED:
             ctx.accepted.set()
         task = asyncio.create_task(self._answer(ctx, request.body))
         return ctx.accepted, task

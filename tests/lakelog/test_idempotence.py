@@ -63,6 +63,25 @@ def test_sequence_gap_is_refused(catalog: Catalog) -> None:
     assert log.high_watermark(0) == 3
 
 
+def test_a_gap_in_a_stale_view_is_checked_on_the_latest_state(
+    make_catalog: Callable[..., Catalog],
+) -> None:
+    """A writer that last read the table before another one committed the producer's
+    previous batch sees a gap that storage does not have: the next batch is appended."""
+    first, second = make_catalog(), make_catalog()
+    first.create_topic("t", 1)
+    first.topic("t").append(_records(3, "a"), producer_id=9, base_sequence=0)
+    stale = second.topic("t")  # reads the table now: sequences 0..2
+    first.topic("t").append(_records(2, "b"), producer_id=9, base_sequence=3)
+    assert stale.high_watermark(0) == 3, "the premise: this view predates sequences 3..4"
+    follow = stale.append(_records(1, "c"), producer_id=9, base_sequence=5)
+    assert not follow.duplicate
+    assert list(follow.offsets) == [5]
+    with pytest.raises(OutOfOrderSequenceError, match="next expected is 6"):
+        stale.append(_records(1, "d"), producer_id=9, base_sequence=9)
+    assert stale.high_watermark(0) == 6
+
+
 def test_duplicate_inside_one_group_commit(catalog: Catalog) -> None:
     catalog.create_topic("t", 2)
     log = catalog.topic("t")

@@ -129,8 +129,10 @@ async def _read_all(
 
 async def _bounds_only(ctx: RequestContext, w: _Wanted) -> FetchResult:
     """The partition's bounds without records: the response is already full."""
-    topic_log = await ctx.broker.topic(w.topic)
+    broker = ctx.broker
+    topic_log = await broker.topic(w.topic)
     topic_log.check_partition(w.partition)
+    await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
     return FetchResult.nothing(
         w.partition,
         topic_log.high_watermark(w.partition),

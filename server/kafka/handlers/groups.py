@@ -236,8 +236,14 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
         )
         readable = {tp: c for tp, c in offsets.items() if tp.topic not in unreadable}
         check_committed(readable)
-        if readable:
-            await groups.coordinator.commit(body.group_id, body.member_id, generation, readable)
+        if not readable:
+            return
+        future = await groups.coordinator.queue_commit(
+            body.group_id, body.member_id, generation, readable
+        )
+        ctx.accepted.set()  # the connection's next commit lands after this one
+        if future is not None:
+            await future
 
     _, code, _ = await _answer(ctx, f"offset commit of group {body.group_id!r}", call)
     return build(

@@ -115,3 +115,26 @@ def test_retries_are_stored_once_across_restarts_and_brokers(
 
     ids = {producer_id(restarted), producer_id(other), producer_id(restarted), producer_id(other)}
     assert len(ids) == 4 and pid not in ids, "no two InitProducerId answers share an id"
+
+
+def test_a_broker_with_a_stale_view_accepts_the_next_sequence(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """The next batch of a producer whose previous one another broker committed is
+    appended, however long ago this broker last read the topic.
+
+    Each broker commits for itself (no handoff), so the second one checks the
+    sequence against its own view, which its last read left behind the log.
+    """
+    first = start_broker(root, broker_id="b1", commit_handoff=False)
+    second = start_broker(root, broker_id="b2", commit_handoff=False)
+    create_topic(first, TOPIC, partitions=1)
+    pid = producer_id(first)
+    assert produce(first, 0, batch(pid, 0, 3)) == (0, 0)
+    assert stored(second) == [3], "the second broker reads the topic: sequences 0..2"
+    assert produce(first, 0, batch(pid, 3, 2)) == (0, 3)
+    assert produce(second, 0, batch(pid, 5, 1)) == (0, 5)
+    assert produce(first, 0, batch(pid, 6, 1)) == (0, 6)
+    code, _ = produce(second, 0, batch(pid, 9, 1))
+    assert code == OUT_OF_ORDER_SEQUENCE_NUMBER, "a real gap is still refused"
+    assert stored(first) == [7]

@@ -10,6 +10,7 @@ recognised by sequence).
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from collections.abc import Callable
@@ -19,14 +20,19 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
 
 from lakelog.testing.brokers import wait_for
 from server.commit_leader.router import choose_commit_leader
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.clients import kafka_client
+from tests.server.kafka.raw import RawConnection
 from tests.server.kafka.test_produce_consume import create_topic
 
+FETCH = 1
 BROKERS = ["kb1", "kb2"]
 FAST_REGISTRY = {"heartbeat_interval_ms": 500, "broker_session_timeout_ms": 3000}
 
@@ -163,3 +169,62 @@ def test_client_uses_both_brokers_and_survives_a_killed_one(
         assert len(values) == len(set(values)), "a record was stored twice"
         positions = {(p, o): v for p, o, v in stored}
         assert {k: positions.get(k) for k in acked} == acked, "an acknowledged record is lost"
+
+
+def fetch_high_watermark(broker: BrokerProcess, topic: str, offset: int) -> tuple[int, int]:
+    """(records, high watermark) of a Fetch v12 of partition 0 at ``offset``, a few KB long."""
+    assert broker.kafka is not None
+    conn = RawConnection(broker.kafka)
+    try:
+        answer = conn.request(
+            FETCH,
+            12,
+            FetchRequest(
+                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=0)),
+                min_bytes=i32(1),
+                topics=(
+                    FetchTopic(
+                        topic=TopicName(topic),
+                        partitions=(
+                            FetchPartition(
+                                partition=i32(0),
+                                fetch_offset=i64(offset),
+                                partition_max_bytes=i32(4096),
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+            ),
+        )
+    finally:
+        conn.close()
+    (part,) = answer.responses[0].partitions
+    assert part.error_code == 0
+    return len(part.records or b""), int(part.high_watermark)
+
+
+def test_a_mid_log_fetch_answers_a_fresh_high_watermark(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """A broker that did not write the records still answers the log's high watermark
+    (at most ``refresh_interval_ms`` old) to a fetch far behind it."""
+    writer = start_broker(root, broker_id="kb1", commit_handoff=False)
+    reader = start_broker(root, broker_id="kb2", commit_handoff=False)
+    create_topic(writer, "lagging", partitions=1)
+
+    def write(n: int) -> None:
+        records = [{"value": f"v{i}", "partition": 0} for i in range(n)]
+        response = httpx.post(
+            f"{writer.url}/v1/topics/lagging/records", json={"records": records}, timeout=60
+        )
+        assert response.status_code == 200, response.text
+
+    write(100)
+    assert fetch_high_watermark(reader, "lagging", 0)[1] == 100
+    for _ in range(5):
+        write(200)
+    time.sleep(0.3)  # past the reader's refresh interval (100 ms)
+    size, high_watermark = fetch_high_watermark(reader, "lagging", 10)
+    assert size > 0, "the fetch reads records mid-log"
+    assert high_watermark == 1_100
