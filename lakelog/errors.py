@@ -213,7 +213,7 @@ class CommitLeaderUnreachableError(LakelogError):
 
 
 class UnsupportedVersionError(LakelogError):
-    """The Delta table needs a protocol feature this writer does not implement."""
+    """A version this side does not implement: of a Delta table's protocol, or of a Kafka API."""
 
     code = 35
     name = "UNSUPPORTED_VERSION"

@@ -153,6 +153,33 @@ def _read_segments(
     return FetchResult(partition, pa.concat_tables(pieces), hwm, start, min(next_offset, hwm))
 
 
+def offset_of_max_timestamp(
+    table: TopicTable, reader: SegmentReader, partition: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the record with the largest timestamp, the first of equals
+    (Kafka's ListOffsets MAX_TIMESTAMP, KIP-734); None for an empty partition.
+
+    Only segments whose statistics may hold the largest timestamp are read,
+    newest statistics first, and only their two columns.
+    """
+    table.check_partition(partition)
+    with table.state_lock:
+        segments = table.index.partition(partition).segments
+    best: tuple[int, int] | None = None
+    for segment in sorted(segments, key=lambda s: (-s.max_timestamp_ms, s.base_offset)):
+        if best is not None and segment.max_timestamp_ms < best[1]:
+            break
+        rows = reader.read(segment, segment.base_offset, 2**62, columns=("offset", "timestamp"))
+        if not rows.num_rows:
+            continue
+        millis = rows.column("timestamp").cast(pa.int64()).to_numpy()
+        i = int(np.argmax(millis))  # the first of the largest
+        found = (int(rows.column("offset")[i].as_py()), int(millis[i]))
+        if best is None or found[1] > best[1] or (found[1] == best[1] and found[0] < best[0]):
+            best = found
+    return best
+
+
 def offset_for_timestamp(
     table: TopicTable, reader: SegmentReader, partition: int, timestamp_ms: int
 ) -> tuple[int, int] | None:

@@ -32,7 +32,7 @@ from lakelog.delta.actions import Action, Metadata
 from lakelog.delta.state import TableState
 from lakelog.delta.table import COMMIT_ID, ENGINE, CheckpointRequester, TableCommitter
 from lakelog.errors import LakelogError
-from lakelog.fetch import FetchResult, offset_for_timestamp
+from lakelog.fetch import FetchResult, offset_for_timestamp, offset_of_max_timestamp
 from lakelog.fetch import read as read_partition
 from lakelog.internal_topics import InternalWriter
 from lakelog.offset_index import Segment
@@ -351,6 +351,10 @@ class TopicLog:
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
         """First (offset, timestamp) with timestamp >= ``timestamp_ms`` (Kafka's ListOffsets)."""
         return offset_for_timestamp(self.table, self._reader, partition, timestamp_ms)
+
+    def offset_of_max_timestamp(self, partition: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the partition's largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        return offset_of_max_timestamp(self.table, self._reader, partition)
 
 
 def _stop_pools(committer: TableCommitter, writer: SegmentWriter, wait: bool) -> None:

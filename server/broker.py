@@ -393,12 +393,20 @@ class Broker:
 
     async def offset_for_time(
         self, topic: str, partition: int, timestamp_ms: int
-    ) -> tuple[int, int | None]:
-        """Kafka's ListOffsets by time: the first offset at/after it, else the high watermark."""
+    ) -> tuple[int, int] | None:
+        """Kafka's ListOffsets by time: (offset, timestamp) of the first record at/after it;
+        None when every record is older (Kafka answers offset -1 then)."""
+        topic_log = await self.fresh_topic(topic, partition)
+        return await asyncio.to_thread(topic_log.offset_for_timestamp, partition, timestamp_ms)
+
+    async def offset_of_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """Kafka's ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the largest timestamp."""
+        topic_log = await self.fresh_topic(topic, partition)
+        return await asyncio.to_thread(topic_log.offset_of_max_timestamp, partition)
+
+    async def fresh_topic(self, topic: str, partition: int) -> TopicLog:
+        """The topic's log, ``partition`` checked, refreshed at most ``refresh_interval_ms`` ago."""
         topic_log = await self.topic(topic)
         topic_log.check_partition(partition)
         await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
-        found = await asyncio.to_thread(topic_log.offset_for_timestamp, partition, timestamp_ms)
-        if found is None:
-            return topic_log.high_watermark(partition), None
-        return found
+        return topic_log

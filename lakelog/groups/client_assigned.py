@@ -74,7 +74,11 @@ class ClientAssignedJoinResult:
 
     ``members`` lists every member of the generation (in join order) with its
     metadata for ``protocol_name``, for the leader only; followers get an
-    empty tuple, as in Kafka.
+    empty tuple, as in Kafka. ``former_member_id`` is set for a static member
+    that replaced its older id without a rebalance: a leader so answered
+    keeps the generation's assignment instead of computing a new one (KIP-814's
+    ``SkipAssignment``; before JoinGroup v9, Kafka names the former id as the
+    leader, so that the member syncs as a follower).
     """
 
     group_id: str
@@ -84,6 +88,7 @@ class ClientAssignedJoinResult:
     protocol_type: str
     protocol_name: str
     members: tuple[MemberMetadata, ...]
+    former_member_id: str | None = None
 
     @property
     def is_leader(self) -> bool:

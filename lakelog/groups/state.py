@@ -239,6 +239,9 @@ class Group:
         #: and when they are removed for it.
         self.awaiting_sync: set[str] = set()
         self.sync_deadline_ms = 0
+        #: Static members that replaced an older id of theirs without a rebalance, since
+        #: the generation formed: new member id -> the id it replaced.
+        self.rejoined_in_place: dict[str, str] = {}
 
     # -- queries ---------------------------------------------------------------
 
@@ -292,6 +295,7 @@ class Group:
             protocol_type=self.protocol_type,
             protocol_name=self.protocol,
             members=self.generation_members if member_id == self.leader_id else (),
+            former_member_id=self.rejoined_in_place.get(member_id),
         )
 
     def owners(self) -> dict[TopicPartition, str]:
@@ -327,7 +331,11 @@ class Group:
         A static member (``group_instance_id``) gets its id at once instead and
         takes the place, and the partitions, of the member that had its
         instance id; that one is fenced (KIP-345), so two processes started
-        with one instance id cannot both consume.
+        with one instance id cannot both consume. In a ``Stable`` group, when
+        its protocols leave the group's protocol as it is (and, assigned by the
+        coordinator, it subscribes to the same topics), it does so without a
+        rebalance: a restarted static member gets its partitions back and the
+        others notice nothing (``_rejoin_in_place``).
 
         Every join starts (or takes part in) a rebalance, leaving the group
         ``PreparingRebalance``, except Kafka's unchanged rejoin of a
@@ -352,6 +360,8 @@ class Group:
         if not member_id and request.group_instance_id is not None:
             member_id = new_member_id(request.client_id)
             if static is not None:
+                if self._rejoin_in_place(static, member_id, request, now_ms):
+                    return member_id
                 self._replace(static, member_id)
             else:
                 self._check_room()
@@ -458,6 +468,59 @@ class Group:
             return None
         return next((m for m in self.members.values() if m.group_instance_id == instance_id), None)
 
+    def _rejoin_in_place(
+        self,
+        old: Member,
+        member_id: str,
+        request: JoinRequest | ClientAssignedJoinRequest,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's static rejoin of a ``Stable`` group: ``member_id`` replaces ``old`` and
+        keeps its assignment and the generation, if the group's protocol would stay.
+
+        False (nothing changed) when a rebalance is needed instead: the group is
+        not Stable (Kafka rebalances a group completing one, since its leader may
+        be assigning the old id), or the next generation's protocol would differ,
+        or a coordinator-assigned member changed its topics. The answer then is
+        the current generation's; ``client_join_result`` tells a rejoined leader
+        that it keeps the assignment (``former_member_id``).
+        """
+        if self.state is not GroupState.STABLE:
+            return False
+        protocols: tuple[str, ...]
+        if isinstance(request, ClientAssignedJoinRequest):
+            mode, protocols, same_topics = AssignmentMode.CLIENT, request.protocol_names, True
+        else:
+            mode, protocols = AssignmentMode.SERVER, request.protocols
+            same_topics = request.topics == old.topics
+        if self.mode is not mode or not same_topics:
+            return False
+        order = [m for m in self.members.values() if m.member_id == self.leader_id]
+        order += [m for m in self.members.values() if m.member_id != self.leader_id]
+        preferences = [protocols if m is old else m.protocols for m in order]
+        choose = elect_protocol if mode is AssignmentMode.CLIENT else choose_protocol
+        if choose(preferences) != self.protocol:
+            return False
+        self._replace(old, member_id)
+        member = self.members[member_id]
+        member.client_id, member.host = request.client_id, request.host
+        member.session_timeout_ms = request.session_timeout_ms
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.protocols = protocols
+        member.last_heartbeat_ms = now_ms
+        if isinstance(request, ClientAssignedJoinRequest):
+            member.metadata = request.metadata()
+            self.generation_members = tuple(
+                MemberMetadata(
+                    member_id, g.group_instance_id, member.protocol_metadata(self.protocol)
+                )
+                if g.member_id == old.member_id
+                else g
+                for g in self.generation_members
+            )
+        self.rejoined_in_place[member_id] = old.member_id
+        return True
+
     def _replace(self, old: Member, member_id: str) -> None:
         """``member_id`` takes ``old``'s place and partitions; ``old``'s id is fenced."""
         assert old.group_instance_id is not None
@@ -487,6 +550,7 @@ class Group:
         was_empty = self.state is GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
         self.followup = False
+        self.rejoined_in_place = {}
         for member in self.members.values():
             member.joined = False
             member.last_heartbeat_ms = max(member.last_heartbeat_ms, now_ms)

@@ -323,15 +323,18 @@ class GroupCoordinator:
         """Join and wait until the generation forms (server-assigned: until it is durable).
 
         A client-assigned member's answer is its JoinGroup response; it must
-        then ``sync_assignments``. An unchanged client-assigned rejoin is
-        answered at once from the current generation (Kafka's rule).
+        then ``sync_assignments``. An unchanged client-assigned rejoin, and a
+        static member's rejoin in place (``Group.join``), are answered at once
+        from the current generation (Kafka's rules).
         """
         async with self._locked(group_id) as entry:
             group = entry.group
             member_id = group.join(member_id, request, self.now())
             client = isinstance(request, ClientAssignedJoinRequest)
-            if client and group.state is not GroupState.PREPARING_REBALANCE:
-                return group.client_join_result(member_id)
+            if group.state is not GroupState.PREPARING_REBALANCE:  # answered from this generation
+                return (
+                    group.client_join_result(member_id) if client else group.join_result(member_id)
+                )
             before = group.generation_id
             entry.cond.notify_all()
             await self._advance(entry)

@@ -52,7 +52,7 @@ SUPPORTED: dict[int, ApiRange] = {
     for api in (
         ApiRange(PRODUCE, "Produce", 3, 9),
         ApiRange(FETCH, "Fetch", 4, 12),
-        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 6),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 11),
         ApiRange(METADATA, "Metadata", 0, 12),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),

@@ -46,6 +46,8 @@ T = TypeVar("T")
 NO_OFFSET = -1
 STABLE = "Stable"
 OPERATIONS_OMITTED = -(2**31)
+#: The first JoinGroup version with SkipAssignment (KIP-814).
+SKIP_ASSIGNMENT_VERSION = 9
 #: Kafka's offset.metadata.max.bytes, and the HTTP commit's limit.
 MAX_METADATA_CHARS = 4096
 TOPIC_DENIED = TopicAuthorizationFailedError.code
@@ -122,11 +124,19 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
     except Exception as exc:  # answered with its code; unexpected ones are logged
         answer["error_code"], _ = error_code(exc, f"join of group {body.group_id!r}")
         return build(schema, **answer)
+    leader, members, skip = result.leader_id, result.members, False
+    if result.former_member_id is not None and result.is_leader:
+        # A static leader back without a rebalance keeps the generation's assignment.
+        if ctx.version >= SKIP_ASSIGNMENT_VERSION:
+            skip = True
+        else:
+            leader, members = result.former_member_id, ()
     answer.update(
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,
-        leader=result.leader_id,
+        leader=leader,
+        skip_assignment=skip,
         member_id=result.member_id,
         members=[
             {
@@ -134,7 +144,7 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
                 "group_instance_id": m.group_instance_id,
                 "metadata": m.metadata,
             }
-            for m in result.members
+            for m in members
         ],
     )
     return build(schema, **answer)

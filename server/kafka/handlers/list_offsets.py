@@ -1,14 +1,22 @@
-"""ListOffsets: the earliest or latest offset of a partition, or the first at/after a time.
+"""ListOffsets: a partition's earliest, latest, largest-timestamp or first offset at a time.
 
-Needs DESCRIBE on the topic; otherwise each of its partitions is answered
-TOPIC_AUTHORIZATION_FAILED.
+Kafka's special timestamps, each from the version that introduced it:
+-1 latest and -2 earliest, -3 the record with the largest timestamp (v7,
+KIP-734), -4 the earliest offset kept locally (v8; lakelog keeps no other
+tier, so the log start offset), -5 the latest tiered offset and -6 the
+earliest offset pending upload (v9, v11; no tier: offset -1, as Kafka
+answers a topic without remote storage). Any other negative timestamp, or
+one older than the request's version allows, is answered UNSUPPORTED_VERSION
+on its partition. A time after every record answers offset -1 and timestamp
+-1, as Kafka does. Needs DESCRIBE on the topic; otherwise each of its
+partitions is answered TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import UnsupportedVersionError
 from lakelog.security.acl import Operation, ResourceType
 from server.broker import OffsetSpec
 from server.kafka import wire
@@ -20,7 +28,22 @@ from server.kafka.error_codes import error_code
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+#: The first ListOffsets version that carries each special timestamp (Kafka's rule).
+SPECIAL_SINCE = {
+    LATEST: 0,
+    EARLIEST: 0,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 NO_TIMESTAMP = -1
+NO_OFFSET = -1
+NO_EPOCH = -1
 
 
 async def list_offsets(ctx: RequestContext, body: Any) -> Any:
@@ -35,7 +58,7 @@ async def list_offsets(ctx: RequestContext, body: Any) -> Any:
                 "partition_index": part.partition_index,
                 "error_code": 0,
                 "timestamp": NO_TIMESTAMP,
-                "offset": -1,
+                "offset": NO_OFFSET,
                 "leader_epoch": 0,
             }
             try:
@@ -55,14 +78,28 @@ async def _lookup(
     ctx: RequestContext, topic: str, partition: int, timestamp: int
 ) -> dict[str, int]:
     broker = ctx.broker
-    if timestamp in (LATEST, EARLIEST):
+    if timestamp < 0:
+        since = SPECIAL_SINCE.get(timestamp)
+        if since is None or ctx.version < since:
+            raise UnsupportedVersionError(
+                f"ListOffsets v{ctx.version} has no timestamp {timestamp} (special timestamps: "
+                + ", ".join(f"{t} from v{v}" for t, v in SPECIAL_SINCE.items())
+                + ")"
+            )
+    if timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL):
         topic_log = await broker.topic(topic)
         topic_log.check_partition(partition)
         spec: OffsetSpec = "latest" if timestamp == LATEST else "earliest"
         return {"offset": await broker.resolve_offset(topic_log, partition, spec)}
-    if timestamp < 0:
-        raise InvalidRequestError(
-            f"ListOffsets timestamp {timestamp}: only -1 (latest), -2 (earliest) or a time"
-        )
-    offset, found = await broker.offset_for_time(topic, partition, timestamp)
-    return {"offset": offset, "timestamp": NO_TIMESTAMP if found is None else found}
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        topic_log = await broker.topic(topic)
+        topic_log.check_partition(partition)
+        return {"offset": NO_OFFSET, "leader_epoch": NO_EPOCH}
+    if timestamp == MAX_TIMESTAMP:
+        found = await broker.offset_of_max_timestamp(topic, partition)
+    else:
+        found = await broker.offset_for_time(topic, partition, timestamp)
+    if found is None:
+        return {"offset": NO_OFFSET, "timestamp": NO_TIMESTAMP, "leader_epoch": NO_EPOCH}
+    offset, stamp = found
+    return {"offset": offset, "timestamp": stamp}

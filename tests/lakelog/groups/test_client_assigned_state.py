@@ -353,12 +353,59 @@ def test_a_static_leader_replaced_by_a_new_instance_keeps_leading() -> None:
     other = new_member(group, 0, kafka(("range", b"o")))
     settle(group, 0, {})
     assert group.leader_id == first
+    group.join(other, kafka(("range", b"o2")), 5)  # new metadata: a rebalance starts
     second = group.join("", static, 10)  # the instance restarted: it takes first's place
-    group.join(other, kafka(("range", b"o")), 10)
     form(group, 10)
     assert list(group.members) == [other, second]  # the new id joined last...
     assert group.leader_id == second  # ...yet leads: the leader stays while it stays
     assert group.client_join_result(second).members == (
-        MemberMetadata(other, None, b"o"),
+        MemberMetadata(other, None, b"o2"),
         MemberMetadata(second, "node-1", b"s"),
     )
+
+
+def test_a_static_member_back_in_a_stable_group_keeps_the_generation() -> None:
+    """KIP-345: the restarted instance takes its old id's place and assignment, no rebalance;
+    the leader, so answered, keeps the assignment (KIP-814)."""
+    group = Group("g", LIMITS)
+    static = replace(kafka(("range", b"s")), group_instance_id="node-1")
+    first = group.join("", static, 0)
+    other = new_member(group, 0, kafka(("range", b"o")))
+    settle(group, 0, {first: b"first's", other: b"other's"})
+    generation = group.generation_id
+    assert group.leader_id == first
+
+    second = group.join("", replace(static, protocols=(("range", b"s2"),)), 10)
+    assert state_of(group) is GroupState.STABLE and group.generation_id == generation
+    assert first not in group.members and group.leader_id == second
+    answer = group.client_join_result(second)
+    assert answer.former_member_id == first and answer.is_leader
+    assert MemberMetadata(second, "node-1", b"s2") in answer.members
+    assert group.sync_client(second, generation, {}, 10) is None  # its assignment stands
+    assert group.client_assignment(second, generation) == b"first's"
+    assert group.client_assignment(other, generation) == b"other's"
+    group.heartbeat(other, generation, 20)  # the other member notices nothing
+
+
+def test_a_static_member_back_with_another_protocol_rebalances() -> None:
+    group = Group("g", LIMITS)
+    static = replace(kafka(("range", b"s"), ("roundrobin", b"s")), group_instance_id="node-1")
+    first = group.join("", static, 0)
+    other = new_member(group, 0, kafka(("range", b"o"), ("roundrobin", b"o")))
+    settle(group, 0, {})
+    assert group.protocol == "range"
+    # Preferring roundrobin, the leader's new vote would elect it: the group rebalances.
+    group.join("", replace(static, protocols=(("roundrobin", b"s"), ("range", b"s"))), 10)
+    assert state_of(group) is GroupState.PREPARING_REBALANCE
+    assert first not in group.members and other in group.members
+
+
+def test_a_static_member_back_while_its_group_completes_a_rebalance_rebalances() -> None:
+    """The leader may be assigning the old id: Kafka starts the rebalance again."""
+    group = Group("g", LIMITS)
+    static = replace(kafka(("range", b"s")), group_instance_id="node-1")
+    group.join("", static, 0)
+    new_member(group, 0, kafka(("range", b"o")))
+    form(group, 0)
+    group.join("", static, 10)
+    assert state_of(group) is GroupState.PREPARING_REBALANCE

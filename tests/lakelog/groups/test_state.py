@@ -204,8 +204,11 @@ def test_a_static_member_gets_its_id_at_once_and_a_second_instance_fences_the_fi
     second = group.join("", static("node-1"), 50)
     assert second != first and first not in group.members
     assert group.members[second].assignment == owned  # it takes the partitions over
-    assert state_of(group) is GroupState.PREPARING_REBALANCE
-    group.join(other, request(), 60)
+    # ...in the same generation: nothing of the group changed (KIP-345)
+    assert state_of(group) is GroupState.STABLE and group.generation_id == 1
+    assert group.join_result(second).assignment == owned
+    group.join(other, request(), 60)  # a rejoin of another member rebalances as ever
+    group.join(second, static("node-1"), 60)
     complete(group, 60)
     assert sorted(group.members) == sorted([second, other])
 

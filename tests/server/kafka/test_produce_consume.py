@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -120,4 +121,40 @@ def test_http_records_consumed_over_kafka_and_offsets_for_times(
 
     assert client.offsets_for_time(broker.kafka, "clicks", 0, 1_700_000_004_500) == 5
     assert client.offsets_for_time(broker.kafka, "clicks", 0, 1_700_000_000_000) == 0
-    assert client.offsets_for_time(broker.kafka, "clicks", 0, 1_800_000_000_000) in (None, 10)
+    # After the last record: no offset (Kafka answers -1), which each client shows as None.
+    assert client.offsets_for_time(broker.kafka, "clicks", 0, 1_800_000_000_000) is None
+
+
+def test_admin_list_offsets_answers_every_offset_spec(
+    tmp_path_factory: pytest.TempPathFactory, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """confluent-kafka's AdminClient.list_offsets with each OffsetSpec, on records whose
+    timestamps do not grow with their offsets."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+    broker = start_broker(RootSpec(str(tmp_path_factory.mktemp("root"))))
+    assert broker.kafka is not None
+    create_topic(broker, "stamps", partitions=1)
+    stamps = [1_000, 5_000, 3_000, 5_000, 2_000]
+    body = {
+        "records": [
+            {"value": f"v{i}", "timestamp_ms": t, "partition": 0} for i, t in enumerate(stamps)
+        ]
+    }
+    response = httpx.post(f"{broker.url}/v1/topics/stamps/records", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    admin = AdminClient({"bootstrap.servers": broker.kafka})
+    tp = TopicPartition("stamps", 0)
+
+    def listed(spec: Any) -> tuple[int, int]:
+        (found,) = admin.list_offsets({tp: spec}, request_timeout=30).values()
+        info = found.result(timeout=30)
+        return int(info.offset), int(info.timestamp)
+
+    specs: Any = OffsetSpec  # untyped in confluent-kafka
+    assert listed(specs.earliest())[0] == 0
+    assert listed(specs.latest())[0] == 5
+    assert listed(specs.max_timestamp()) == (1, 5_000), "the first of the largest"
+    assert listed(specs.for_timestamp(2_500)) == (1, 5_000)
+    assert listed(specs.for_timestamp(6_000)) == (-1, -1)
