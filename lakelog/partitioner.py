@@ -142,12 +142,6 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
         return np.full(n, -1, np.int32)
     validity, offsets_buf, data_buf = keys.buffers()
     offsets = np.frombuffer(offsets_buf, np.int32, n + 1, keys.offset * 4).astype(np.int64)
-    if not keys.null_count and data_buf is not None:
-        same = _same_length_rows(offsets)
-        if same:
-            data = np.frombuffer(data_buf, np.uint8, n * same, int(offsets[0]))
-            hashes = _murmur2_rows(data.reshape(n, same))
-            return ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int32)
     out = np.full(n, -1, np.int32)
     starts, lengths = offsets[:-1], np.diff(offsets)
     present = np.ones(n, bool)
@@ -170,8 +164,6 @@ def _murmur2_many(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.uint32]:
     """Kafka's murmur2 of ``data[starts[i]:starts[i] + lengths[i]]`` for every i, unsigned."""
-    if len(lengths) and lengths.min() == lengths.max():
-        return _murmur2_same_length(data, starts, int(lengths[0]))
     m = np.uint32(_M)
     blocks = lengths >> 2
     order = stable_order(blocks.max() - blocks)  # most blocks first
@@ -216,59 +208,6 @@ def _murmur2_many(
     result = np.empty_like(h)
     result[order] = h
     return result
-
-
-def _same_length_rows(offsets: npt.NDArray[np.int64]) -> int:
-    """The common length of keys stored back to back with these offsets, or 0 if they differ
-    (or are empty, or longer than ``VECTOR_KEY_BYTES``)."""
-    length = int(offsets[1] - offsets[0])
-    if not 0 < length <= VECTOR_KEY_BYTES or int(offsets[-1] - offsets[0]) != length * (
-        len(offsets) - 1
-    ):
-        return 0
-    return length if bool((np.diff(offsets) == length).all()) else 0
-
-
-def _murmur2_same_length(
-    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], length: int
-) -> npt.NDArray[np.uint32]:
-    """``_murmur2_many`` of keys that all have ``length`` bytes (ids of one format, UUIDs)."""
-    n = len(starts)
-    if n and int(starts[-1] - starts[0]) == (n - 1) * length:  # back to back: no gather
-        first = int(starts[0])
-        rows = data[first : first + n * length].reshape(n, length)
-    else:
-        rows = data[starts[:, None] + np.arange(length)]
-    return _murmur2_rows(rows)
-
-
-def _murmur2_rows(rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
-    """Kafka's murmur2 of every row of a byte matrix: the keys, read as little-endian blocks.
-
-    Keys of one length (ids of one format, UUIDs) are the usual case: then the
-    whole column is this matrix, with no per-key offsets to follow.
-    """
-    m = np.uint32(_M)
-    n, length = rows.shape
-    h = np.full(n, (_SEED ^ length) & _MASK32, np.uint32)
-    aligned = length & ~3
-    if aligned:
-        k = np.ascontiguousarray(rows[:, :aligned]).view("<u4").astype(np.uint32)
-        k *= m
-        k ^= k >> np.uint32(24)
-        k *= m
-        for j in range(aligned >> 2):
-            h *= m
-            h ^= k[:, j]
-    if length & 3:
-        extra = np.zeros(n, np.uint32)
-        for byte in range(length & 3):
-            extra |= rows[:, aligned + byte].astype(np.uint32) << np.uint32(8 * byte)
-        h = (h ^ extra) * m
-    h ^= h >> np.uint32(13)
-    h *= m
-    h ^= h >> np.uint32(15)
-    return h
 
 
 def stable_order(small: npt.NDArray[np.integer]) -> npt.NDArray[np.intp]:

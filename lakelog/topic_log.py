@@ -21,7 +21,6 @@ from lakelog.append import (
     AppendListener,
     AppendResult,
     PartitionBatch,
-    RetryLookup,
     StagedAppend,
 )
 from lakelog.append import (
@@ -71,7 +70,6 @@ __all__ = [
     "FetchResult",
     "PartitionBatch",
     "PartitionState",
-    "RetryLookup",
     "StagedAppend",
     "TopicLog",
     "partition_txn",
@@ -301,18 +299,9 @@ class TopicLog:
 
     def commit_staged(
         self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
-    ) -> list[AppendResult | LakelogError | RetryLookup]:
-        """Commit a staged append (see ``append_prepared`` for the per-request outcomes).
-
-        A retried request this process does not remember gets a ``RetryLookup``:
-        answer it with ``look_up_retry`` once the commit is done, so the next
-        commit does not wait for the search.
-        """
+    ) -> list[AppendResult | LakelogError]:
+        """Commit a staged append (see ``append_prepared`` for the per-request outcomes)."""
         return self._appender.commit_staged(staged, app_transaction)
-
-    def look_up_retry(self, lookup: RetryLookup) -> AppendResult | LakelogError:
-        """A retried request's first offsets, searched in the newest segments."""
-        return self._appender.look_up_retry(lookup)
 
     def find_producer_records(
         self,

@@ -16,11 +16,9 @@ import uvicorn
 
 from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
-from server.allocator import keep_freed_memory
 from server.app import create_app
 from server.internal_http_logs import log_internal_calls_at_debug
 from server.kafka.listeners import default_protocol
-from server.pandas_free import keep_pandas_unloaded
 from server.settings import BrokerSettings, load_settings
 
 
@@ -80,7 +78,6 @@ def kafka_listeners_text(settings: BrokerSettings) -> str:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    keep_pandas_unloaded()
     settings = load_settings(
         args.config,
         root=args.root,
@@ -97,7 +94,6 @@ def run_start(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     log_internal_calls_at_debug()
-    keep_freed_memory(settings.malloc_keep_bytes)
     print(
         f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}"
         + (f", Kafka {kafka}" if (kafka := kafka_listeners_text(settings)) else ""),

@@ -337,14 +337,10 @@ def joined_lines(
 ) -> pa.Buffer:
     """Every record's ``head(partition) + str(offset) + tail``, in record order, as one text.
 
-    Answers list every record, so this runs per request on the event loop.
-    When every line has one width (the heads have one length and the offsets
-    one number of digits: the usual request) the text is a byte matrix filled
-    column block by column block (about half the cost of Arrow's string join
-    for a 1,000-record answer; figures in docs/architecture.md); otherwise the
-    decimal offsets and the concatenation are Arrow string kernels. The text
-    stays in its buffer: callers join it with their own prefix and suffix in
-    one copy.
+    Answers list every record, so this runs per request on the event loop: the
+    decimal offsets and the concatenation are Arrow string kernels, and the
+    text stays in its buffer, so callers join it with their own prefix and
+    suffix in one copy.
     """
     if not len(offsets):
         return pa.py_buffer(b"")
@@ -353,35 +349,12 @@ def joined_lines(
     heads = [head(p).encode() for p in np.flatnonzero(present).tolist()]
     which_head = (np.cumsum(present) - 1)[numbers]
     values = np.asarray(offsets, np.int64)
-    low, high = int(values.min()), int(values.max())
-    if low >= 0 and len(str(low)) == len(str(high)) and len({len(h) for h in heads}) == 1:
-        return _fixed_width_lines(heads, which_head, values, len(str(high)), tail.encode())
     per_record = pa.array(heads, pa.binary()).take(pa.array(which_head))
     digits = pa.array(values).cast(pa.string()).cast(pa.binary())
     lines = pc.binary_join_element_wise(per_record, digits, tail.encode(), b"")
     ends = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
     text: pa.Buffer = lines.buffers()[2][int(ends[0]) : int(ends[-1])]
     return text
-
-
-def _fixed_width_lines(
-    heads: list[bytes],
-    which_head: npt.NDArray[np.int64],
-    offsets: npt.NDArray[np.int64],
-    digits: int,
-    tail: bytes,
-) -> pa.Buffer:
-    """``joined_lines`` when every line has the same width: one row of a byte matrix each."""
-    width = len(heads[0])
-    lines = np.empty((len(offsets), width + digits + len(tail)), np.uint8)
-    table = np.frombuffer(b"".join(heads), np.uint8).reshape(len(heads), width)
-    lines[:, :width] = table[0] if len(heads) == 1 else table[which_head]
-    text = pa.array(offsets).cast(pa.string()).buffers()[2]  # digits, one width, no gaps
-    lines[:, width : width + digits] = np.frombuffer(text, np.uint8, len(offsets) * digits).reshape(
-        len(offsets), digits
-    )
-    lines[:, width + digits :] = np.frombuffer(tail, np.uint8)
-    return pa.py_buffer(lines)
 
 
 def produce_response_json(topic: str, result: AppendResult, throttle_time_ms: int = 0) -> bytes:

@@ -65,13 +65,6 @@ class BrokerSettings(BaseSettings):
     batch_bytes: int = Field(
         1 << 20, ge=1, description="A topic's batch is committed once this many bytes wait."
     )
-    malloc_keep_bytes: int = Field(
-        64 << 20,
-        ge=0,
-        description="Freed memory the C allocator keeps for reuse instead of returning it to "
-        "the kernel (glibc; 0: the C library's defaults). Group commits reuse it for their "
-        "short-lived arrays instead of faulting fresh pages in.",
-    )
     max_in_flight_commits: int = Field(
         2,
         ge=1,

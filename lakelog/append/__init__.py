@@ -7,7 +7,7 @@ where the records landed.
 """
 
 from lakelog.append.pipeline import Appender, AppendListener, prepare
-from lakelog.append.result import AppendResult, PartitionBatch, RetryLookup
+from lakelog.append.result import AppendResult, PartitionBatch
 from lakelog.append.staging import StagedAppend
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "AppendResult",
     "Appender",
     "PartitionBatch",
-    "RetryLookup",
     "StagedAppend",
     "prepare",
 ]

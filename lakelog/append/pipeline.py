@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.append.producer_state import ProducerState
-from lakelog.append.result import AppendResult, RetryLookup, grouped_batches, partition_batches
+from lakelog.append.result import AppendResult, grouped_batches, partition_batches
 from lakelog.append.staging import PreparedSegments, StagedAppend, group_by_partition
 from lakelog.column_buffers import int64_values
 from lakelog.delta.actions import Action, Txn
@@ -133,9 +133,8 @@ class Appender:
         batches: Sequence[PreparedBatch],
         app_transaction: tuple[str, int] | None = None,
     ) -> list[AppendResult | LakelogError]:
-        """Stage and commit (see ``TopicLog.append_prepared``); retries are looked up here."""
-        outcomes = self.commit_staged(self.stage(batches), app_transaction)
-        return [self.look_up_retry(o) if isinstance(o, RetryLookup) else o for o in outcomes]
+        """Stage and commit (see ``TopicLog.append_prepared``)."""
+        return self.commit_staged(self.stage(batches), app_transaction)
 
     def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
         """Write the segments of a group commit at predicted offsets (``TopicLog.stage``)."""
@@ -188,11 +187,12 @@ class Appender:
 
     def commit_staged(
         self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
-    ) -> list[AppendResult | LakelogError | RetryLookup]:
+    ) -> list[AppendResult | LakelogError]:
         """Commit a staged append (see ``TopicLog.append_prepared`` for the outcomes).
 
         A retried request is answered from memory when its batch is one of its
-        stream's last remembered ones; otherwise it gets a ``RetryLookup``.
+        stream's last remembered ones; otherwise its first offsets are searched
+        in the log, once the commit has landed.
 
         A sequence gap is final only as seen in the table's latest state: this
         process's view may predate another writer's commit of the missing
@@ -201,7 +201,7 @@ class Appender:
         again and the requests checked once more before any is refused.
         """
         batches = staged.batches
-        results: list[AppendResult | LakelogError | RetryLookup | None] = [None] * len(batches)
+        results: list[AppendResult | LakelogError | None] = [None] * len(batches)
         pending = list(range(len(batches)))
         duplicates: list[int] = []
         current: StagedAppend | None = staged
@@ -337,17 +337,16 @@ class Appender:
             actions.append(add_action(segment))
         return actions
 
-    def _remembered_result(self, batch: PreparedBatch) -> AppendResult | RetryLookup:
-        """A duplicate request's first result if remembered, else what to look up."""
+    def _remembered_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
+        """A duplicate request's first result: remembered, or searched in the log."""
         remembered = self.producer_state.original(batch)
         if remembered is None:
-            return RetryLookup(batch)
+            return self._look_up_retry(batch)
         self.table.committer.count(duplicates_from_memory=1)
         return remembered
 
-    def look_up_retry(self, lookup: RetryLookup) -> AppendResult | LakelogError:
+    def _look_up_retry(self, batch: PreparedBatch) -> AppendResult | LakelogError:
         """Where a retried request's records were first written, searched in the log."""
-        batch = lookup.batch
         assert batch.producer_id is not None and batch.base_sequence is not None
         self.table.committer.count(duplicates_from_log=1)
         found = self.find_producer_records(

@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 
 from lakelog.partitioner import stable_order
-from lakelog.produce import PreparedBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,18 +18,6 @@ class PartitionBatch:
     partition: int
     base_offset: int
     count: int
-
-
-@dataclass(frozen=True, slots=True)
-class RetryLookup:
-    """A retried request whose first offsets this process does not remember.
-
-    Its answer is in the log (``Appender.look_up_retry``), a search of up to
-    one store read per segment. The commit that found the retry returns this
-    instead of searching, so whoever commits next need not wait for it.
-    """
-
-    batch: PreparedBatch
 
 
 IntColumn = Sequence[int] | npt.NDArray[np.int64] | npt.NDArray[np.int32]

@@ -346,7 +346,7 @@ def _uniform_reports(
     """``v3_report_json`` of reports that differ only in partition and offset.
 
     Each line is its partition's head, the offset, and the shared tail, put
-    together by ``joined_lines`` (figures in docs/architecture.md) instead of
+    together by ``joined_lines`` instead of
     msgspec encoding a struct per record. The pieces are cut from msgspec's
     own rendering of the first report, so both renderings agree byte for byte.
     """

@@ -252,8 +252,7 @@ def test_partitions_for_keys_every_length_0_to_300(n: int) -> None:
 @pytest.mark.parametrize("length", [*range(13), 16, 36, 64, 301])
 @pytest.mark.parametrize("gaps", [False, True])
 def test_partitions_for_keys_all_one_length(length: int, gaps: bool) -> None:
-    # Keys of one length are hashed as a byte matrix: read in place when back to back,
-    # else gathered from where they are.
+    # Keys of one length (ids of one format, UUIDs), back to back or with gaps.
     rng = random.Random(length)
     keys: list[bytes | None] = [rng.randbytes(length) for _ in range(50)]
     if gaps:  # a null takes no bytes; a key too long for the matrix leaves a gap
@@ -273,8 +272,8 @@ def test_partitions_for_keys_all_one_length(length: int, gaps: bool) -> None:
 def test_partitions_for_keys_one_length_no_nulls(
     length: int, count: int, skip: int, rng: random.Random
 ) -> None:
-    # The usual request (keys of one format, none null) is hashed as one byte matrix read
-    # straight from the column's data, also when the column is a slice of a longer one.
+    # The usual request (keys of one format, none null), also when the column is a slice
+    # of a longer one.
     keys: list[bytes | None] = [rng.randbytes(length) for _ in range(count)]
     array = pa.array([rng.randbytes(length)] * skip + keys, pa.binary()).slice(skip)
     assert partitions_for_keys(array, 7).tolist() == reference_partitions(keys, 7)

@@ -22,14 +22,14 @@ from lakelog.append.staging import group_by_partition, take_rows
 from lakelog.errors import LakelogError
 from lakelog.produce import PreparedBatch
 from lakelog.produce_batch import ProduceBatch
-from lakelog.topic_log import AppendResult, RetryLookup, StagedAppend, TopicLog
+from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 
 
 def _stage(log: TopicLog, tag: str, n: int = 3) -> StagedAppend:
     return log.stage([log.prepare([Record(f"{tag}{i}".encode(), partition=0) for i in range(n)])])
 
 
-def _offsets(results: Sequence[AppendResult | LakelogError | RetryLookup]) -> list[int]:
+def _offsets(results: Sequence[AppendResult | LakelogError]) -> list[int]:
     (result,) = results
     assert isinstance(result, AppendResult)
     return [int(o) for o in result.offsets]

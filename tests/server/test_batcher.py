@@ -23,7 +23,7 @@ from lakelog.errors import (
     UnknownServerError,
 )
 from lakelog.produce import PreparedBatch
-from lakelog.topic_log import AppendResult, RetryLookup, TopicLog
+from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import COMMIT_PHASES, ProduceBatcher
 from server.settings import BrokerSettings
 
@@ -45,12 +45,7 @@ class FakeLog:
         self.gate.set()
         self.entered = threading.Event()  # set when a commit has started
         self.fail_with: BaseException | None = None
-        self.per_request: (
-            Callable[[int, PreparedBatch], LakelogError | RetryLookup | None] | None
-        ) = None
-        self.lookup_gate = threading.Event()  # retries' log searches block until it is set
-        self.lookup_gate.set()
-        self.looking_up = threading.Event()  # set when a search has started
+        self.per_request: Callable[[int, PreparedBatch], LakelogError | None] | None = None
         self.staged: list[list[PreparedBatch]] = []
         self.abandoned: list[list[PreparedBatch]] = []
 
@@ -61,19 +56,13 @@ class FakeLog:
     def abandon(self, staged: list[PreparedBatch]) -> None:
         self.abandoned.append(staged)
 
-    def look_up_retry(self, lookup: RetryLookup) -> AppendResult:
-        self.looking_up.set()
-        assert self.lookup_gate.wait(GUARD), "test never opened the lookup gate"
-        n = lookup.batch.num_records
-        return AppendResult([0] * n, list(range(n)), [0] * n, [], 1, duplicate=True)
-
     def commit_staged(self, batches: list[PreparedBatch]) -> list[AppendResult | Any]:
         self.calls.append(list(batches))
         self.entered.set()
         assert self.gate.wait(GUARD), "test never opened the gate"
         if self.fail_with is not None:
             raise self.fail_with
-        results: list[AppendResult | LakelogError | RetryLookup] = []
+        results: list[AppendResult | LakelogError] = []
         for i, batch in enumerate(batches):
             error = self.per_request(i, batch) if self.per_request else None
             if error is not None:
@@ -540,83 +529,6 @@ def test_per_request_errors_reach_only_their_request() -> None:
 
     run(main)
     assert observed == [(2, 4)]  # the refused request is not part of what was committed
-
-
-@pytest.mark.parametrize("max_in_flight_commits", [1, 2])
-def test_a_retry_searched_in_the_log_does_not_hold_the_next_commit(
-    max_in_flight_commits: int,
-) -> None:
-    """A retry its broker does not remember is looked up after its group's commit: the
-    rest of its group and the groups taken after it are answered while the search runs."""
-    fake = FakeLog()
-    fake.lookup_gate.clear()
-    retry = batch(3)
-    fake.per_request = lambda _, b: RetryLookup(b) if b is retry else None
-
-    async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0, max_in_flight_commits=max_in_flight_commits))
-        retried = await batcher.submit(as_log(fake), retry)
-        beside = await batcher.submit(as_log(fake), batch(1))  # the same group
-        assert await asyncio.to_thread(fake.looking_up.wait, GUARD)
-        assert (await beside).offsets == [0]
-        later = [await batcher.submit(as_log(fake), batch(1)) for _ in range(2)]
-        answers = await asyncio.gather(*later)
-        assert not retried.done()  # still searching
-        assert [a.offsets for a in answers] == [[1], [2]]
-        fake.lookup_gate.set()
-        assert (await retried).duplicate
-        await batcher.close()
-
-    run(main)
-    assert fake.calls[0][0] is retry and len(fake.calls[0]) == 2
-
-
-def test_a_failed_search_for_a_retry_fails_only_that_request() -> None:
-    fake = FakeLog()
-    retry = batch(2)
-    fake.per_request = lambda _, b: RetryLookup(b) if b is retry else None
-
-    def failing(lookup: RetryLookup) -> AppendResult:
-        raise KafkaStorageError("store unreachable")
-
-    fake.look_up_retry = failing  # type: ignore[method-assign]
-
-    async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0))
-        retried = await batcher.submit(as_log(fake), retry)
-        beside = await batcher.submit(as_log(fake), batch(1))
-        assert (await beside).offsets == [0]
-        with pytest.raises(KafkaStorageError, match="store unreachable"):
-            await retried
-        await batcher.close()
-
-    run(main)
-
-
-def test_the_retries_of_one_group_are_searched_at_once() -> None:
-    """A broker taking over a dead one's producers gets their requests back as retries, many
-    in one group: each search runs beside the others, so none waits for another's reads."""
-    fake = FakeLog()
-    retries = [batch(2), batch(3)]
-    fake.per_request = lambda _, b: RetryLookup(b) if any(b is r for r in retries) else None
-    together = threading.Barrier(len(retries), timeout=GUARD)
-    search = fake.look_up_retry
-
-    def meeting(lookup: RetryLookup) -> AppendResult:
-        together.wait()  # broken, and this search failed, unless the other one runs too
-        return search(lookup)
-
-    fake.look_up_retry = meeting  # type: ignore[method-assign]
-
-    async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=0))
-        pending = [await batcher.submit(as_log(fake), r) for r in retries]
-        answers = await asyncio.gather(*pending)
-        assert [(a.duplicate, len(a.offsets)) for a in answers] == [(True, 2), (True, 3)]
-        await batcher.close()
-
-    run(main)
-    assert len(fake.calls) == 1  # both retries were in one group
 
 
 def test_closed_batcher_refuses_new_requests() -> None:
