@@ -2,6 +2,8 @@
 # Set up the project on a fresh machine and run it or its tests.
 #   bash scripts/dev.sh run   -> install the broker extra, then start a broker on localhost:8082 over ./data/lakelog
 #   bash scripts/dev.sh test  -> install the dev extras, then ruff, mypy and the whole test suite
+#   bash scripts/dev.sh test --quick -> the same checks, then only the quick tier: tests that
+#                                       start no process (no broker, Spark or S3 server)
 # Installs go into ./.venv and are skipped when it already holds them for this
 # pyproject.toml (scripts/install_state.py; delete .venv/lakelog-install.json to force one).
 set -euo pipefail
@@ -39,7 +41,8 @@ case "${1:-}" in
         echo "== mypy"; .venv/bin/mypy lakelog server compaction spark_connector tests benchmarks
         # One test worker per core (pytest-xdist); tests are handed out as workers
         # free up, so the long ones do not queue behind each other. `-n 0` after
-        # `test` runs the suite in this one process.
+        # `test` runs the suite in this one process; `--quick` (tests/fixtures/tiers.py)
+        # only the tests that start no process.
         echo "== pytest"; exec .venv/bin/pytest -n auto --dist worksteal "$@"
         ;;
     *)

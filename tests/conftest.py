@@ -8,6 +8,7 @@ import os
 os.environ.setdefault("LAKELOG_KAFKA_LISTENERS", "")
 
 pytest_plugins = [
+    "tests.fixtures.tiers",
     "tests.fixtures.s3",
     "tests.fixtures.roots",
     "tests.fixtures.brokers",
