@@ -82,8 +82,9 @@ from benchmarks.servers import start_broker
 from lakelog.catalog import Catalog
 from lakelog.storage import S3Settings
 from lakelog.testing.brokers import LOOPBACK, ServerProcess, wait_for
+from lakelog.testing.env import s3_variables
 from lakelog.testing.proxy import TcpProxy
-from lakelog.testing.s3 import CREDENTIALS, MotoServer, start_moto
+from lakelog.testing.s3 import MotoServer, start_moto
 from server.commit_leader.router import choose_commit_leader
 
 NAME = "brokers"
@@ -232,13 +233,9 @@ def open_store(regime: Regime, workdir: Path) -> Iterator[Store]:
         bucket = moto.create_bucket()
         yield Store(
             f"s3://{bucket}/lakelog",
-            broker_env=moto.env(proxy.url),
+            broker_env=s3_variables(moto.settings(proxy.url)),
             broker_settings={"s3_endpoint_url": proxy.url},
-            read_settings=S3Settings(
-                endpoint_url=moto.endpoint,
-                access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            ),
+            read_settings=moto.settings(),
             proxy=proxy,
             store_pid=moto.process.pid,
         )

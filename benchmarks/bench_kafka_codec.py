@@ -193,7 +193,7 @@ def make_rows(cfg: CodecBenchConfig, rng: np.random.Generator) -> list[Row]:
 
 
 def _aiokafka_records() -> Any:
-    from aiokafka.record._crecords import default_records
+    from aiokafka.record import default_records
 
     return default_records
 

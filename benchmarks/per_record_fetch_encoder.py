@@ -16,7 +16,7 @@ import struct
 
 import numpy as np
 import pyarrow as pa
-from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from lakelog.records import LOG_APPEND_TIME

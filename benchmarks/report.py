@@ -246,7 +246,8 @@ def render_markdown(
         "",
     ]
     for run in runs:
-        lines += [f"## Size `{run.size}` ({run.seconds / 60:.1f} min)", ""]
+        # Headings carry no durations, so links to them stay valid from run to run.
+        lines += [f"## Size `{run.size}`", "", f"All suites: {run.seconds / 60:.1f} min.", ""]
         if run.size in json_paths:
             # Not a link: benchmarks/results/ may be left out of version control.
             lines += [f"Results JSON: `{_rel(json_paths[run.size], doc)}`", ""]
@@ -259,7 +260,7 @@ def render_markdown(
             last = trace.strip().splitlines()[-1] if trace.strip() else "unknown error"
             lines += [f"**Suite `{name}` failed** at this size: `{last}`", ""]
         for report in run.reports:
-            lines += [f"### Suite `{report.suite}` ({report.seconds:.0f} s)", ""]
+            lines += [f"### `{report.suite}` at size `{run.size}`", ""]
             lines += ["```text", render_report(report).strip(), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -7,24 +7,19 @@ free loopback ports.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from benchmarks.common import PROJECT
 from lakelog.testing.brokers import LOOPBACK, ServerProcess, start_server
 from lakelog.testing.brokers import start_broker as start_broker_process
+from lakelog.testing.env import child_env
 
 
 def project_env() -> dict[str, str]:
-    """This process's environment with the repository first on PYTHONPATH.
-
-    A subprocess (a broker, a baseline app, a maintenance job) then imports
-    this checkout's code, as the benchmark process does.
-    """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT), env.get("PYTHONPATH", "")) if p)
-    return env
+    """The environment of a subprocess (a broker, a baseline app, a maintenance job), which
+    then imports this checkout's code, as the benchmark process does."""
+    return child_env(PROJECT)
 
 
 def start_broker(

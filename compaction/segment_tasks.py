@@ -80,8 +80,8 @@ def headers_from_json(column: pa.ChunkedArray) -> pa.Array:
     """Record headers from the JSON text Spark's ``to_json`` makes of them (values base64).
 
     Headers reach the writer tasks as text because Spark hands array columns
-    to Python tasks several times slower than flat ones (measured in
-    docs/architecture.md); most records have none, and those stay null here.
+    to Python tasks several times slower than flat ones (docs/architecture.md,
+    "Rejected alternatives"); most records have none, and those stay null here.
     """
     if column.null_count == len(column):
         return pa.nulls(len(column), HEADERS_TYPE)

@@ -1,9 +1,10 @@
-"""The description of one partition, as the library, the HTTP API and the admin client see it.
+"""What the library, the HTTP API and the admin client say of one partition.
 
-One type for all three: ``TopicLog.partition_state`` builds it, the broker
-answers it as JSON (``server/models.py``'s ``PartitionInfo`` has exactly
-these fields) and the admin client reads it back from that JSON. Standard
-library only, so the client can import it without the storage machinery.
+One type for each answer, shared by all three: ``TopicLog.partition_state``
+builds a ``PartitionState``, the broker answers it as JSON (its response
+models hold these very dataclasses) and the admin client reads it back from
+that JSON; the same goes for ``PartitionOffsets``. Standard library only, so
+the client can import them without the storage machinery.
 """
 
 from __future__ import annotations
@@ -25,3 +26,12 @@ class PartitionState:
     num_segments: int
     #: Records stored (after compaction, fewer than the offsets the segments cover).
     num_records: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """Where a partition's records start and end (Kafka's log start offset and high watermark)."""
+
+    partition: int
+    log_start_offset: int
+    high_watermark: int

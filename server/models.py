@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from lakelog.partition_state import PartitionState
+from lakelog.partition_state import PartitionOffsets, PartitionState
 from lakelog.produce_batch import MAX_TIMESTAMP_MS
 from server.codec import DataFormat
 from server.request_bodies import RequestBody
@@ -99,12 +98,6 @@ class OffsetResponse(BaseModel):
     timestamp_ms: int | None = None
 
 
-class PartitionOffsets(BaseModel):
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-
-
 class TopicOffsets(BaseModel):
     topic: str
     partitions: list[PartitionOffsets]
@@ -115,22 +108,6 @@ class CreateTopicRequest(RequestBody):
     partitions: int = Field(1, ge=1, le=10_000)
     replication_factor: int | None = Field(None, description="Accepted for compatibility")
     configs: dict[str, str] = Field(default_factory=dict)
-
-
-# lakelog.partition_state.PartitionState as JSON: the same fields, built only by
-# from_state (tests/server/test_partition_info.py keeps the field lists equal). A comment,
-# not a docstring: a docstring would become the schema's description in the API docs.
-class PartitionInfo(BaseModel):
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    size_bytes: int
-    num_segments: int
-    num_records: int
-
-    @classmethod
-    def from_state(cls, state: PartitionState) -> PartitionInfo:
-        return cls(**dataclasses.asdict(state))
 
 
 class ConfigEntry(BaseModel):
@@ -146,7 +123,7 @@ class TopicDescriptionOut(BaseModel):
     table_uri: str
     version: int
     size_bytes: int
-    partitions: list[PartitionInfo]
+    partitions: list[PartitionState]
     configs: list[ConfigEntry]
     commit_leader: str | None = Field(
         None,

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from lakelog.errors import InvalidConfigError, OffsetOutOfRangeError
+from lakelog.structs import TopicPartition
 from spark_connector.options import (
     EARLIEST,
     LATEST,
@@ -26,7 +27,7 @@ from spark_connector.options import (
     SpecificOffsets,
     option_error,
 )
-from spark_connector.planning import PartitionSnapshot, TopicPartition
+from spark_connector.planning import PartitionSnapshot
 
 log = logging.getLogger(__name__)
 

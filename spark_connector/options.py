@@ -22,6 +22,7 @@ from lakelog.errors import InvalidConfigError
 from lakelog.numerals import is_unsigned_int
 from lakelog.storage import S3Settings, open_storage
 from lakelog.storage.base import Storage
+from lakelog.structs import TopicPartition
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -29,8 +30,6 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 #: In per-partition offset JSON (Spark's convention).
 EARLIEST = -2
 LATEST = -1
-
-TopicPartition = tuple[str, int]
 
 
 def option_error(name: str, message: str) -> InvalidConfigError:
@@ -258,7 +257,7 @@ def _parse_partition_json(name: str, text: str, minimum: int) -> dict[TopicParti
                     f"{topic}-{partition}: {value!r} is not valid "
                     f"(expected an integer >= {minimum})",
                 )
-            out[(topic, partition)] = value
+            out[TopicPartition(topic, partition)] = value
     return out
 
 

@@ -36,8 +36,7 @@ from pyspark.sql.datasource import (
 )
 
 from lakelog.offset_index import Segment
-
-TopicPartition = tuple[str, int]
+from lakelog.structs import TopicPartition
 
 MAX_OFFSET = 2**63 - 1
 MAX_PARTITION = 2**31 - 1
@@ -60,7 +59,7 @@ class PartitionSnapshot:
 
     @property
     def key(self) -> TopicPartition:
-        return (self.topic, self.partition)
+        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +359,7 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
     """Spark's Kafka offset JSON: ``{"topic": {"0": next_offset}}``, in a stable order."""
     out: dict[str, dict[str, int]] = {}
     for topic, partition in sorted(offsets):
-        out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+        out.setdefault(topic, {})[str(partition)] = int(offsets[TopicPartition(topic, partition)])
     return out
 
 
@@ -372,5 +371,5 @@ def offsets_from_json(obj: object) -> dict[TopicPartition, int]:
         if not isinstance(parts, dict):
             raise ValueError(f"streaming offsets of topic {topic!r} must be an object")
         for partition, offset in parts.items():
-            out[(str(topic), int(partition))] = int(offset)
+            out[TopicPartition(str(topic), int(partition))] = int(offset)
     return out

@@ -41,12 +41,12 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lakelog.errors import OffsetOutOfRangeError
+from lakelog.structs import TopicPartition
 from spark_connector.offsets import check_start, data_loss, resolve
 from spark_connector.options import ReadOptions, SubscribePattern
 from spark_connector.planning import (
     PartitionSnapshot,
     ReadSplit,
-    TopicPartition,
     offsets_from_json,
     offsets_to_json,
     plan_splits,

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from lakelog.catalog import META_TOPICS, Catalog
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from lakelog.offset_index import Segment
+from lakelog.structs import TopicPartition
 from spark_connector.options import Assign, StorageSpec, Subscribe, Subscription, option_error
-from spark_connector.planning import PartitionSnapshot, TopicPartition
+from spark_connector.planning import PartitionSnapshot
 
 
 class TopicSource:
@@ -98,7 +99,7 @@ class TopicSource:
                 live: tuple[Segment, ...] = ()
                 if segments:
                     listed = topic_log.segments(p)
-                    start = wanted_from.get((name, p))
+                    start = wanted_from.get(TopicPartition(name, p))
                     if start is not None:
                         first = bisect.bisect_left(listed, start, key=_last_offset)
                         listed = listed[first:]

@@ -20,7 +20,7 @@ from lakelog.client.connection import Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
 from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
-from lakelog.partition_state import PartitionState
+from lakelog.partition_state import PartitionOffsets, PartitionState
 from lakelog.security.acl import AclBinding, AclFilter
 from lakelog.security.quota import QuotaEntity
 
@@ -79,12 +79,6 @@ class TopicDescription:
             configs={c["name"]: _pick(ConfigEntry, c) for c in body["configs"]},
             commit_leader=body.get("commit_leader"),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionOffsets:
-    log_start_offset: int
-    high_watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +287,7 @@ class AdminClient:
         body = self._call("GET", f"{topic_path(name)}/offsets").json()
         return {
             int(p["partition"]): PartitionOffsets(
-                int(p["log_start_offset"]), int(p["high_watermark"])
+                int(p["partition"]), int(p["log_start_offset"]), int(p["high_watermark"])
             )
             for p in body["partitions"]
         }

@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
-
-class TopicPartition(NamedTuple):
-    """One partition of one topic: the unit a consumer is assigned and positions are kept for.
-
-    A NamedTuple so it hashes, sorts and unpacks (``topic, p = tp``) like Kafka clients'.
-    """
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+from lakelog.structs import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from lakelog.errors import InconsistentGroupProtocolError
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+from lakelog.structs import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from lakelog.catalog import META_TOPICS, Catalog, TopicPointer
 from lakelog.delta.log import DeltaLog
 from lakelog.errors import CorruptRecordError, LakelogError, UnknownTopicOrPartitionError
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import (
     DEFAULT_OFFSETS_PARTITIONS,
     OFFSETS_TABLE,
@@ -47,6 +46,7 @@ from lakelog.internal_topics import issue_writer
 from lakelog.produce import PreparedBatch
 from lakelog.records import Record
 from lakelog.storage import join
+from lakelog.structs import TopicPartition
 from lakelog.topic_config import TopicConfig
 from lakelog.topic_log import AppendResult, TopicLog
 from lakelog.topic_table import create_table_actions

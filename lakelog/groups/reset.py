@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from lakelog.errors import InvalidRequestError
-from lakelog.groups.assignors import TopicPartition
+from lakelog.structs import TopicPartition
 
 ResetKind = Literal[
     "earliest", "latest", "current", "offset", "shift_by", "datetime", "duration", "timestamp_ms"

@@ -51,7 +51,6 @@ from lakelog.errors import (
 from lakelog.groups.assignors import (
     ASSIGNORS,
     Subscription,
-    TopicPartition,
     assign,
     choose_protocol,
 )
@@ -68,6 +67,7 @@ from lakelog.groups.client_assigned import (
     encode_protocols,
 )
 from lakelog.groups.ids import new_member_id
+from lakelog.structs import TopicPartition
 
 #: How many replaced static member ids a group remembers, to answer them FENCED_INSTANCE_ID.
 MAX_FENCED_IDS = 1_000

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from lakelog.storage import S3Settings
 from lakelog.testing.brokers import LOOPBACK, free_port, wait_for
 
 #: What every client of the server passes as credentials and region.
@@ -50,9 +51,15 @@ class MotoServer:
             raise RuntimeError(f"creating bucket {name} answered {answer.status_code}")
         return name
 
-    def env(self, endpoint: str | None = None) -> dict[str, str]:
-        """Variables that send a subprocess's S3 clients to ``endpoint`` (default: this server)."""
-        return {"AWS_ENDPOINT_URL": endpoint or self.endpoint, **CREDENTIALS}
+    def settings(self, endpoint: str | None = None) -> S3Settings:
+        """How to reach this server (or ``endpoint``, a proxy in front of it), with its
+        credentials; ``lakelog.testing.env.s3_variables`` turns them into a child's."""
+        return S3Settings(
+            endpoint_url=endpoint or self.endpoint,
+            access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region=CREDENTIALS["AWS_REGION"],
+        )
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -48,7 +48,6 @@ from lakelog.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.client_assigned import (
     ClientAssignedJoinRequest,
     ClientAssignedJoinResult,
@@ -66,6 +65,7 @@ from lakelog.groups.state import (
     JoinResult,
     MemberDescription,
 )
+from lakelog.structs import TopicPartition
 from lakelog.topic_log import AppendResult
 from server.batcher import ProduceBatcher
 from server.groups.fencing import GenerationStore

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record._crecords.default_records import DefaultRecordBatch
+from aiokafka.record.default_records import DefaultRecordBatch
 from crc32c import crc32c
 
 from lakelog.errors import CorruptRecordError, InvalidRecordError

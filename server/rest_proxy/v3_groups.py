@@ -31,9 +31,9 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response
 
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.ids import validate_group_id
 from lakelog.security.acl import ResourceType
+from lakelog.structs import TopicPartition
 from server.broker import Broker
 from server.groups.coordinator import GroupSnapshot
 from server.groups.forward import FORWARDED_HEADER

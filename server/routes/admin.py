@@ -19,7 +19,6 @@ from server.models import (
     CreatePartitionsRequest,
     CreateTopicRequest,
     Health,
-    PartitionInfo,
     TopicDescriptionOut,
     TopicList,
 )
@@ -38,7 +37,7 @@ def describe_out(d: TopicDescription, broker: Broker) -> TopicDescriptionOut:
         table_uri=d.table_uri,
         version=d.version,
         size_bytes=d.size_bytes,
-        partitions=[PartitionInfo.from_state(p) for p in d.partitions],
+        partitions=d.partitions,
         configs=[ConfigEntry(**c) for c in d.config.describe()],
     )
 

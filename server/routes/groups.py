@@ -15,12 +15,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from lakelog.errors import InvalidRequestError
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.ids import validate_group_id
 from lakelog.groups.reset import parse_spec
 from lakelog.groups.state import JoinRequest
 from lakelog.security.acl import ResourceType
+from lakelog.structs import TopicPartition
 from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.groups.coordinator import wall_ms

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from lakelog.errors import InvalidRequestError, LakelogError, UnsupportedContentTypeError
 from lakelog.numerals import is_unsigned_int
+from lakelog.partition_state import PartitionOffsets
 from lakelog.produce_batch import ProduceBatch
 from lakelog.records import TIMESTAMP_TYPE_NAMES
 from lakelog.security.quota import QuotaKind
@@ -43,7 +44,6 @@ from server.models import (
     AcceptedResponse,
     FetchResponse,
     OffsetResponse,
-    PartitionOffsets,
     ProduceRequest,
     ProduceResponse,
     TopicOffsets,

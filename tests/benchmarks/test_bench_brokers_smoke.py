@@ -17,6 +17,8 @@ from benchmarks import bench_brokers
 from benchmarks.__main__ import SUITES
 from benchmarks.common import Report, quiet, render_report, results_json
 
+pytestmark = pytest.mark.integration  # the suite starts brokers
+
 CONFIG = bench_brokers.CONFIGS["tiny"]
 
 

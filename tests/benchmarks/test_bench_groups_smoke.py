@@ -6,9 +6,13 @@ import math
 import time
 from pathlib import Path
 
+import pytest
+
 from benchmarks import bench_groups
 from benchmarks.__main__ import SUITES
 from benchmarks.common import quiet, render_report
+
+pytestmark = pytest.mark.integration  # the suite starts brokers
 
 
 def test_groups_suite_tiny(tmp_path: Path) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from benchmarks import bench_kafka as bench
 from benchmarks.__main__ import SUITES
 from benchmarks.common import quiet, render_report
+
+pytestmark = pytest.mark.integration  # the suite starts brokers
 
 
 def test_kafka_suite_tiny(tmp_path: Path) -> None:

@@ -217,6 +217,7 @@ def broker_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return bench_broker.run("tiny", tmp_path_factory.mktemp("broker-bench"), quiet)
 
 
+@pytest.mark.integration  # the broker suite starts brokers
 def test_broker_suite_covers_every_benchmark(broker_report: Report) -> None:
     cfg = bench_broker.CONFIGS["tiny"]
     assert broker_report.suite == "broker"
@@ -257,6 +258,7 @@ def test_goal_ratios_pair_each_round_with_its_reference_round() -> None:
     assert bench_broker.paired_ratios([90.0, 80.0, 100.0], [100.0, 100.0, 0.0]) == [0.9, 0.8]
 
 
+@pytest.mark.integration  # the broker suite starts brokers
 def test_broker_results_are_well_formed(broker_report: Report) -> None:
     expected = {
         bench_broker.PRODUCE: {bench_broker.EMPTY, bench_broker.RAW, bench_broker.NAIVE},
@@ -409,6 +411,7 @@ def test_process_helpers() -> None:
 BURN = "import sys, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
 
 
+@pytest.mark.integration  # starts child processes
 def test_process_cpu_counts_its_children_live_and_reaped() -> None:
     """A broker's helper process works for the broker: its CPU is the broker's."""
     before = cpu_times(os.getpid())

@@ -15,6 +15,8 @@ import pytest
 from benchmarks import bench_soak
 from benchmarks.__main__ import main
 
+pytestmark = pytest.mark.integration  # the suite starts brokers
+
 
 def test_slope_of_a_line_and_of_a_flat_series() -> None:
     rising = [(t * 60.0, int((100 + 3 * t) * (1 << 20))) for t in range(10)]

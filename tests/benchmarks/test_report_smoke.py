@@ -17,6 +17,8 @@ from benchmarks.__main__ import SUITES, main
 from benchmarks.common import Report
 from benchmarks.report import SizeRun, merged, parse_args, parse_sizes
 
+pytestmark = pytest.mark.integration  # the report runs every suite
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: the suites the smoke run reports: append/commit figures, and compaction scaling
 REPORTED = ("log", "compaction")
@@ -50,7 +52,7 @@ def test_report_at_tiny_writes_json_figures_and_markdown(tmp_path: Path) -> None
     for png in figures:
         assert f"](../img/{png.name})" in text
     for suite in REPORTED:
-        assert f"### Suite `{suite}`" in text
+        assert f"### `{suite}` at size `tiny`" in text
     assert "cpu_model" in text and "pyspark" in text
     assert "../results/results-tiny.json" in text
 

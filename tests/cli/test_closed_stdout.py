@@ -23,6 +23,8 @@ from tests.cli.tool import tool_env
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
+pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
+
 #: Exit statuses of a tool stopped by a closed pipe: 141 (128 + SIGPIPE) as a shell shows a
 #: process SIGPIPE ended, or 0.
 QUIET_EXIT = (0, 141)

@@ -23,6 +23,8 @@ from tests.cli.tool import lakelog, tool_env
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
+pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
+
 GROUP_BROKER = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 500}
 FAST_GROUP = ["--consumer-property", "session.timeout.ms=2000,heartbeat.interval.ms=200"]
 

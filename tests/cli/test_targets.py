@@ -27,6 +27,8 @@ from tests.cli.tool import lakelog, tool_env
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
+pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
+
 
 @pytest.fixture
 def elsewhere(tmp_path: Path) -> Path:

@@ -23,6 +23,8 @@ from lakelog.errors import InvalidConfigError
 from lakelog.testing.brokers import free_port
 from tests.cli.tool import lakelog
 
+pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
+
 #: One command per tool that talks to brokers.
 TOOLS = [
     ["topics", "--list"],

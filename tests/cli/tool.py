@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from lakelog.testing.env import child_env
 from tests.fixtures.brokers import PROJECT
 
 #: Variables a user's shell does not have: those that point the tools somewhere (a test
@@ -17,8 +17,9 @@ NOT_FROM_THE_TEST_RUN = ("LAKELOG_ROOT", "LAKELOG_BOOTSTRAP_SERVER", "PYTHONUNBU
 
 def tool_env(**variables: str) -> dict[str, str]:
     """This process's environment as a user's shell has it, plus ``variables``."""
-    env = {k: v for k, v in os.environ.items() if k not in NOT_FROM_THE_TEST_RUN}
-    env["PYTHONPATH"] = str(PROJECT)
+    env = child_env(PROJECT)
+    for name in NOT_FROM_THE_TEST_RUN:
+        env.pop(name, None)
     env.update(variables)
     return env
 

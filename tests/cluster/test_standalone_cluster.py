@@ -26,10 +26,11 @@ from lakelog import Catalog
 from lakelog.cli import main as lakelog_main
 from lakelog.storage import S3Settings
 from lakelog.testing.brokers import wait_for
+from lakelog.testing.env import child_env
 from tests.cluster.workload import NOW, fill_root, plain, run_workload
-from tests.compaction.helpers import PROJECT, read_all
+from tests.compaction.helpers import read_all
+from tests.fixtures import PROJECT
 from tests.fixtures.roots import RootSpec
-from tests.fixtures.s3 import subprocess_env as s3_subprocess_env
 from tests.fixtures.spark_cluster import FAST_JVM, StandaloneCluster, stop_group
 from tests.spark_connector.helpers import log_rows
 
@@ -138,7 +139,7 @@ def test_jobs_reads_sql_and_stream_on_the_cluster_equal_local(
     on_cluster = {kind: filled(new_root(kind)) for kind in KINDS}
     on_local = {kind: filled(new_root(kind)) for kind in KINDS}
     results_path = tmp_path / "cluster.json"
-    env = spark_cluster.driver_env(s3_subprocess_env(s3_settings))
+    env = spark_cluster.driver_env(child_env(PROJECT, s3=s3_settings))
     args = [
         sys.executable,
         "-m",
@@ -236,12 +237,14 @@ def test_maintain_on_the_cluster_equals_local(
     """``lakelog maintain --master spark://...`` (or submit.sh) runs on the cluster, as local[2]."""
     on_cluster, on_local = filled(new_root(kind)), filled(new_root(kind))
     args = ["maintain", "--force", "--now-ms", str(NOW), "--no-progress"]
-    base_env = spark_cluster.driver_env(s3_subprocess_env(s3_settings) if kind == "s3" else None)
+    base_env = spark_cluster.driver_env(
+        child_env(PROJECT, s3=s3_settings) if kind == "s3" else None
+    )
     command, env, app_name = maintain_command(launcher, spark_cluster, on_cluster, args, base_env)
     before = {app["id"] for app in spark_cluster.applications()}
     with running(command, env, tmp_path / "cli") as child:
         if kind == "s3":
-            for name, value in s3_subprocess_env(s3_settings).items():
+            for name, value in child_env(PROJECT, s3=s3_settings).items():
                 if name.startswith("AWS_"):
                     monkeypatch.setenv(name, value)
         capsys.readouterr()

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from lakelog import Catalog
 from lakelog.storage import join
+from lakelog.testing.env import child_env
 from lakelog.topic_log import TopicLog
+from tests.fixtures import PROJECT
 from tests.fixtures.roots import RootSpec
 
-PROJECT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 #: A fixed clock for time-based rules (2023-11-14T22:13:20Z).
@@ -68,15 +69,16 @@ def exists(catalog: Catalog, topic: str, path: str) -> bool:
     return catalog.storage.exists(join(catalog.topic(topic).table_path, path))
 
 
-def subprocess_env(
-    root: RootSpec | None = None, s3_env: dict[str, str] | None = None
-) -> dict[str, str]:
-    """Environment for a child lakelog/Spark process: this interpreter and this project."""
-    env = dict(s3_env if (root is not None and root.s3 is not None and s3_env) else os.environ)
-    env["PYTHONPATH"] = str(PROJECT)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+def subprocess_env(root: RootSpec | None = None) -> dict[str, str]:
+    """Environment for a child lakelog/Spark process: this interpreter and this project,
+    with no gateway of this process's Spark to attach to."""
+    env = child_env(
+        PROJECT,
+        s3=None if root is None else root.s3,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
     env.pop("PYSPARK_GATEWAY_PORT", None)
     env.pop("PYSPARK_GATEWAY_SECRET", None)
     return env

@@ -18,7 +18,8 @@ from compaction.report import read_history
 from lakelog import Catalog, Record
 from lakelog.cli import build_parser as lakelog_parser
 from lakelog.cli import main as lakelog_main
-from tests.compaction.helpers import PROJECT, T0, VENV_BIN, read_all, run, subprocess_env
+from tests.compaction.helpers import T0, VENV_BIN, read_all, run, subprocess_env
+from tests.fixtures import PROJECT
 from tests.fixtures.roots import RootSpec
 
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -189,6 +190,7 @@ def test_crontab_commands_parse_with_the_real_cli() -> None:
     assert "%" not in "\n".join(jobs)
 
 
+@pytest.mark.integration  # runs the submit script
 def test_spark_submit_script_builds_the_command() -> None:
     script = PROJECT / "infra/spark-submit/submit.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0

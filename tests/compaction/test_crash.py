@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 from compaction.compact import compact_topic
 from compaction.vacuum import vacuum_topic
 from lakelog import Catalog, Record
-from tests.compaction.helpers import PROJECT, data_files, read_all, snapshot, subprocess_env
+from tests.compaction.helpers import data_files, read_all, snapshot, subprocess_env
+from tests.fixtures import PROJECT
 from tests.fixtures.roots import RootSpec
 
 PARTITIONS = 3

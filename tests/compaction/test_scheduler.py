@@ -19,7 +19,8 @@ from compaction.retention import apply_retention
 from compaction.scheduler import Schedule, Scheduler, SchedulerSettings, load_settings
 from lakelog import Catalog, Record
 from lakelog.errors import InvalidConfigError, KafkaStorageError
-from tests.compaction.helpers import PROJECT, T0, VENV_BIN, read_all, subprocess_env
+from tests.compaction.helpers import T0, VENV_BIN, read_all, subprocess_env
+from tests.fixtures import PROJECT
 
 INTERVALS = {"retention": 300, "compact": 60, "merge": 600, "vacuum": 3600}
 

@@ -18,7 +18,8 @@ from types import ModuleType
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[2]
+from tests.fixtures import PROJECT
+
 DOCS = PROJECT / "docs"
 TOOLS = DOCS / "tools"
 

@@ -951,6 +951,7 @@ def names(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {(d["kind"], d["metadata"]["name"]) for d in docs}
 
 
+@pytest.mark.integration  # runs kubectl kustomize
 def test_kustomize_renders_both_maintenance_choices(tmp_path: Path) -> None:
     default = kustomize(K8S)
     assert ("CronJob", "lakelog-maintain") in names(default)
@@ -1231,6 +1232,7 @@ def install_units_for_analysis(directory: Path) -> list[Path]:
     return units
 
 
+@pytest.mark.integration  # runs systemd-analyze
 def test_systemd_analyze_verify(tmp_path: Path) -> None:
     tool = systemd_analyze()
     units = install_units_for_analysis(tmp_path)
@@ -1246,6 +1248,7 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     assert result.returncode == 0 and not ours, output
 
 
+@pytest.mark.integration  # runs systemd-analyze
 def test_systemd_analyze_security(tmp_path: Path) -> None:
     tool = systemd_analyze()
     for unit in install_units_for_analysis(tmp_path):

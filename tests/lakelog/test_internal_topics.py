@@ -10,23 +10,22 @@ the offsets store keeps committing (local + S3).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from lakelog.catalog import Catalog
 from lakelog.errors import InternalTopicError, InvalidTopicError, LakelogError
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import OFFSETS_TOPIC, CommittedOffset
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.internal_topics import InternalWriter, issue_writer
 from lakelog.partitioner import make_keyless_partitioner
 from lakelog.produce import prepare_batch
 from lakelog.records import Record
+from lakelog.structs import TopicPartition
+from tests.fixtures import PROJECT
 from tests.fixtures.roots import RootSpec
 from tests.fixtures.snapshots import RootSnapshots
 
-PROJECT = Path(__file__).resolve().parents[2]
 REFUSAL = "cannot append to internal topic __consumer_offsets"
 
 

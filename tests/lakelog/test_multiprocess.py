@@ -24,6 +24,7 @@ import pytest
 from lakelog import Catalog, CommitStats, Record
 from lakelog.cli import main as lakelog_cli
 from lakelog.storage import join
+from tests.fixtures.brokers import root_env
 from tests.fixtures.roots import RootSpec
 
 pytestmark = pytest.mark.slow
@@ -79,12 +80,6 @@ def _open_gate(gate: Path, workers: list[str], procs: list[subprocess.Popen[byte
     (gate / "go").touch()
 
 
-def _env(root: RootSpec, request: pytest.FixtureRequest) -> dict[str, str]:
-    env: dict[str, str] = request.getfixturevalue("s3_env") if root.s3 else dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return env
-
-
 def _read_acks(paths: list[Path]) -> list[tuple[int, int, str]]:
     acked = []
     for path in paths:
@@ -118,12 +113,10 @@ def _assert_dense_and_holds(
         assert contents[p][o] == (o, v), f"acknowledged {v} missing at {p}/{o}"
 
 
-def test_concurrent_processes_get_dense_unique_offsets(
-    root: RootSpec, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
+def test_concurrent_processes_get_dense_unique_offsets(root: RootSpec, tmp_path: Path) -> None:
     catalog = Catalog(root.url, s3=root.s3)
     catalog.create_topic("t", 3)
-    env = _env(root, request)
+    env = root_env(root)
     names = ["w0", "w1", "w2"]
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -207,14 +200,13 @@ def _kill_appenders(root: RootSpec, env: dict[str, str], tmp_path: Path, round_:
 
 def test_sigkill_loses_nothing_acknowledged_and_shows_no_half_batch(
     root: RootSpec,
-    request: pytest.FixtureRequest,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     catalog = Catalog(root.url, s3=root.s3)
     catalog.create_topic("t", 3)
-    env = _env(root, request)
+    env = root_env(root)
     # Kill until a kill falls inside an append, between its segment writes and its
     # commit: the segments it leaves, named by no commit, are the proof.
     ack_files: list[Path] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from lakelog.producer_ids import (
 )
 from lakelog.storage import Storage
 from lakelog.storage.local import LocalStorage
+from tests.fixtures.brokers import root_env
 from tests.fixtures.roots import RootSpec
 from tests.lakelog.test_multiprocess import _open_gate
 
@@ -102,15 +102,9 @@ def test_racing_threads_never_share_an_id(make_root: Callable[[], RootSpec]) -> 
     _assert_blocks_tile_and_own(root.open(), handed)
 
 
-def _worker_env(root: RootSpec, request: pytest.FixtureRequest) -> dict[str, str]:
-    env: dict[str, str] = request.getfixturevalue("s3_env") if root.s3 else dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return env
-
-
 @pytest.mark.slow
 def test_racing_processes_never_share_an_id(
-    make_root: Callable[[], RootSpec], request: pytest.FixtureRequest, tmp_path: Path
+    make_root: Callable[[], RootSpec], tmp_path: Path
 ) -> None:
     root = make_root()
     gate = tmp_path / "gate"
@@ -135,7 +129,7 @@ def test_racing_processes_never_share_an_id(
                 "--out",
                 str(tmp_path / f"{worker}.json"),
             ],
-            env=_worker_env(root, request),
+            env=root_env(root),
             stderr=subprocess.PIPE,
         )
         for worker in workers

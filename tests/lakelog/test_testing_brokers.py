@@ -12,6 +12,8 @@ import pytest
 
 from lakelog.testing.brokers import free_port, start_broker, start_server, wait_for
 
+pytestmark = pytest.mark.integration  # each test starts a server process
+
 SLEEPER = "import time; print('listening nowhere', flush=True); time.sleep(600)"
 
 

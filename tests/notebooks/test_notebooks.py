@@ -13,7 +13,6 @@ the JVMs of the Spark notebooks) never overlap.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -30,8 +29,11 @@ from nbclient.exceptions import CellExecutionError
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_notebook
 
+from lakelog.testing.env import child_env
 from tests.fixtures.brokers import PROJECT, BrokerProcess
 from tests.fixtures.roots import RootSpec
+
+pytestmark = pytest.mark.integration  # notebooks run in a Jupyter kernel process
 
 NOTEBOOKS = PROJECT / "notebooks"
 EXPECTED = {"quickstart", "analytics", "compaction", "streaming"}
@@ -48,10 +50,7 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
     monkeypatch.setenv("JUPYTER_PATH", str(data_dir))
     spec = KernelSpecManager().get_kernel_spec("python3")
     assert spec.argv[0] == sys.executable, spec.argv
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(PROJECT)
-    env["LAKELOG_SPARK_DRIVER_JAVA_OPTIONS"] = FAST_JVM
-    return env
+    return child_env(PROJECT, LAKELOG_SPARK_DRIVER_JAVA_OPTIONS=FAST_JVM)
 
 
 def read_notebook(path: Path) -> NotebookNode:

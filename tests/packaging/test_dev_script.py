@@ -20,6 +20,8 @@ import pytest
 from scripts.install_state import extras_closure, is_current, main, record
 from tests.fixtures.brokers import PROJECT
 
+pytestmark = pytest.mark.integration  # each test runs scripts/dev.sh or pip
+
 PYPROJECT = PROJECT / "pyproject.toml"
 
 

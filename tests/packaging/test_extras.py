@@ -24,6 +24,8 @@ from packaging.utils import canonicalize_name
 from lakelog.extras import CORE_MODULES, EXTRA_MODULES
 from tests.fixtures.brokers import PROJECT
 
+pytestmark = pytest.mark.integration  # each test imports the parts in a fresh interpreter
+
 PROJECT_META = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
 
 #: part (a folder) -> the requirement groups installed for it.

@@ -226,7 +226,8 @@ def test_the_app_lifespan_closes_every_instance_at_shutdown(tmp_path: Path) -> N
     auto-commit, leave the group), its consumer and the consumer's connection, and stops the
     manager's threads, so nothing of an instance outlives the app that made it."""
     before = _manager_threads()
-    app = create_app(BrokerSettings(root=str(tmp_path / "root")))
+    # In-process only: no checkpoint helper.
+    app = create_app(BrokerSettings(root=str(tmp_path / "root"), checkpoint_process=False))
     with TestClient(app) as http:
         created = http.post("/consumers/g1", json={"name": "c1"}, headers={"Content-Type": V2})
         assert created.status_code == 200, created.text

@@ -25,10 +25,10 @@ from lakelog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.groups.assignors import TopicPartition as TP
 from lakelog.groups.codec import OFFSETS_TOPIC, CommittedOffset
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.records import Record
+from lakelog.structs import TopicPartition as TP
 from spark_connector.batch_reader import LakelogBatchReader
 from spark_connector.planning import ReadSplit
 from spark_connector.schema import spark_schema

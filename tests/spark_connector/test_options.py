@@ -6,6 +6,7 @@ import pytest
 
 from lakelog.errors import InvalidConfigError, OffsetOutOfRangeError
 from lakelog.offset_index import Segment
+from lakelog.structs import TopicPartition as TP
 from spark_connector.offsets import check_end, check_start, resolve
 from spark_connector.options import (
     Assign,
@@ -142,7 +143,7 @@ def test_offset_bounds_and_precedence() -> None:
         streaming=False,
     )
     assert opts.starting is not None and opts.ending is not None
-    assert opts.starting.spec == SpecificOffsets(((("a", 0), 23), (("a", 1), -2)))
+    assert opts.starting.spec == SpecificOffsets(((TP("a", 0), 23), (TP("a", 1), -2)))
     assert opts.ending.option == "endingOffsets"
     # Spark's precedence: startingTimestamp > startingOffsetsByTimestamp > startingOffsets
     both = parse_read_options(
@@ -159,7 +160,7 @@ def test_offset_bounds_and_precedence() -> None:
         batch(subscribe="a", startingOffsetsByTimestamp='{"a": {"0": 5}}'), streaming=False
     )
     assert by_ts.starting is not None
-    assert by_ts.starting.spec == PartitionTimestamps(((("a", 0), 5),))
+    assert by_ts.starting.spec == PartitionTimestamps(((TP("a", 0), 5),))
 
 
 @pytest.mark.parametrize(
@@ -283,20 +284,24 @@ def test_resolve_timestamps() -> None:
 
 
 def test_check_start_and_end() -> None:
-    starts = {("a", 0): 0, ("a", 1): 10}
+    starts = {TP("a", 0): 0, TP("a", 1): 10}
     with pytest.raises(OffsetOutOfRangeError) as info:
         check_start(starts, SNAPS, "startingOffsets", fail_on_data_loss=True)
     text = str(info.value)
     assert "option 'startingOffsets' asks for offset 10 of a-1" in text
     assert "offsets 10..39 are no longer in the log" in text and "failOnDataLoss=false" in text
     skipped = check_start(starts, SNAPS, "startingOffsets", fail_on_data_loss=False)
-    assert skipped == {("a", 0): 0, ("a", 1): 40}
+    assert skipped == {TP("a", 0): 0, TP("a", 1): 40}
     with pytest.raises(OffsetOutOfRangeError, match="offset 101 of a-0 is past its end"):
-        check_start({("a", 0): 101, ("a", 1): 40}, SNAPS, "startingOffsets", True)
+        check_start({TP("a", 0): 101, TP("a", 1): 40}, SNAPS, "startingOffsets", True)
     with pytest.raises(InvalidConfigError, match="a-0 would end at 5, before its start offset 9"):
-        check_end({("a", 0): 9, ("a", 1): 40}, {("a", 0): 5, ("a", 1): 50}, SNAPS, "endingOffsets")
+        check_end(
+            {TP("a", 0): 9, TP("a", 1): 40}, {TP("a", 0): 5, TP("a", 1): 50}, SNAPS, "endingOffsets"
+        )
     with pytest.raises(OffsetOutOfRangeError, match="option 'endingOffsets': offset 51 of a-1"):
-        check_end({("a", 0): 0, ("a", 1): 40}, {("a", 0): 5, ("a", 1): 51}, SNAPS, "endingOffsets")
+        check_end(
+            {TP("a", 0): 0, TP("a", 1): 40}, {TP("a", 0): 5, TP("a", 1): 51}, SNAPS, "endingOffsets"
+        )
 
 
 def test_view_names() -> None:

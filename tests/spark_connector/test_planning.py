@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (
 )
 
 from lakelog.offset_index import Segment
+from lakelog.structs import TopicPartition as TP
 from spark_connector.planning import (
     PartitionSnapshot,
     ReadSplit,
@@ -230,31 +231,31 @@ def test_splits_are_small_and_picklable() -> None:
 
 
 def test_rate_limit_is_proportional_to_backlog() -> None:
-    backlog = {("t", 0): 900, ("t", 1): 100, ("t", 2): 0}
+    backlog = {TP("t", 0): 900, TP("t", 1): 100, TP("t", 2): 0}
     grant = rate_limit(backlog, 100)
     assert sum(grant.values()) == 100
-    assert grant[("t", 2)] == 0
-    assert 88 <= grant[("t", 0)] <= 91 and 9 <= grant[("t", 1)] <= 12
+    assert grant[TP("t", 2)] == 0
+    assert 88 <= grant[TP("t", 0)] <= 91 and 9 <= grant[TP("t", 1)] <= 12
     assert rate_limit(backlog, 5000) == backlog  # everything fits
 
 
 def test_rate_limit_never_starves_a_small_partition() -> None:
-    grant = rate_limit({("t", 0): 1_000_000, ("t", 1): 1}, 10)
-    assert grant == {("t", 0): 9, ("t", 1): 1}
-    tiny = rate_limit({("t", p): 5 for p in range(4)}, 2)
+    grant = rate_limit({TP("t", 0): 1_000_000, TP("t", 1): 1}, 10)
+    assert grant == {TP("t", 0): 9, TP("t", 1): 1}
+    tiny = rate_limit({TP("t", p): 5 for p in range(4)}, 2)
     assert sum(tiny.values()) == 2 and all(v <= 1 for v in tiny.values())
 
 
 @pytest.mark.parametrize("limit", [1, 7, 99, 1000])
 def test_rate_limit_bounds(limit: int) -> None:
-    backlog = {("a", 0): 3, ("a", 1): 500, ("b", 0): 77, ("b", 1): 0}
+    backlog = {TP("a", 0): 3, TP("a", 1): 500, TP("b", 0): 77, TP("b", 1): 0}
     grant = rate_limit(backlog, limit)
     assert sum(grant.values()) == min(limit, sum(backlog.values()))
     assert all(0 <= grant[k] <= backlog[k] for k in backlog)
 
 
 def test_offsets_json_round_trip_in_a_stable_order() -> None:
-    offsets = {("b", 10): 5, ("a", 2): 7, ("b", 2): 1}
+    offsets = {TP("b", 10): 5, TP("a", 2): 7, TP("b", 2): 1}
     data = offsets_to_json(offsets)
     assert list(data) == ["a", "b"] and list(data["b"]) == ["2", "10"]
     assert offsets_from_json(data) == offsets

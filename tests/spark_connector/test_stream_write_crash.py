@@ -32,11 +32,14 @@ import psutil
 import pytest
 
 from lakelog.catalog import Catalog
+from lakelog.testing.env import child_env
 from tests.compaction.helpers import subprocess_env
 from tests.fixtures.brokers import PROJECT
 from tests.spark_connector.helpers import log_rows
 from tests.spark_connector.stream_commit_worker import RECORDS_PER_BATCH
 from tests.spark_connector.stream_job import TOPIC
+
+pytestmark = pytest.mark.integration  # streaming queries in processes that are killed
 
 BATCHES = 30
 
@@ -44,7 +47,7 @@ BATCHES = 30
 def run_worker(root: str, kill_after: float | None) -> int:
     """Run the committing process; once it has committed a batch, SIGKILL it ``kill_after``
     seconds later (None: let it finish). Returns how many batches it reported committed."""
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    env = child_env(PROJECT)
     args = [sys.executable, "-m", "tests.spark_connector.stream_commit_worker", root, "q1"]
     proc = subprocess.Popen(
         [*args, str(BATCHES)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE

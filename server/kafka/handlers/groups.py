@@ -28,11 +28,11 @@ from lakelog.errors import (
     OffsetMetadataTooLargeError,
     TopicAuthorizationFailedError,
 )
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.client_assigned import ClientAssignedJoinRequest
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.ids import validate_group_id
 from lakelog.security.acl import Operation, ResourceType
+from lakelog.structs import TopicPartition
 from lakelog.topic_config import validate_topic_name
 from server.groups.coordinator import wall_ms
 from server.groups.service import GroupService

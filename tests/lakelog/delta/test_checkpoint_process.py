@@ -19,6 +19,8 @@ from lakelog.delta.state import TableState
 from lakelog.storage import Storage, join
 from lakelog.topic_log import TopicLog
 
+pytestmark = pytest.mark.integration  # the checkpoint helper is a process
+
 INTERVAL = 4
 
 

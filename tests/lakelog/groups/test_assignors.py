@@ -12,7 +12,6 @@ from lakelog.errors import InconsistentGroupProtocolError
 from lakelog.groups.assignors import (
     ASSIGNORS,
     Subscription,
-    TopicPartition,
     assign,
     choose_protocol,
     cooperative_sticky_assign,
@@ -20,6 +19,7 @@ from lakelog.groups.assignors import (
     roundrobin_assign,
     sticky_assign,
 )
+from lakelog.structs import TopicPartition
 
 TOPICS = ["a", "b", "c"]
 partition_counts = st.dictionaries(st.sampled_from(TOPICS), st.integers(0, 12), min_size=1)

@@ -14,7 +14,6 @@ from compaction.compact import cleaned_txn, compact_topic
 from compaction.defaults import JOBS
 from compaction.runner import JobOptions
 from lakelog.catalog import Catalog
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import (
     OFFSETS_TABLE,
     OFFSETS_TOPIC,
@@ -25,6 +24,7 @@ from lakelog.groups.codec import (
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.internal_topics import issue_writer
 from lakelog.records import Record
+from lakelog.structs import TopicPartition
 from lakelog.topic_log import AppendResult
 
 T = TopicPartition

@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakelog.errors import CorruptRecordError, InvalidGroupIdError, InvalidRequestError
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.codec import (
     CommittedOffset,
     OffsetKey,
@@ -25,6 +24,7 @@ from lakelog.groups.reset import (
     parse_spec,
     plan_reset,
 )
+from lakelog.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
 POSITIONS = [

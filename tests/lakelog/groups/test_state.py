@@ -16,8 +16,8 @@ from lakelog.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.state import MAX_FENCED_IDS, Group, GroupLimits, GroupState, JoinRequest
+from lakelog.structs import TopicPartition
 
 LIMITS = GroupLimits(min_session_timeout_ms=100, initial_rebalance_delay_ms=0)
 PARTITIONS = {"t": 4}

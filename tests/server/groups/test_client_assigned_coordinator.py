@@ -28,7 +28,6 @@ from lakelog.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from lakelog.groups.assignors import TopicPartition
 from lakelog.groups.client_assigned import (
     ClientAssignedJoinRequest,
     ClientAssignedJoinResult,
@@ -37,6 +36,7 @@ from lakelog.groups.client_assigned import (
 from lakelog.groups.codec import CommittedOffset
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.groups.state import AssignmentMode, GroupLimits, JoinRequest
+from lakelog.structs import TopicPartition
 from server.batcher import ProduceBatcher
 from server.groups.coordinator import GroupCoordinator
 from server.groups.fencing import GROUPS_DIR, GenerationStore

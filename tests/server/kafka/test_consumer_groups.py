@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from lakelog.testing.brokers import wait_for
+from lakelog.testing.env import child_env
 from tests.fixtures.brokers import PROJECT, BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.clients import CLIENTS, Message, kafka_client
@@ -48,7 +49,7 @@ class Member:
                 str(self.stop_file),
             ],
             cwd=PROJECT,
-            env={**os.environ, "PYTHONPATH": str(PROJECT)},
+            env=child_env(PROJECT),
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

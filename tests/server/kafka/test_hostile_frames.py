@@ -16,7 +16,7 @@ from dataclasses import replace
 import httpx
 import psutil
 import pytest
-from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest

@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Callable
 
 import httpx
-from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import ProducerId, TopicName

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest

@@ -51,6 +51,7 @@ def test_a_route_missing_from_the_table_fails_closed(tmp_path: Path) -> None:
         auth_mode="api_key",
         api_keys_file=str(keys),
         super_users="User:root",
+        checkpoint_process=False,  # in-process only: no checkpoint helper
     )
     app = create_app(settings)
     extra = APIRouter()

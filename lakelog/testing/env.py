@@ -1,0 +1,44 @@
+"""The environment of a process that tests and benchmarks start: a broker, a job, a tool.
+
+One rule for every such child: this process's environment, with a checkout
+first on ``PYTHONPATH`` (so the child imports the code the parent does) and,
+to reach an S3-protocol server, its endpoint and credentials as the ``AWS_*``
+variables every S3 client of the child reads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lakelog.storage import S3Settings
+
+
+def s3_variables(settings: S3Settings) -> dict[str, str]:
+    """The ``AWS_*`` variables that send a child's S3 clients to the store of ``settings``."""
+    variables = {"AWS_REGION": settings.region}
+    if settings.endpoint_url is not None:
+        variables["AWS_ENDPOINT_URL"] = str(settings.endpoint_url)
+    if settings.access_key_id is not None:
+        variables["AWS_ACCESS_KEY_ID"] = settings.access_key_id
+    if settings.secret_access_key is not None:
+        variables["AWS_SECRET_ACCESS_KEY"] = settings.secret_access_key
+    return variables
+
+
+def child_env(
+    checkout: Path | str, *, s3: S3Settings | None = None, **variables: str
+) -> dict[str, str]:
+    """This process's environment for a child: ``checkout`` first on ``PYTHONPATH``, the S3
+    store of ``s3`` (if given), then ``variables``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(checkout), env.get("PYTHONPATH", "")) if part
+    )
+    if s3 is not None:
+        env.update(s3_variables(s3))
+    env.update(variables)
+    return env
+
+
+__all__ = ["child_env", "s3_variables"]
