@@ -19,6 +19,8 @@ import pytest
 from tests.fixtures.brokers import PROJECT, BrokerProcess
 from tests.fixtures.roots import RootSpec
 
+pytestmark = pytest.mark.integration  # a fresh virtual environment and pip
+
 PACKAGES = ("lakelog", "server", "compaction", "spark_connector")
 
 PROGRAM = """
@@ -27,8 +29,6 @@ from importlib.util import find_spec
 
 import lakelog
 from lakelog.client import AdminClient, Consumer, Producer, TopicPartition
-
-pytestmark = pytest.mark.integration  # a fresh virtual environment and pip
 
 assert lakelog.__file__.startswith(sys.prefix), lakelog.__file__  # the installed copy
 absent = [m for m in ("fastapi", "uvicorn", "pyspark", "deltalake", "pandas") if find_spec(m)]
