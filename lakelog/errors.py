@@ -11,14 +11,41 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+#: The class standing for each Kafka error code (-1, the fallback, is never looked up).
+_BY_CODE: dict[int, type[LakelogError]] = {}
+
 
 class LakelogError(Exception):
-    """Base of all lakelog errors; ``code``/``name`` are Kafka's error code and name."""
+    """Base of all lakelog errors; ``code``/``name`` are Kafka's error code and name.
+
+    A subclass names its code, name, ``retriable`` and HTTP status as class
+    keywords. One that keeps its parent's code is a more specific case of it
+    (``InternalTopicError``) and never stands for the code in ``error_for_code``.
+    """
 
     code: ClassVar[int] = -1
     name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
     retriable: ClassVar[bool] = False
     http_status: ClassVar[int] = 500
+
+    def __init_subclass__(
+        cls,
+        code: int | None = None,
+        name: str | None = None,
+        retriable: bool | None = None,
+        http_status: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
+            _BY_CODE.setdefault(code, cls)
+        if name is not None:
+            cls.name = name
+        if retriable is not None:
+            cls.retriable = retriable
+        if http_status is not None:
+            cls.http_status = http_status
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -58,51 +85,33 @@ class MissingDependencyError(UnknownServerError, ImportError):  # type: ignore[m
         return self.message
 
 
-class OffsetOutOfRangeError(LakelogError):
-    code = 1
-    name = "OFFSET_OUT_OF_RANGE"
-    http_status = 416
+class OffsetOutOfRangeError(LakelogError, code=1, name="OFFSET_OUT_OF_RANGE", http_status=416): ...
 
 
-class CorruptRecordError(LakelogError):
+class CorruptRecordError(LakelogError, code=2, name="CORRUPT_MESSAGE", http_status=500):
     """A stored segment cannot be read back (truncated, not Parquet, wrong schema)."""
 
-    code = 2
-    name = "CORRUPT_MESSAGE"
-    http_status = 500
 
-
-class OffsetMetadataTooLargeError(LakelogError):
+class OffsetMetadataTooLargeError(
+    LakelogError, code=12, name="OFFSET_METADATA_TOO_LARGE", http_status=400
+):
     """A committed offset's metadata is longer than Kafka's offset.metadata.max.bytes."""
 
-    code = 12
-    name = "OFFSET_METADATA_TOO_LARGE"
-    http_status = 400
+
+class UnknownTopicOrPartitionError(
+    LakelogError, code=3, name="UNKNOWN_TOPIC_OR_PARTITION", http_status=404
+): ...
 
 
-class UnknownTopicOrPartitionError(LakelogError):
-    code = 3
-    name = "UNKNOWN_TOPIC_OR_PARTITION"
-    http_status = 404
+class RequestTimedOutError(
+    LakelogError, code=7, name="REQUEST_TIMED_OUT", retriable=True, http_status=504
+): ...
 
 
-class RequestTimedOutError(LakelogError):
-    code = 7
-    name = "REQUEST_TIMED_OUT"
-    retriable = True
-    http_status = 504
+class MessageTooLargeError(LakelogError, code=10, name="MESSAGE_TOO_LARGE", http_status=413): ...
 
 
-class MessageTooLargeError(LakelogError):
-    code = 10
-    name = "MESSAGE_TOO_LARGE"
-    http_status = 413
-
-
-class InvalidTopicError(LakelogError):
-    code = 17
-    name = "INVALID_TOPIC_EXCEPTION"
-    http_status = 400
+class InvalidTopicError(LakelogError, code=17, name="INVALID_TOPIC_EXCEPTION", http_status=400): ...
 
 
 class InternalTopicError(InvalidTopicError):
@@ -114,55 +123,39 @@ class InternalTopicError(InvalidTopicError):
     """
 
 
-class RecordListTooLargeError(LakelogError):
-    code = 18
-    name = "RECORD_LIST_TOO_LARGE"
-    http_status = 413
+class RecordListTooLargeError(
+    LakelogError, code=18, name="RECORD_LIST_TOO_LARGE", http_status=413
+): ...
 
 
-class InvalidRequiredAcksError(LakelogError):
-    code = 21
-    name = "INVALID_REQUIRED_ACKS"
-    http_status = 400
+class InvalidRequiredAcksError(
+    LakelogError, code=21, name="INVALID_REQUIRED_ACKS", http_status=400
+): ...
 
 
-class InvalidTimestampError(LakelogError):
-    code = 32
-    name = "INVALID_TIMESTAMP"
-    http_status = 400
+class InvalidTimestampError(LakelogError, code=32, name="INVALID_TIMESTAMP", http_status=400): ...
 
 
-class TopicAlreadyExistsError(LakelogError):
-    code = 36
-    name = "TOPIC_ALREADY_EXISTS"
-    http_status = 409
+class TopicAlreadyExistsError(
+    LakelogError, code=36, name="TOPIC_ALREADY_EXISTS", http_status=409
+): ...
 
 
-class InvalidPartitionsError(LakelogError):
-    code = 37
-    name = "INVALID_PARTITIONS"
-    http_status = 400
+class InvalidPartitionsError(LakelogError, code=37, name="INVALID_PARTITIONS", http_status=400): ...
 
 
-class InvalidReplicationFactorError(LakelogError):
-    code = 38
-    name = "INVALID_REPLICATION_FACTOR"
-    http_status = 400
+class InvalidReplicationFactorError(
+    LakelogError, code=38, name="INVALID_REPLICATION_FACTOR", http_status=400
+): ...
 
 
-class InvalidConfigError(LakelogError):
-    code = 40
-    name = "INVALID_CONFIG"
-    http_status = 400
+class InvalidConfigError(LakelogError, code=40, name="INVALID_CONFIG", http_status=400): ...
 
 
-class InvalidRequestError(LakelogError):
-    code = 42
-    name = "INVALID_REQUEST"
-    http_status = 400
+class InvalidRequestError(LakelogError, code=42, name="INVALID_REQUEST", http_status=400): ...
 
 
-class SchemaMismatchError(InvalidRequestError):
+class SchemaMismatchError(InvalidRequestError, http_status=422):
     """Well-formed JSON or a parameter that does not match the route's schema: a wrong type,
     a missing or unknown field, a value out of range.
 
@@ -170,26 +163,19 @@ class SchemaMismatchError(InvalidRequestError):
     client tells "the body is not JSON" (400) from "the JSON is not what this route takes".
     """
 
-    http_status = 422
 
-
-class UnsupportedContentTypeError(InvalidRequestError):
+class UnsupportedContentTypeError(InvalidRequestError, http_status=415):
     """A body in a content type the route does not read.
 
     Still Kafka's INVALID_REQUEST (42), but HTTP 415, so an HTTP client learns that the
     ``Content-Type`` rather than the body is at fault.
     """
 
-    http_status = 415
 
-
-class KafkaStorageError(LakelogError):
+class KafkaStorageError(
+    LakelogError, code=56, name="KAFKA_STORAGE_ERROR", retriable=True, http_status=503
+):
     """The storage root could not be read or written; usually transient."""
-
-    code = 56
-    name = "KAFKA_STORAGE_ERROR"
-    retriable = True
-    http_status = 503
 
 
 class AmbiguousCommitError(KafkaStorageError):
@@ -200,251 +186,157 @@ class AmbiguousCommitError(KafkaStorageError):
     """
 
 
-class CommitLeaderUnreachableError(LakelogError):
+class CommitLeaderUnreachableError(
+    LakelogError, code=6, name="NOT_LEADER_OR_FOLLOWER", retriable=True, http_status=503
+):
     """The topic's commit leader did not take a handoff: nothing was sent to it.
 
     Retriable, and safe to commit elsewhere: the leader never saw the records.
     """
 
-    code = 6
-    name = "NOT_LEADER_OR_FOLLOWER"
-    retriable = True
-    http_status = 503
 
-
-class UnsupportedVersionError(LakelogError):
+class UnsupportedVersionError(LakelogError, code=35, name="UNSUPPORTED_VERSION", http_status=400):
     """A version this side does not implement: of a Delta table's protocol, or of a Kafka API."""
 
-    code = 35
-    name = "UNSUPPORTED_VERSION"
-    http_status = 400
 
-
-class OutOfOrderSequenceError(LakelogError):
+class OutOfOrderSequenceError(
+    LakelogError, code=45, name="OUT_OF_ORDER_SEQUENCE_NUMBER", http_status=409
+):
     """An idempotent producer skipped sequence numbers (a request in between was lost)."""
 
-    code = 45
-    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
-    http_status = 409
 
-
-class DuplicateSequenceError(LakelogError):
+class DuplicateSequenceError(
+    LakelogError, code=46, name="DUPLICATE_SEQUENCE_NUMBER", http_status=409
+):
     """A retried request was already written, but its original offsets can no longer be found."""
 
-    code = 46
-    name = "DUPLICATE_SEQUENCE_NUMBER"
-    http_status = 409
+
+class InvalidRecordError(LakelogError, code=87, name="INVALID_RECORD", http_status=400): ...
 
 
-class InvalidRecordError(LakelogError):
-    code = 87
-    name = "INVALID_RECORD"
-    http_status = 400
+class ThrottlingQuotaExceededError(
+    LakelogError, code=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True, http_status=429
+): ...
 
 
-class ThrottlingQuotaExceededError(LakelogError):
-    code = 89
-    name = "THROTTLING_QUOTA_EXCEEDED"
-    retriable = True
-    http_status = 429
-
-
-class ConcurrentCommitError(LakelogError):
+class ConcurrentCommitError(
+    LakelogError, code=51, name="CONCURRENT_TRANSACTIONS", retriable=True, http_status=503
+):
     """Another writer committed the Delta version this writer wanted.
 
     Internal to the commit protocol: the log retries after reloading, and only
     surfaces it when the retry budget is spent.
     """
 
-    code = 51
-    name = "CONCURRENT_TRANSACTIONS"
-    retriable = True
-    http_status = 503
-
 
 # --- consumer groups -------------------------------------------------------
 
 
-class CoordinatorNotAvailableError(LakelogError):
+class CoordinatorNotAvailableError(
+    LakelogError, code=15, name="COORDINATOR_NOT_AVAILABLE", retriable=True, http_status=503
+):
     """No live broker can act as the group's coordinator right now."""
 
-    code = 15
-    name = "COORDINATOR_NOT_AVAILABLE"
-    retriable = True
-    http_status = 503
 
-
-class NotCoordinatorError(LakelogError):
+class NotCoordinatorError(
+    LakelogError, code=16, name="NOT_COORDINATOR", retriable=True, http_status=421
+):
     """This broker is not the group's coordinator; ``details`` name the one that is."""
 
-    code = 16
-    name = "NOT_COORDINATOR"
-    retriable = True
-    http_status = 421
+
+class CoordinatorLoadInProgressError(
+    LakelogError, code=14, name="COORDINATOR_LOAD_IN_PROGRESS", retriable=True, http_status=503
+): ...
 
 
-class CoordinatorLoadInProgressError(LakelogError):
-    code = 14
-    name = "COORDINATOR_LOAD_IN_PROGRESS"
-    retriable = True
-    http_status = 503
+class IllegalGenerationError(LakelogError, code=22, name="ILLEGAL_GENERATION", http_status=409): ...
 
 
-class IllegalGenerationError(LakelogError):
-    code = 22
-    name = "ILLEGAL_GENERATION"
-    http_status = 409
+class InconsistentGroupProtocolError(
+    LakelogError, code=23, name="INCONSISTENT_GROUP_PROTOCOL", http_status=409
+): ...
 
 
-class InconsistentGroupProtocolError(LakelogError):
-    code = 23
-    name = "INCONSISTENT_GROUP_PROTOCOL"
-    http_status = 409
+class InvalidGroupIdError(LakelogError, code=24, name="INVALID_GROUP_ID", http_status=400): ...
 
 
-class InvalidGroupIdError(LakelogError):
-    code = 24
-    name = "INVALID_GROUP_ID"
-    http_status = 400
+class UnknownMemberIdError(LakelogError, code=25, name="UNKNOWN_MEMBER_ID", http_status=409): ...
 
 
-class UnknownMemberIdError(LakelogError):
-    code = 25
-    name = "UNKNOWN_MEMBER_ID"
-    http_status = 409
+class InvalidSessionTimeoutError(
+    LakelogError, code=26, name="INVALID_SESSION_TIMEOUT", http_status=400
+): ...
 
 
-class InvalidSessionTimeoutError(LakelogError):
-    code = 26
-    name = "INVALID_SESSION_TIMEOUT"
-    http_status = 400
+class RebalanceInProgressError(
+    LakelogError, code=27, name="REBALANCE_IN_PROGRESS", http_status=409
+): ...
 
 
-class RebalanceInProgressError(LakelogError):
-    code = 27
-    name = "REBALANCE_IN_PROGRESS"
-    http_status = 409
+class InvalidCommitOffsetSizeError(
+    LakelogError, code=28, name="INVALID_COMMIT_OFFSET_SIZE", http_status=400
+): ...
 
 
-class InvalidCommitOffsetSizeError(LakelogError):
-    code = 28
-    name = "INVALID_COMMIT_OFFSET_SIZE"
-    http_status = 400
-
-
-class NonEmptyGroupError(LakelogError):
+class NonEmptyGroupError(LakelogError, code=68, name="NON_EMPTY_GROUP", http_status=409):
     """Refused because the group still has active members (delete, reset offsets)."""
 
-    code = 68
-    name = "NON_EMPTY_GROUP"
-    http_status = 409
+
+class GroupIdNotFoundError(LakelogError, code=69, name="GROUP_ID_NOT_FOUND", http_status=404): ...
 
 
-class GroupIdNotFoundError(LakelogError):
-    code = 69
-    name = "GROUP_ID_NOT_FOUND"
-    http_status = 404
-
-
-class MemberIdRequiredError(LakelogError):
+class MemberIdRequiredError(LakelogError, code=79, name="MEMBER_ID_REQUIRED", http_status=409):
     """First join of a member: retry the join with the member id in ``details``."""
 
-    code = 79
-    name = "MEMBER_ID_REQUIRED"
-    http_status = 409
+
+class FencedInstanceIdError(LakelogError, code=82, name="FENCED_INSTANCE_ID", http_status=409): ...
 
 
-class FencedInstanceIdError(LakelogError):
-    code = 82
-    name = "FENCED_INSTANCE_ID"
-    http_status = 409
-
-
-class GroupMaxSizeReachedError(LakelogError):
-    code = 81
-    name = "GROUP_MAX_SIZE_REACHED"
-    http_status = 409
+class GroupMaxSizeReachedError(
+    LakelogError, code=81, name="GROUP_MAX_SIZE_REACHED", http_status=409
+): ...
 
 
 # --- security ----------------------------------------------------------------
 
 
-class TopicAuthorizationFailedError(LakelogError):
-    code = 29
-    name = "TOPIC_AUTHORIZATION_FAILED"
-    http_status = 403
+class TopicAuthorizationFailedError(
+    LakelogError, code=29, name="TOPIC_AUTHORIZATION_FAILED", http_status=403
+): ...
 
 
-class GroupAuthorizationFailedError(LakelogError):
-    code = 30
-    name = "GROUP_AUTHORIZATION_FAILED"
-    http_status = 403
+class GroupAuthorizationFailedError(
+    LakelogError, code=30, name="GROUP_AUTHORIZATION_FAILED", http_status=403
+): ...
 
 
-class ClusterAuthorizationFailedError(LakelogError):
-    code = 31
-    name = "CLUSTER_AUTHORIZATION_FAILED"
-    http_status = 403
+class ClusterAuthorizationFailedError(
+    LakelogError, code=31, name="CLUSTER_AUTHORIZATION_FAILED", http_status=403
+): ...
 
 
-class SaslAuthenticationFailedError(LakelogError):
+class SaslAuthenticationFailedError(
+    LakelogError, code=58, name="SASL_AUTHENTICATION_FAILED", http_status=401
+):
     """No credentials, or credentials that do not check out (HTTP 401)."""
 
-    code = 58
-    name = "SASL_AUTHENTICATION_FAILED"
-    http_status = 401
 
-
-class UnsupportedSaslMechanismError(LakelogError):
+class UnsupportedSaslMechanismError(
+    LakelogError, code=33, name="UNSUPPORTED_SASL_MECHANISM", http_status=401
+):
     """A Kafka client asked for a SASL mechanism the broker's ``auth_mode`` does not enable."""
 
-    code = 33
-    name = "UNSUPPORTED_SASL_MECHANISM"
-    http_status = 401
 
-
-class IllegalSaslStateError(LakelogError):
+class IllegalSaslStateError(LakelogError, code=34, name="ILLEGAL_SASL_STATE", http_status=400):
     """A SASL request out of order: authenticate before handshake, or a second handshake."""
 
-    code = 34
-    name = "ILLEGAL_SASL_STATE"
-    http_status = 400
+
+class SecurityDisabledError(LakelogError, code=54, name="SECURITY_DISABLED", http_status=400): ...
 
 
-class SecurityDisabledError(LakelogError):
-    code = 54
-    name = "SECURITY_DISABLED"
-    http_status = 400
-
-
-class PolicyViolationError(LakelogError):
-    code = 44
-    name = "POLICY_VIOLATION"
-    http_status = 400
+class PolicyViolationError(LakelogError, code=44, name="POLICY_VIOLATION", http_status=400): ...
 
 
 def error_for_code(code: int) -> type[LakelogError]:
     """The exception class for a Kafka error code (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(code, UnknownServerError)
-
-
-def _all_subclasses(cls: type[LakelogError]) -> list[type[LakelogError]]:
-    found: list[type[LakelogError]] = []
-    for sub in cls.__subclasses__():
-        found.append(sub)
-        found.extend(_all_subclasses(sub))
-    return found
-
-
-def _classes_by_code() -> dict[int, type[LakelogError]]:
-    """One class per code; a subclass sharing its parent's code is a more specific case of
-    it (``InternalTopicError``) and never stands for the code on its own. -1
-    (UNKNOWN_SERVER_ERROR) is the fallback of ``error_for_code`` and is never looked up."""
-    found: dict[int, type[LakelogError]] = {}
-    for cls in _all_subclasses(LakelogError):
-        if cls.code != UnknownServerError.code:
-            found.setdefault(cls.code, cls)
-    return found
-
-
-_BY_CODE: dict[int, type[LakelogError]] = _classes_by_code()
