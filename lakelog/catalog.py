@@ -19,10 +19,11 @@ import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 from lakelog.commit_stats import CommitStats
-from lakelog.delta.actions import Action, Metadata
+from lakelog.delta.actions import Action
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
 from lakelog.delta.table import CheckpointRequester, TableCommitter
@@ -92,8 +93,13 @@ class TopicDescription:
         return sum(p.size_bytes for p in self.partitions)
 
 
+def _is_count(value: object) -> TypeGuard[int]:
+    """An int of at least 1 (``True`` is an int, but not a count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _check_partition_count(partitions: object) -> int:
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+    if not _is_count(partitions):
         raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
     if partitions > MAX_PARTITIONS:
         raise InvalidPartitionsError(
@@ -209,15 +215,7 @@ class Catalog:
                 f"topic {name!r} is an internal topic: lakelog creates it when it first needs it"
             )
         _check_partition_count(partitions)
-        if (
-            replication_factor is not None
-            and replication_factor not in (-1,)
-            and (
-                isinstance(replication_factor, bool)
-                or not isinstance(replication_factor, int)
-                or replication_factor < 1
-            )
-        ):
+        if replication_factor not in (None, -1) and not _is_count(replication_factor):
             raise InvalidReplicationFactorError(
                 f"replication factor must be at least 1 (or -1 for the default), "
                 f"got {replication_factor!r}; durability comes from the storage root"
@@ -397,7 +395,7 @@ class Catalog:
             current = topic_config_of(state.metadata)
             changed = current.with_changes(set_configs or {}, delete_configs)
             partitions = int(state.metadata.configuration[CONFIG_PARTITIONS])
-            return [_with_configuration(state.metadata, table_configuration(partitions, changed))]
+            return [replace(state.metadata, configuration=table_configuration(partitions, changed))]
 
         topic_log.committer.commit(build, "SET TBLPROPERTIES", {"topic": name})
         return topic_log.config
@@ -420,7 +418,7 @@ class Catalog:
             _check_growth(name, current, total)
             conf = dict(state.metadata.configuration)
             conf[CONFIG_PARTITIONS] = str(total)
-            return [_with_configuration(state.metadata, conf)]
+            return [replace(state.metadata, configuration=conf)]
 
         topic_log.committer.commit(
             build, "ADD PARTITIONS", {"topic": name, "partitions": str(total)}
@@ -451,18 +449,6 @@ class Catalog:
         for o in opened:
             if o.closer.detach() is not None:  # not closed yet: close it, waiting for its work
                 o.close_waiting()
-
-
-def _with_configuration(metadata: Metadata, configuration: dict[str, str]) -> Metadata:
-    return Metadata(
-        table_id=metadata.table_id,
-        name=metadata.name,
-        schema_string=metadata.schema_string,
-        partition_columns=metadata.partition_columns,
-        configuration=configuration,
-        created_time=metadata.created_time,
-        description=metadata.description,
-    )
 
 
 def connect(root: str, s3: S3Settings | None = None, **options: object) -> Catalog:

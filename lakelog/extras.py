@@ -56,34 +56,21 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 _SPARK_WORKER_MODULE = "pyspark.worker_util"
 
 
-def missing_modules(modules: Iterable[str]) -> list[str]:
-    """The modules of ``modules`` this interpreter cannot find (nothing is imported)."""
-    return [name for name in modules if find_spec(name) is None]
-
-
-def install_hint(extra: str) -> str:
-    return f"pip install 'lakelog[{extra}]'"
-
-
 def require_extra(extra: str, part: str, modules: Iterable[str] | None = None) -> None:
     """Raise ``MissingDependencyError`` naming the extra if a module ``part`` needs is missing.
 
     ``part`` says what needs it, e.g. "the broker (server/)"; ``modules``
     (default: every module of the extra) are the ones it imports.
     """
-    missing = missing_modules(EXTRA_MODULES[extra] if modules is None else modules)
+    needed = EXTRA_MODULES[extra] if modules is None else modules
+    missing = [m for m in needed if find_spec(m) is None]  # found, not imported
     if missing:
         raise MissingDependencyError(
             f"{part} needs {', '.join(missing)}, which {sys.executable} cannot import; "
-            f"install lakelog with the {extra!r} extra: {install_hint(extra)}",
+            f"install lakelog with the {extra!r} extra: pip install 'lakelog[{extra}]'",
             extra=extra,
             missing=missing,
         )
-
-
-def in_spark_worker() -> bool:
-    """True in a Python process Spark started to run tasks or plan a Python data source."""
-    return _SPARK_WORKER_MODULE in sys.modules
 
 
 def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | None:
@@ -100,7 +87,7 @@ def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | No
         f"lakelog needs the module {module!r}, which the Python running here "
         f"({sys.executable}) cannot import: lakelog is not installed in it"
     )
-    if in_spark_worker():
+    if _SPARK_WORKER_MODULE in sys.modules:
         message += (
             ". This is one of Spark's Python workers, which run PYSPARK_PYTHON (or "
             "spark.pyspark.python under spark-submit; `python3` from PATH when neither is "

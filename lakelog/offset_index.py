@@ -55,6 +55,15 @@ class Segment:
         }
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def stats_timestamp(ms: int) -> str:
+    """Delta stats timestamp text; integer arithmetic so no millisecond is lost to floats."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
 def _stats_millis(value: object) -> int:
     if isinstance(value, int | float):
         return int(value)
@@ -68,38 +77,32 @@ def _stats_millis(value: object) -> int:
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def segment_from_add(add: AddFile) -> Segment:
     """The segment an add action describes (tags first, stats as the fallback)."""
     partition = int(add.partition_values.get("partition") or 0)
     tags = add.tags
     if TAG_BASE in tags and TAG_LAST in tags:
-        return Segment(
-            base_offset=int(tags[TAG_BASE]),
-            last_offset=int(tags[TAG_LAST]),
-            path=add.path,
-            partition=partition,
-            size_bytes=add.size,
-            num_records=int(tags.get(TAG_RECORDS, "0")),
-            min_timestamp_ms=int(tags.get(TAG_MIN_TS, "0")),
-            max_timestamp_ms=int(tags.get(TAG_MAX_TS, "0")),
-            modification_time=add.modification_time,
-        )
-    stats = json.loads(add.stats or "{}")
-    lo, hi = stats.get("minValues", {}), stats.get("maxValues", {})
-    if "offset" not in lo or "offset" not in hi:
-        raise ValueError(f"segment {add.path} has neither lakelog tags nor offset statistics")
+        base, last = int(tags[TAG_BASE]), int(tags[TAG_LAST])
+        records = int(tags.get(TAG_RECORDS, "0"))
+        earliest, latest = int(tags.get(TAG_MIN_TS, "0")), int(tags.get(TAG_MAX_TS, "0"))
+    else:
+        stats = json.loads(add.stats or "{}")
+        lo, hi = stats.get("minValues", {}), stats.get("maxValues", {})
+        if "offset" not in lo or "offset" not in hi:
+            raise ValueError(f"segment {add.path} has neither lakelog tags nor offset statistics")
+        base, last = int(lo["offset"]), int(hi["offset"])
+        records = int(stats.get("numRecords", 0))
+        earliest = _stats_millis(lo.get("timestamp", 0))
+        latest = _stats_millis(hi.get("timestamp", 0))
     return Segment(
-        base_offset=int(lo["offset"]),
-        last_offset=int(hi["offset"]),
+        base_offset=base,
+        last_offset=last,
         path=add.path,
         partition=partition,
         size_bytes=add.size,
-        num_records=int(stats.get("numRecords", 0)),
-        min_timestamp_ms=_stats_millis(lo.get("timestamp", 0)),
-        max_timestamp_ms=_stats_millis(hi.get("timestamp", 0)),
+        num_records=records,
+        min_timestamp_ms=earliest,
+        max_timestamp_ms=latest,
         modification_time=add.modification_time,
     )
 

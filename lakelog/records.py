@@ -108,39 +108,41 @@ def with_offsets(rows: pa.Table, base_offset: int) -> pa.Table:
     )
 
 
-def _delta_field(name: str, type_: Any, nullable: bool) -> dict[str, Any]:
-    return {"name": name, "type": type_, "nullable": nullable, "metadata": {}}
+_DELTA_TYPES = {
+    pa.int32(): "integer",
+    pa.int64(): "long",
+    TIMESTAMP_TYPE: "timestamp",
+    pa.binary(): "binary",
+    pa.string(): "string",
+}
 
 
+def _delta_type(type_: pa.DataType) -> Any:
+    """The Delta schema JSON of an Arrow type (the few types of ``SEGMENT_SCHEMA``)."""
+    if pa.types.is_list(type_):
+        element = type_.value_field
+        return {
+            "type": "array",
+            "elementType": _delta_type(element.type),
+            "containsNull": element.nullable,
+        }
+    if pa.types.is_struct(type_):
+        return {"type": "struct", "fields": [_delta_field(f) for f in type_]}
+    return _DELTA_TYPES[type_]
+
+
+def _delta_field(field_: pa.Field) -> dict[str, Any]:
+    return {
+        "name": field_.name,
+        "type": _delta_type(field_.type),
+        "nullable": field_.nullable,
+        "metadata": {},
+    }
+
+
+#: The table's Delta schema: the partition column, then the segment columns.
 DELTA_SCHEMA_STRING = json.dumps(
-    {
-        "type": "struct",
-        "fields": [
-            _delta_field("partition", "integer", False),
-            _delta_field("offset", "long", False),
-            _delta_field("timestamp", "timestamp", False),
-            _delta_field("timestamp_type", "integer", False),
-            _delta_field("key", "binary", True),
-            _delta_field("value", "binary", True),
-            _delta_field(
-                "headers",
-                {
-                    "type": "array",
-                    "elementType": {
-                        "type": "struct",
-                        "fields": [
-                            _delta_field("key", "string", False),
-                            _delta_field("value", "binary", True),
-                        ],
-                    },
-                    "containsNull": False,
-                },
-                True,
-            ),
-            _delta_field("producer_id", "long", True),
-            _delta_field("sequence", "integer", True),
-        ],
-    },
+    _delta_type(pa.struct([pa.field("partition", pa.int32(), nullable=False), *SEGMENT_SCHEMA])),
     separators=(",", ":"),
 )
 
@@ -177,10 +179,6 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: list[Header] = field(default_factory=list)
-
-    @property
-    def timestamp_type_name(self) -> str:
-        return TIMESTAMP_TYPE_NAMES.get(self.timestamp_type, "NoTimestampType")
 
 
 def table_to_records(topic: str, partition: int, table: pa.Table) -> list[ConsumerRecord]:

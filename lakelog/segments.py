@@ -16,7 +16,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 from lakelog.column_buffers import int64_range
 from lakelog.delta.actions import AddFile
 from lakelog.errors import CorruptRecordError, KafkaStorageError
-from lakelog.offset_index import Segment
+from lakelog.offset_index import Segment, stats_timestamp
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import Storage, join
 
@@ -36,20 +35,6 @@ DEFAULT_COMPRESSION = "snappy"
 SEGMENT_IO_THREADS = 8
 
 T = TypeVar("T")
-
-
-def segment_file_name(partition: int, base_offset: int, last_offset: int) -> str:
-    """Kafka-like naming: the base offset leads, so a listing sorts in log order."""
-    return f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _iso(ms: int) -> str:
-    """Delta stats timestamp text; integer arithmetic so no millisecond is lost to floats."""
-    moment = _EPOCH + timedelta(milliseconds=ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def encode_segment(table: pa.Table, sink: Any, compression: str = DEFAULT_COMPRESSION) -> None:
@@ -89,39 +74,18 @@ def key_bloom_filter(table: pa.Table) -> dict[str, dict[str, float]] | None:
     return {"key": {"ndv": min(table.num_rows, ROW_GROUP_ROWS), "fpp": KEY_BLOOM_FPP}}
 
 
-def describe_segment(
-    table: pa.Table,
-    partition: int,
-    path: str,
-    size: int,
-    base_offset: int | None = None,
-    last_offset: int | None = None,
-) -> Segment:
-    """Index entry for segment rows; the covered range may be wider than the rows (compaction)."""
-    if base_offset is None or last_offset is None:
-        low, high = pc.min_max(table.column("offset")).values()
-        base_offset = low.as_py() if base_offset is None else base_offset
-        last_offset = high.as_py() if last_offset is None else last_offset
-    earliest, latest = int64_range(table.column("timestamp")) or (0, 0)
-    return Segment(
-        base_offset=base_offset,
-        last_offset=last_offset,
-        path=path,
-        partition=partition,
-        size_bytes=size,
-        num_records=table.num_rows,
-        min_timestamp_ms=earliest,
-        max_timestamp_ms=latest,
-        modification_time=int(time.time() * 1000),
-    )
-
-
 def add_action(segment: Segment, data_change: bool = True) -> AddFile:
     """The Delta add action publishing a segment (tags + Delta-standard stats)."""
     stats = {
         "numRecords": segment.num_records,
-        "minValues": {"offset": segment.base_offset, "timestamp": _iso(segment.min_timestamp_ms)},
-        "maxValues": {"offset": segment.last_offset, "timestamp": _iso(segment.max_timestamp_ms)},
+        "minValues": {
+            "offset": segment.base_offset,
+            "timestamp": stats_timestamp(segment.min_timestamp_ms),
+        },
+        "maxValues": {
+            "offset": segment.last_offset,
+            "timestamp": stats_timestamp(segment.max_timestamp_ms),
+        },
         "nullCount": {"offset": 0, "timestamp": 0},
     }
     return AddFile(
@@ -147,25 +111,38 @@ def write_segment(
 ) -> Segment:
     """Write rows of one partition (with offsets) as a new, uncommitted segment.
 
-    Durably, unless ``sync=False``: then the caller flushes it (``Storage.sync_new``)
-    before any commit may reference it.
+    It covers ``base_offset..last_offset`` (default: the rows' offsets), which
+    may be wider than the rows (compaction). Durably, unless ``sync=False``:
+    then the caller flushes it (``Storage.sync_new``) before any commit may
+    reference it.
     """
     if base_offset is None or last_offset is None:
         low, high = pc.min_max(table.column("offset")).values()
-    first = base_offset if base_offset is not None else low.as_py()
-    last = last_offset if last_offset is not None else high.as_py()
-    relative = segment_file_name(partition, first, last)
+        base_offset = low.as_py() if base_offset is None else base_offset
+        last_offset = high.as_py() if last_offset is None else last_offset
+    # Kafka-like naming: the base offset leads, so a listing sorts in log order.
+    relative = (
+        f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"
+    )
+    path = join(table_path, relative)
     try:
         size = storage.write_new(
-            join(table_path, relative),
-            lambda sink: encode_segment(table, sink, compression),
-            sync=sync,
+            path, lambda sink: encode_segment(table, sink, compression), sync=sync
         )
     except OSError as exc:
-        raise KafkaStorageError(
-            f"cannot write segment {join(table_path, relative)}: {exc}"
-        ) from exc
-    return describe_segment(table, partition, relative, size, first, last)
+        raise KafkaStorageError(f"cannot write segment {path}: {exc}") from exc
+    earliest, latest = int64_range(table.column("timestamp")) or (0, 0)
+    return Segment(
+        base_offset=base_offset,
+        last_offset=last_offset,
+        path=relative,
+        partition=partition,
+        size_bytes=size,
+        num_records=table.num_rows,
+        min_timestamp_ms=earliest,
+        max_timestamp_ms=latest,
+        modification_time=int(time.time() * 1000),
+    )
 
 
 class SegmentWriter:

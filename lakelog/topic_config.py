@@ -17,7 +17,6 @@ from lakelog.errors import InvalidConfigError, InvalidTopicError
 from lakelog.names import MAX_NAME_LENGTH, check_name
 
 MAX_TOPIC_NAME_LENGTH = MAX_NAME_LENGTH
-INTERNAL_TOPIC_PREFIX = "__"
 
 LONG_MAX = 2**63 - 1
 
@@ -47,9 +46,13 @@ class ConfigDef:
 
     def parse(self, raw: object) -> Any:
         """A typed value from a string (or already typed) input, or INVALID_CONFIG."""
+
+        def invalid(why: str) -> InvalidConfigError:
+            return InvalidConfigError(f"invalid value {raw!r} for config {self.name}: {why}")
+
         text = str(raw).strip() if not isinstance(raw, bool) else None
         if text is None or text == "":
-            raise InvalidConfigError(f"invalid value {raw!r} for config {self.name}: empty")
+            raise invalid("empty")
         value: Any
         try:
             if self.kind in ("long", "int"):
@@ -65,29 +68,19 @@ class ConfigDef:
             else:
                 value = text
         except ValueError:
-            raise InvalidConfigError(
-                f"invalid value {raw!r} for config {self.name}: expected a {self.kind}"
-            ) from None
+            raise invalid(f"expected a {self.kind}") from None
         if self.kind == "int" and not -(2**31) <= value < 2**31:
-            raise InvalidConfigError(f"invalid value {raw!r} for config {self.name}: not an int")
+            raise invalid("not an int")
         if self.kind == "long" and not -(2**63) <= value <= LONG_MAX:
-            raise InvalidConfigError(f"invalid value {raw!r} for config {self.name}: not a long")
+            raise invalid("not a long")
         if self.minimum is not None and value < self.minimum:
-            raise InvalidConfigError(
-                f"invalid value {raw!r} for config {self.name}: must be at least {self.minimum}"
-            )
+            raise invalid(f"must be at least {self.minimum}")
         if self.maximum is not None and value > self.maximum:
-            raise InvalidConfigError(
-                f"invalid value {raw!r} for config {self.name}: must be at most {self.maximum}"
-            )
+            raise invalid(f"must be at most {self.maximum}")
         if self.choices:
             parts = value.split(",") if self.kind == "list" else [value]
-            bad = [p for p in parts if p not in self.choices]
-            if bad or not parts:
-                raise InvalidConfigError(
-                    f"invalid value {raw!r} for config {self.name}: "
-                    f"allowed values are {', '.join(self.choices)}"
-                )
+            if not parts or any(p not in self.choices for p in parts):
+                raise invalid(f"allowed values are {', '.join(self.choices)}")
         return value
 
 
@@ -246,21 +239,18 @@ def _definition(name: str) -> ConfigDef:
 
 
 def normalise_overrides(overrides: Mapping[str, object]) -> dict[str, str]:
-    """Validate every override and put it in canonical string form."""
+    """Validate every override and put it in canonical string form.
+
+    Also the cross-config rules Kafka enforces (one bound may not exceed the other).
+    """
     result: dict[str, str] = {}
     for name, raw in overrides.items():
         value = _definition(name).parse(raw)
         result[name] = repr(value) if isinstance(value, float) else str(value)
-    if result:
-        check_consistency(result)
-    return result
-
-
-def check_consistency(overrides: Mapping[str, str]) -> None:
-    """Cross-config rules Kafka enforces (one bound may not exceed the other)."""
-    lo = int(overrides.get("min.compaction.lag.ms", CONFIG_DEFS["min.compaction.lag.ms"].default))
-    hi = int(overrides.get("max.compaction.lag.ms", CONFIG_DEFS["max.compaction.lag.ms"].default))
+    lo = int(result.get("min.compaction.lag.ms", CONFIG_DEFS["min.compaction.lag.ms"].default))
+    hi = int(result.get("max.compaction.lag.ms", CONFIG_DEFS["max.compaction.lag.ms"].default))
     if lo > hi:
         raise InvalidConfigError(
             f"min.compaction.lag.ms ({lo}) must not be greater than max.compaction.lag.ms ({hi})"
         )
+    return result
