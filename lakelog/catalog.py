@@ -189,12 +189,10 @@ class Catalog:
     # -- topics --------------------------------------------------------------
 
     def list_topics(self) -> list[str]:
-        names = []
-        for info in self.storage.list_dir(META_TOPICS):
-            base = info.path.rsplit("/", 1)[-1]
-            if not info.is_dir and base.endswith(".json"):
-                names.append(base[: -len(".json")])
-        return sorted(names)
+        files = (
+            i.path.rsplit("/", 1)[-1] for i in self.storage.list_dir(META_TOPICS) if not i.is_dir
+        )
+        return sorted(f.removesuffix(".json") for f in files if f.endswith(".json"))
 
     def check_new_topic(
         self,

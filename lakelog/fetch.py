@@ -19,7 +19,6 @@ import pyarrow as pa
 
 from lakelog.column_buffers import binary_lengths
 from lakelog.errors import InvalidRequestError, OffsetOutOfRangeError
-from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, table_to_records
 from lakelog.segments import SegmentReader
 from lakelog.topic_table import TopicTable, partition_txn
@@ -105,52 +104,38 @@ def read(
                 log_start_offset=start,
                 high_watermark=hwm,
             )
+        pieces: list[pa.Table] = []
+        remaining_records, remaining_bytes = max_records, max_bytes
+        next_offset = offset
         try:
-            return _read_segments(
-                reader, partition, offset, segments, hwm, start, max_records, max_bytes
-            )
+            for segment in segments:
+                if segment.base_offset >= hwm:
+                    break
+                rows = reader.read(segment, max(offset, segment.base_offset), remaining_records)
+                if rows.num_rows:
+                    fits, size = rows_within(rows, remaining_bytes, at_least_one=not pieces)
+                    if fits < rows.num_rows:
+                        rows = rows.slice(0, fits)
+                        remaining_records = 0
+                    if rows.num_rows:
+                        pieces.append(rows)
+                        remaining_records -= rows.num_rows
+                        remaining_bytes -= size
+                        next_offset = int(rows.column("offset")[-1].as_py()) + 1
+                    if remaining_records <= 0 or remaining_bytes <= 0:
+                        break
+                else:
+                    next_offset = max(next_offset, segment.end_offset)
         except FileNotFoundError:
             if attempt == 2:
                 raise
             table.refresh()
+            continue
+        records = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
+        return FetchResult(
+            partition, records, hwm, start, min(next_offset, hwm) if segments else hwm
+        )
     raise AssertionError("unreachable")
-
-
-def _read_segments(
-    reader: SegmentReader,
-    partition: int,
-    offset: int,
-    segments: list[Segment],
-    hwm: int,
-    start: int,
-    max_records: int,
-    max_bytes: int,
-) -> FetchResult:
-    pieces: list[pa.Table] = []
-    remaining_records, remaining_bytes = max_records, max_bytes
-    next_offset = offset
-    for segment in segments:
-        if segment.base_offset >= hwm:
-            break
-        rows = reader.read(segment, max(offset, segment.base_offset), remaining_records)
-        if rows.num_rows:
-            fits, size = rows_within(rows, remaining_bytes, at_least_one=not pieces)
-            if fits < rows.num_rows:
-                rows = rows.slice(0, fits)
-                remaining_records = 0
-            if rows.num_rows:
-                pieces.append(rows)
-                remaining_records -= rows.num_rows
-                remaining_bytes -= size
-                next_offset = int(rows.column("offset")[-1].as_py()) + 1
-            if remaining_records <= 0 or remaining_bytes <= 0:
-                break
-        else:
-            next_offset = max(next_offset, segment.end_offset)
-    if not pieces:
-        next_offset = max(next_offset, offset) if segments else hwm
-        return FetchResult.nothing(partition, hwm, start, min(next_offset, hwm))
-    return FetchResult(partition, pa.concat_tables(pieces), hwm, start, min(next_offset, hwm))
 
 
 def offset_of_max_timestamp(
@@ -188,9 +173,9 @@ def offset_for_timestamp(
     with table.state_lock:
         segments = table.index.partition(partition).segments_for_timestamp(timestamp_ms)
     for segment in segments:
-        rows = reader.read(segment, segment.base_offset, max(segment.num_records, 1) + 1)
-        if segment.num_records == 0:
-            rows = reader.read(segment, segment.base_offset, 2**62)
+        # 0: no count in the stats, or no rows: read it all.
+        limit = segment.num_records + 1 if segment.num_records else 2**62
+        rows = reader.read(segment, segment.base_offset, limit)
         millis = rows.column("timestamp").cast(pa.int64()).to_numpy()
         hits = np.flatnonzero(millis >= timestamp_ms)
         if len(hits):

@@ -110,16 +110,9 @@ def segment_from_add(add: AddFile) -> Segment:
 class PartitionIndex:
     """The live segments of one partition, sorted by offset and non-overlapping."""
 
-    def __init__(self) -> None:
-        self._segments: list[Segment] = []
-        self._lasts: list[int] = []
-
-    @classmethod
-    def from_segments(cls, segments: list[Segment]) -> PartitionIndex:
-        index = cls()
-        index._segments = sorted(segments)
-        index._lasts = [s.last_offset for s in index._segments]
-        return index
+    def __init__(self, segments: Iterable[Segment] = ()) -> None:
+        self._segments = sorted(segments)
+        self._lasts = [s.last_offset for s in self._segments]
 
     def add(self, segment: Segment) -> None:
         i = bisect.bisect_left(self._segments, segment)
@@ -181,7 +174,7 @@ class OffsetIndex:
             grouped.setdefault(segment.partition, []).append(segment)
             index._partition_of[segment.path] = segment.partition
         for partition, segments in grouped.items():
-            index._partitions[partition] = PartitionIndex.from_segments(segments)
+            index._partitions[partition] = PartitionIndex(segments)
         return index
 
     def apply(self, actions: Iterable[Action]) -> None:

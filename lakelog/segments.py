@@ -105,21 +105,17 @@ def write_segment(
     partition: int,
     table: pa.Table,
     compression: str = DEFAULT_COMPRESSION,
-    base_offset: int | None = None,
-    last_offset: int | None = None,
+    *,
+    base_offset: int,
+    last_offset: int,
     sync: bool = True,
 ) -> Segment:
     """Write rows of one partition (with offsets) as a new, uncommitted segment.
 
-    It covers ``base_offset..last_offset`` (default: the rows' offsets), which
-    may be wider than the rows (compaction). Durably, unless ``sync=False``:
-    then the caller flushes it (``Storage.sync_new``) before any commit may
-    reference it.
+    It covers ``base_offset..last_offset``, which may be wider than the rows
+    (compaction). Durably, unless ``sync=False``: then the caller flushes it
+    (``Storage.sync_new``) before any commit may reference it.
     """
-    if base_offset is None or last_offset is None:
-        low, high = pc.min_max(table.column("offset")).values()
-        base_offset = low.as_py() if base_offset is None else base_offset
-        last_offset = high.as_py() if last_offset is None else last_offset
     # Kafka-like naming: the base offset leads, so a listing sorts in log order.
     relative = (
         f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"

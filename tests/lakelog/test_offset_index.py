@@ -40,7 +40,7 @@ from lakelog.offset_index import (
 from lakelog.segments import add_action
 
 PARTITIONS = (0, 1, 2)
-# ``lakelog.segments._iso`` goes through a float number of seconds and loses a
+# ``lakelog.offset_index.stats_timestamp`` goes through a float number of seconds and loses a
 # millisecond beyond ~2**33 s (year 2242); stay well inside the exact range.
 MAX_TIMESTAMP_MS = 2**41
 
