@@ -34,18 +34,14 @@ class LakelogError(Exception):
         name: str | None = None,
         retriable: bool | None = None,
         http_status: int | None = None,
-        **kwargs: Any,
     ) -> None:
-        super().__init_subclass__(**kwargs)
+        super().__init_subclass__()
+        given = {"code": code, "name": name, "retriable": retriable, "http_status": http_status}
+        for attribute, value in given.items():
+            if value is not None:
+                setattr(cls, attribute, value)
         if code is not None:
-            cls.code = code
             _BY_CODE.setdefault(code, cls)
-        if name is not None:
-            cls.name = name
-        if retriable is not None:
-            cls.retriable = retriable
-        if http_status is not None:
-            cls.http_status = http_status
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)

@@ -11,10 +11,9 @@ Keyless records have no ordering to preserve, so the choice there is about batch
 efficiency (sticky, KIP-480) or even spread (round-robin). Both are objects with
 state because the choice depends on what was chosen before.
 
-Everything here is pure computation: no I/O, no clocks, so tests can pin it
-down exactly. ``murmur2`` hashes one key; ``partitions_for_keys`` hashes a whole
-column of keys at once in numpy (the produce path's way: a request of a
-thousand keyed records would otherwise spend most of its broker time here).
+Pure computation, no I/O or clocks. ``partitions_for_keys`` hashes a column of
+keys at once in numpy: a produce request of a thousand keyed records would
+otherwise spend most of its broker time here.
 """
 
 from __future__ import annotations
@@ -91,13 +90,8 @@ def murmur2(data: bytes) -> int:
 
 
 def to_positive(n: int) -> int:
-    """Java's ``Utils.toPositive``: ``n & 0x7fffffff``.
-
-    Deliberately not ``abs``: ``abs(-2**31)`` overflows in Java and would map
-    differently, and Kafka clears the sign bit instead, so we must too.
-    Python's ``&`` on negative ints uses two's complement, which is what makes
-    this one expression identical to Java's for every signed 32-bit input.
-    """
+    """Java's ``Utils.toPositive``: the sign bit cleared (not ``abs``: ``abs(-2**31)``
+    overflows in Java). Python's ``&`` on negative ints is two's complement, as Java's."""
     return n & 0x7FFFFFFF
 
 

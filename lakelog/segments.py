@@ -276,15 +276,12 @@ class SegmentReader:
         parquet = self._open(segment.path)
         try:
             offset_col = parquet.schema_arrow.get_field_index("offset")
-            groups = []
+            pieces = []
+            remaining = max_records
             for i in range(parquet.metadata.num_row_groups):
                 stats = parquet.metadata.row_group(i).column(offset_col).statistics
                 if stats is not None and stats.has_min_max and stats.max < from_offset:
                     continue
-                groups.append(i)
-            pieces = []
-            remaining = max_records
-            for i in groups:
                 rows = parquet.read_row_group(i, columns=None if columns is None else names)
                 if from_offset > segment.base_offset:
                     rows = rows.filter(pc.greater_equal(rows.column("offset"), from_offset))
@@ -300,7 +297,5 @@ class SegmentReader:
             raise CorruptRecordError(
                 f"segment {join(self.table_path, segment.path)} is unreadable: {exc}"
             ) from exc
-        if not pieces:
-            return SEGMENT_SCHEMA.empty_table().select(names)
-        table = pa.concat_tables(pieces)
+        table = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
         return table.select(names)

@@ -181,8 +181,7 @@ class TopicConfig:
     overrides: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        normalised = normalise_overrides(self.overrides)
-        object.__setattr__(self, "overrides", normalised)
+        object.__setattr__(self, "overrides", normalise_overrides(self.overrides))
 
     def get(self, name: str) -> Any:
         definition = CONFIG_DEFS[name]
