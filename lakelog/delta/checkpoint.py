@@ -247,6 +247,10 @@ def checkpoint_table(
     return pa.table([columns[f.name] for f in CHECKPOINT_SCHEMA], schema=CHECKPOINT_SCHEMA)
 
 
+def checkpoint_file(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
 def write_checkpoint(
     storage: Storage,
     log_path: str,
@@ -263,7 +267,6 @@ def write_checkpoint(
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
     data = sink.getvalue().to_pybytes()
-    name = f"{snapshot.version:020d}.checkpoint.parquet"
     pointer = {
         "version": snapshot.version,
         "size": table.num_rows,
@@ -271,7 +274,7 @@ def write_checkpoint(
         "numOfAddFiles": len(snapshot.files),
     }
     try:
-        storage.put(join(log_path, name), data)
+        storage.put(join(log_path, checkpoint_file(snapshot.version)), data)
         storage.put(join(log_path, LAST_CHECKPOINT), json.dumps(pointer).encode())
     except OSError as exc:
         raise KafkaStorageError(

@@ -28,6 +28,7 @@ from lakelog.delta.actions import (
     decode_commit,
     encode_commit,
 )
+from lakelog.delta.checkpoint import LAST_CHECKPOINT, checkpoint_file
 from lakelog.delta.state import TableState
 from lakelog.errors import CorruptRecordError, KafkaStorageError, UnknownTopicOrPartitionError
 from lakelog.storage import Storage, join
@@ -103,7 +104,7 @@ class DeltaLog:
         The commits after it are the caller's to apply (``update`` reads them).
         """
         state = TableState()
-        checkpoint = self._last_checkpoint()
+        checkpoint = self.last_checkpoint()
         if checkpoint is not None:
             version, parts = checkpoint
             self._apply_checkpoint(state, version, parts)
@@ -150,7 +151,7 @@ class DeltaLog:
         if now - self._cleanup_checked_at < CLEANUP_CHECK_INTERVAL_S:
             return False
         self._cleanup_checked_at = now
-        checkpoint = self._last_checkpoint()
+        checkpoint = self.last_checkpoint()
         if checkpoint is not None and checkpoint[0] > state.version + 1:
             log.info(
                 "commit %d of %s was cleaned up; reloading", state.version + 1, self.table_path
@@ -158,9 +159,10 @@ class DeltaLog:
             return True
         return False
 
-    def _last_checkpoint(self) -> tuple[int, int | None] | None:
+    def last_checkpoint(self) -> tuple[int, int | None] | None:
+        """The version and part count ``_last_checkpoint`` names, or None without one."""
         try:
-            data = self.storage.read_bytes(join(self.log_path, "_last_checkpoint"))
+            data = self.storage.read_bytes(join(self.log_path, LAST_CHECKPOINT))
         except FileNotFoundError:
             return None
         info = json.loads(data)
@@ -173,7 +175,7 @@ class DeltaLog:
                 for i in range(1, parts + 1)
             ]
         else:
-            names = [f"{version:020d}.checkpoint.parquet"]
+            names = [checkpoint_file(version)]
         actions: list[Action] = []
         for name in names:
             data = self.storage.read_bytes(join(self.log_path, name))

@@ -53,7 +53,7 @@ class MotoServer:
 
     def settings(self, endpoint: str | None = None) -> S3Settings:
         """How to reach this server (or ``endpoint``, a proxy in front of it), with its
-        credentials; ``lakelog.testing.env.s3_variables`` turns them into a child's."""
+        credentials; ``S3Settings.aws_variables`` turns them into a child's."""
         return S3Settings(
             endpoint_url=endpoint or self.endpoint,
             access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],

@@ -8,10 +8,9 @@ this broker re-reads them at once; other brokers follow within
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.errors import InvalidRequestError, SecurityDisabledError
@@ -96,8 +95,7 @@ def _out(bindings: list[AclBinding]) -> AclList:
     return AclList(acls=[AclOut(**b.to_json()) for b in bindings])
 
 
-@dataclass(frozen=True)
-class AclQuery:
+class AclQuery(BaseModel):
     """The query parameters of an ACL search, as sent (absent ones are None)."""
 
     resource_type: str | None = None
@@ -109,7 +107,7 @@ class AclQuery:
     permission: str | None = None
 
     def is_empty(self) -> bool:
-        return all(getattr(self, f.name) is None for f in fields(self))
+        return not self.model_dump(exclude_none=True)
 
     def acl_filter(self) -> AclFilter:
         """The parameters as a filter; ``ANY`` (or absence) matches everything."""
@@ -129,25 +127,7 @@ class AclQuery:
 
 
 Q = Annotated[str | None, Query()]
-
-
-async def acl_query(
-    resource_type: Q = None,
-    resource_name: Q = None,
-    pattern_type: Q = None,
-    principal: Q = None,
-    host: Q = None,
-    operation: Q = None,
-    permission: Q = None,
-) -> AclQuery:
-    """The search parameters, all optional (a coroutine: FastAPI would run a plain ``def``
-    dependency on its thread pool)."""
-    return AclQuery(
-        resource_type, resource_name, pattern_type, principal, host, operation, permission
-    )
-
-
-AclSearch = Annotated[AclQuery, Depends(acl_query)]
+AclSearch = Annotated[AclQuery, Query()]
 
 
 @router.get("/acls", response_model=AclList, summary="List ACL bindings matching the filter")
@@ -180,10 +160,6 @@ def delete_acls(request: Request, query: AclSearch) -> AclList:
     return _out(removed)
 
 
-def _quota_out(items: list[dict[str, Any]]) -> QuotaList:
-    return QuotaList(quotas=[QuotaOut(**item) for item in items])
-
-
 @router.get("/quotas", response_model=QuotaList, summary="Client quota overrides")
 def list_quotas(request: Request, user: Q = None, client_id: Q = None) -> QuotaList:
     security = _security(request)
@@ -195,7 +171,7 @@ def list_quotas(request: Request, user: Q = None, client_id: Q = None) -> QuotaL
         if (user is None or i["user"] == user)
         and (client_id is None or i["client_id"] == client_id)
     ]
-    return _quota_out(chosen)
+    return QuotaList(quotas=[QuotaOut(**item) for item in chosen])
 
 
 @router.patch("/quotas", response_model=QuotaOut, summary="Set/remove one entity's quotas")
