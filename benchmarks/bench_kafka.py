@@ -548,7 +548,7 @@ def bench_s3(
         server = start_broker(
             f"s3://{bucket}/lakelog",
             scratch,
-            {"s3_endpoint_url": moto.endpoint},
+            {"s3_endpoint_url": moto.url},
             name="broker-s3",
             env=moto.settings().aws_variables(),
         )
