@@ -8,9 +8,10 @@ this broker re-reads them at once; other brokers follow within
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.errors import InvalidRequestError, SecurityDisabledError
@@ -95,7 +96,8 @@ def _out(bindings: list[AclBinding]) -> AclList:
     return AclList(acls=[AclOut(**b.to_json()) for b in bindings])
 
 
-class AclQuery(BaseModel):
+@dataclass(frozen=True)
+class AclQuery:
     """The query parameters of an ACL search, as sent (absent ones are None)."""
 
     resource_type: str | None = None
@@ -107,7 +109,7 @@ class AclQuery(BaseModel):
     permission: str | None = None
 
     def is_empty(self) -> bool:
-        return not self.model_dump(exclude_none=True)
+        return all(getattr(self, f.name) is None for f in fields(self))
 
     def acl_filter(self) -> AclFilter:
         """The parameters as a filter; ``ANY`` (or absence) matches everything."""
@@ -127,7 +129,25 @@ class AclQuery(BaseModel):
 
 
 Q = Annotated[str | None, Query()]
-AclSearch = Annotated[AclQuery, Query()]
+
+
+async def acl_query(
+    resource_type: Q = None,
+    resource_name: Q = None,
+    pattern_type: Q = None,
+    principal: Q = None,
+    host: Q = None,
+    operation: Q = None,
+    permission: Q = None,
+) -> AclQuery:
+    """The search parameters, all optional (a coroutine: FastAPI would run a plain ``def``
+    dependency on its thread pool)."""
+    return AclQuery(
+        resource_type, resource_name, pattern_type, principal, host, operation, permission
+    )
+
+
+AclSearch = Annotated[AclQuery, Depends(acl_query)]
 
 
 @router.get("/acls", response_model=AclList, summary="List ACL bindings matching the filter")
