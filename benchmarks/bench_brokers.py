@@ -82,7 +82,6 @@ from benchmarks.servers import start_broker
 from lakelog.catalog import Catalog
 from lakelog.storage import S3Settings
 from lakelog.testing.brokers import LOOPBACK, ServerProcess, wait_for
-from lakelog.testing.env import s3_variables
 from lakelog.testing.proxy import TcpProxy
 from lakelog.testing.s3 import MotoServer, start_moto
 from server.commit_leader.router import choose_commit_leader
@@ -233,7 +232,7 @@ def open_store(regime: Regime, workdir: Path) -> Iterator[Store]:
         bucket = moto.create_bucket()
         yield Store(
             f"s3://{bucket}/lakelog",
-            broker_env=s3_variables(moto.settings(proxy.url)),
+            broker_env=moto.settings(proxy.url).aws_variables(),
             broker_settings={"s3_endpoint_url": proxy.url},
             read_settings=moto.settings(),
             proxy=proxy,

@@ -79,7 +79,6 @@ from benchmarks.common import (
 from benchmarks.servers import start_broker
 from lakelog.client import AdminClient
 from lakelog.testing.brokers import ServerProcess
-from lakelog.testing.env import s3_variables
 from lakelog.testing.s3 import start_moto
 
 NAME = "kafka"
@@ -549,9 +548,9 @@ def bench_s3(
         server = start_broker(
             f"s3://{bucket}/lakelog",
             scratch,
-            {"s3_endpoint_url": moto.endpoint},
+            {"s3_endpoint_url": moto.url},
             name="broker-s3",
-            env=s3_variables(moto.settings()),
+            env=moto.settings().aws_variables(),
         )
         try:
             assert server.kafka is not None

@@ -247,6 +247,10 @@ def checkpoint_table(
     return pa.table([columns[f.name] for f in CHECKPOINT_SCHEMA], schema=CHECKPOINT_SCHEMA)
 
 
+def checkpoint_file(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
 def write_checkpoint(
     storage: Storage,
     log_path: str,
@@ -263,7 +267,6 @@ def write_checkpoint(
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
     data = sink.getvalue().to_pybytes()
-    name = f"{snapshot.version:020d}.checkpoint.parquet"
     pointer = {
         "version": snapshot.version,
         "size": table.num_rows,
@@ -271,7 +274,7 @@ def write_checkpoint(
         "numOfAddFiles": len(snapshot.files),
     }
     try:
-        storage.put(join(log_path, name), data)
+        storage.put(join(log_path, checkpoint_file(snapshot.version)), data)
         storage.put(join(log_path, LAST_CHECKPOINT), json.dumps(pointer).encode())
     except OSError as exc:
         raise KafkaStorageError(
@@ -282,7 +285,9 @@ def write_checkpoint(
 # -- one block of rows per action kind ----------------------------------------
 
 
-def _struct(fields: list[pa.Field], arrays: list[pa.Array]) -> pa.StructArray:
+def _struct(fields: list[pa.Field], n: int, **columns: pa.Array) -> pa.StructArray:
+    """``n`` rows of a struct of ``fields``; the fields not given are null."""
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in fields]
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
@@ -301,78 +306,69 @@ def _maps(dicts: Iterable[Mapping[str, str | None] | None]) -> pa.MapArray:
     )
 
 
-def _nulls(fields: list[pa.Field], names: Sequence[str], n: int) -> list[pa.Array]:
-    by_name = {f.name: f for f in fields}
-    return [pa.nulls(n, by_name[name].type) for name in names]
-
-
 def _add_rows(files: Sequence[AddFile]) -> pa.StructArray:
-    n = len(files)
-    arrays = [
-        pa.array([f.path for f in files], _STR),
-        _maps(f.partition_values for f in files),
-        pa.array([f.size for f in files], pa.int64()),
-        pa.array([f.modification_time for f in files], pa.int64()),
-        pa.array([f.data_change for f in files], pa.bool_()),
-        pa.array([f.stats for f in files], _STR),
-        _maps(f.tags for f in files),
-        *_nulls(
-            _ADD,
-            ("deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider"),
-            n,
-        ),
-    ]
-    return _struct(_ADD, arrays)
+    return _struct(
+        _ADD,
+        len(files),
+        path=pa.array([f.path for f in files], _STR),
+        partitionValues=_maps(f.partition_values for f in files),
+        size=pa.array([f.size for f in files], pa.int64()),
+        modificationTime=pa.array([f.modification_time for f in files], pa.int64()),
+        dataChange=pa.array([f.data_change for f in files], pa.bool_()),
+        stats=pa.array([f.stats for f in files], _STR),
+        tags=_maps(f.tags for f in files),
+    )
 
 
 def _remove_rows(tombstones: Sequence[RemoveFile]) -> pa.StructArray:
-    n = len(tombstones)
-    arrays = [
-        pa.array([r.path for r in tombstones], _STR),
-        pa.array([r.deletion_timestamp for r in tombstones], pa.int64()),
-        pa.array([r.data_change for r in tombstones], pa.bool_()),
-        pa.array([r.partition_values is not None for r in tombstones], pa.bool_()),
-        _maps(r.partition_values for r in tombstones),
-        pa.array([r.size for r in tombstones], pa.int64()),
-        pa.nulls(n, _STR),
-        _maps(r.tags for r in tombstones),
-        *_nulls(_REMOVE, ("deletionVector", "baseRowId", "defaultRowCommitVersion"), n),
-    ]
-    return _struct(_REMOVE, arrays)
+    return _struct(
+        _REMOVE,
+        len(tombstones),
+        path=pa.array([r.path for r in tombstones], _STR),
+        deletionTimestamp=pa.array([r.deletion_timestamp for r in tombstones], pa.int64()),
+        dataChange=pa.array([r.data_change for r in tombstones], pa.bool_()),
+        extendedFileMetadata=pa.array(
+            [r.partition_values is not None for r in tombstones], pa.bool_()
+        ),
+        partitionValues=_maps(r.partition_values for r in tombstones),
+        size=pa.array([r.size for r in tombstones], pa.int64()),
+        tags=_maps(r.tags for r in tombstones),
+    )
 
 
 def _metadata_rows(metadata: Metadata) -> pa.StructArray:
-    fmt = _struct(list(_FORMAT), [pa.array(["parquet"], _STR), _maps([{}])])
-    arrays = [
-        pa.array([metadata.table_id], _STR),
-        pa.array([metadata.name], _STR),
-        pa.array([metadata.description], _STR),
-        fmt,
-        pa.array([metadata.schema_string], _STR),
-        pa.array([list(metadata.partition_columns)], _STRINGS),
-        pa.array([metadata.created_time], pa.int64()),
-        _maps([metadata.configuration]),
-    ]
-    return _struct(_METADATA, arrays)
+    return _struct(
+        _METADATA,
+        1,
+        id=pa.array([metadata.table_id], _STR),
+        name=pa.array([metadata.name], _STR),
+        description=pa.array([metadata.description], _STR),
+        format=_struct(list(_FORMAT), 1, provider=pa.array(["parquet"], _STR), options=_maps([{}])),
+        schemaString=pa.array([metadata.schema_string], _STR),
+        partitionColumns=pa.array([list(metadata.partition_columns)], _STRINGS),
+        createdTime=pa.array([metadata.created_time], pa.int64()),
+        configuration=_maps([metadata.configuration]),
+    )
 
 
 def _protocol_rows(protocol: Protocol) -> pa.StructArray:
     def features(values: tuple[str, ...] | None) -> pa.Array:
         return pa.array([None if values is None else list(values)], _STRINGS)
 
-    arrays = [
-        pa.array([protocol.min_reader_version], pa.int32()),
-        pa.array([protocol.min_writer_version], pa.int32()),
-        features(protocol.reader_features),
-        features(protocol.writer_features),
-    ]
-    return _struct(_PROTOCOL, arrays)
+    return _struct(
+        _PROTOCOL,
+        1,
+        minReaderVersion=pa.array([protocol.min_reader_version], pa.int32()),
+        minWriterVersion=pa.array([protocol.min_writer_version], pa.int32()),
+        readerFeatures=features(protocol.reader_features),
+        writerFeatures=features(protocol.writer_features),
+    )
 
 
 def _txn_rows(txns: Sequence[tuple[str, int]]) -> pa.StructArray:
-    arrays = [
-        pa.array([app for app, _ in txns], _STR),
-        pa.array([version for _, version in txns], pa.int64()),
-        pa.nulls(len(txns), pa.int64()),
-    ]
-    return _struct(_TXN, arrays)
+    return _struct(
+        _TXN,
+        len(txns),
+        appId=pa.array([app for app, _ in txns], _STR),
+        version=pa.array([version for _, version in txns], pa.int64()),
+    )

@@ -1,37 +1,28 @@
 """Checkpoints written by a helper process, so their work never waits on a broker's GIL.
 
-A checkpoint is cheap on an idle machine (a few milliseconds of Arrow and
-Parquet work for thousands of files), but it is dozens of short calls that
-each give up the GIL and must win it back. In a broker whose event loop is
-busy, every one of those waits up to the interpreter's switch interval, and
-each forced switch pauses the event loop and the threads staging the next
-group commit. Measured on this machine at half the produce saturation, the
-checkpoint thread ran 20-80 ms once a second and set the produce p99 (about
-40-60 ms, against 18 ms with checkpoints off). Another process has its own
-GIL; the writer only tells it which version to checkpoint.
+A checkpoint is a few milliseconds of Arrow and Parquet work, but in dozens
+of short calls that each give up the GIL and must win it back: in a busy
+broker each waits up to the switch interval and pauses the event loop and
+the threads staging the next group commit. Measured at half the produce
+saturation, the checkpoint thread ran 20-80 ms once a second and set the
+produce p99 (40-60 ms, against 18 ms with checkpoints off). Another process
+has its own GIL; the writer only tells it which version to checkpoint.
 
-The helper follows each table the way any reader does (its last
-checkpoint, then the commit files after it), keeps that state between
-checkpoints, and writes ``<version>.checkpoint.parquet`` with the same code
-as the in-process path (``checkpoint.write_checkpoint``). A table it meets
-for the first time starts from its last checkpoint; the commits this writer
-made reach it with the request, as the bytes the writer stored, so it reads
-from storage only the commits other writers made; and the broker starts it
-with itself. So no checkpoint loads a table from storage in full (a burst
-of GETs) in a helper still starting up (a second of CPU) in the middle of
-the produce load, which on an object store queues the group commits behind
-it. Checkpoints are
-derived data: a request lost with a crashed helper only means a later
-checkpoint; the helper is started again on the next request.
+The helper follows each table as any reader does (its last checkpoint, then
+the commits after it), keeps that state between checkpoints, and writes with
+the in-process path's ``checkpoint.write_checkpoint``. The commits this
+writer made reach it with the request, as the bytes stored, so it reads only
+other writers' commits from storage; and the broker starts it with itself.
+So no checkpoint loads a table in full (a burst of GETs) in a helper still
+starting up (a second of CPU) amid the produce load, which on an object
+store would queue the group commits behind it. Checkpoints are derived data:
+a request lost with a crashed helper only means a later checkpoint, and the
+helper is started again on the next request.
 
-It belongs to the core's Delta layer, not to the broker that starts it: it
-is storage machinery (it follows tables and writes checkpoints through
-``lakelog.delta`` and ``lakelog.storage`` only, with the in-process path's
-code), any writer can hand its checkpoints to it through
-``lakelog.delta.table.CheckpointRequester``, and the helper runs as
-``python -m lakelog.delta.checkpoint_process``, which must start with the
-core installed alone: a broker's web stack has no place in a process that
-only writes checkpoints.
+It is storage machinery of the core's Delta layer, not of the broker: any
+writer hands it checkpoints through ``lakelog.delta.table.CheckpointRequester``,
+and ``python -m lakelog.delta.checkpoint_process`` starts with the core
+installed alone (no web stack in a process that only writes checkpoints).
 """
 
 from __future__ import annotations

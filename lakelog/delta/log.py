@@ -20,14 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.delta.actions import (
-    Action,
-    AddFile,
-    RemoveFile,
-    action_from_json,
-    decode_commit,
-    encode_commit,
-)
+from lakelog.delta.actions import Action, AddFile, action_from_json, decode_commit, encode_commit
+from lakelog.delta.checkpoint import LAST_CHECKPOINT, checkpoint_file
 from lakelog.delta.state import TableState
 from lakelog.errors import CorruptRecordError, KafkaStorageError, UnknownTopicOrPartitionError
 from lakelog.storage import Storage, join
@@ -103,7 +97,7 @@ class DeltaLog:
         The commits after it are the caller's to apply (``update`` reads them).
         """
         state = TableState()
-        checkpoint = self._last_checkpoint()
+        checkpoint = self.last_checkpoint()
         if checkpoint is not None:
             version, parts = checkpoint
             self._apply_checkpoint(state, version, parts)
@@ -150,7 +144,7 @@ class DeltaLog:
         if now - self._cleanup_checked_at < CLEANUP_CHECK_INTERVAL_S:
             return False
         self._cleanup_checked_at = now
-        checkpoint = self._last_checkpoint()
+        checkpoint = self.last_checkpoint()
         if checkpoint is not None and checkpoint[0] > state.version + 1:
             log.info(
                 "commit %d of %s was cleaned up; reloading", state.version + 1, self.table_path
@@ -158,9 +152,10 @@ class DeltaLog:
             return True
         return False
 
-    def _last_checkpoint(self) -> tuple[int, int | None] | None:
+    def last_checkpoint(self) -> tuple[int, int | None] | None:
+        """The version and part count ``_last_checkpoint`` names, or None without one."""
         try:
-            data = self.storage.read_bytes(join(self.log_path, "_last_checkpoint"))
+            data = self.storage.read_bytes(join(self.log_path, LAST_CHECKPOINT))
         except FileNotFoundError:
             return None
         info = json.loads(data)
@@ -173,21 +168,21 @@ class DeltaLog:
                 for i in range(1, parts + 1)
             ]
         else:
-            names = [f"{version:020d}.checkpoint.parquet"]
+            names = [checkpoint_file(version)]
         actions: list[Action] = []
         for name in names:
             data = self.storage.read_bytes(join(self.log_path, name))
             table = pq.read_table(pa.BufferReader(data))
             actions.extend(_checkpoint_adds(table))
-            actions.extend(_checkpoint_removes(table))
-            # The few non-add rows (protocol, metadata, txns) go the generic way.
-            present = [c for c in ("protocol", "metaData", "txn") if c in table.column_names]
+            # The few other rows (protocol, metadata, txns, tombstones) go the generic way.
+            kinds = ("protocol", "metaData", "txn", "remove")
+            present = [c for c in kinds if c in table.column_names]
             small = table.select(present)
             keep = pc.is_valid(small.column(present[0])) if present else None
             for column in present[1:]:
                 keep = pc.or_(keep, pc.is_valid(small.column(column)))
             if keep is not None:
-                for row in small.filter(keep).to_pylist():
+                for row in small.filter(keep).to_pylist(maps_as_pydicts="lossy"):
                     actions.extend(_checkpoint_row_actions(row))
         state.apply(version, actions)
 
@@ -273,50 +268,13 @@ def _checkpoint_adds(table: pa.Table) -> list[AddFile]:
     ]
 
 
-def _checkpoint_removes(table: pa.Table) -> list[RemoveFile]:
-    """The tombstones a checkpoint carries (few: only removes younger than their retention)."""
-    if "remove" not in table.column_names:
-        return []
-    removes = table.column("remove")
-    rows = removes.filter(pc.is_valid(removes)).to_pylist()
-    return [
-        RemoveFile(
-            path=row["path"],
-            deletion_timestamp=int(row.get("deletionTimestamp") or 0),
-            data_change=bool(row.get("dataChange", True)),
-            partition_values=(
-                dict(row["partitionValues"]) if row.get("extendedFileMetadata") else None
-            ),
-            size=row.get("size"),
-            tags=dict(row.get("tags") or ()),
-        )
-        for row in rows
-    ]
-
-
 def _checkpoint_row_actions(row: dict[str, Any]) -> list[Action]:
     """Turn one checkpoint row (one non-null action column) into actions."""
     actions: list[Action] = []
-    for column in ("protocol", "metaData", "txn"):
-        value = row.get(column)
+    for column, value in row.items():
         if value is None:
             continue
-        actions.append(action_from_json({column: _maps_to_dicts(value)}))
+        if column == "remove" and not value.get("extendedFileMetadata"):
+            value["partitionValues"] = None  # not given (written as an empty map)
+        actions.append(action_from_json({column: value}))
     return actions
-
-
-def _maps_to_dicts(value: Any) -> Any:
-    """pyarrow renders Parquet maps as lists of (key, value) tuples; JSON actions use objects."""
-    if isinstance(value, dict):
-        return {k: _maps_to_dicts(v) for k, v in value.items()}
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(item, tuple) and len(item) == 2 for item in value)
-    ):
-        return {k: v for k, v in value}
-    if isinstance(value, list):
-        if value == [] or all(isinstance(i, str) for i in value):
-            return value
-        return [_maps_to_dicts(v) for v in value]
-    return value

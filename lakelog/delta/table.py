@@ -203,7 +203,8 @@ class TableCommitter:
                         self.count(commits=1)
                         return version
                     self.refresh()
-                    if self._committed_by_us(commit_id, version):
+                    # A put that failed in transit may still have landed: look for our id.
+                    if _holds(self._delta.read_commit(version) or [], commit_id):
                         self.count(commits=1, recognised_after_error=1)
                         return version
                 self.count(lost_races=1)
@@ -235,17 +236,7 @@ class TableCommitter:
             ) from error
         if actions is None:
             raise error  # nothing landed: a plain, retriable storage failure
-        return any(
-            isinstance(a, CommitInfo) and a.values.get(COMMIT_ID) == commit_id for a in actions
-        )
-
-    def _committed_by_us(self, commit_id: str, version: int) -> bool:
-        """A put that failed in transit may still have landed: look for our commit id."""
-        actions = self._delta.read_commit(version)
-        return any(
-            isinstance(a, CommitInfo) and a.values.get(COMMIT_ID) == commit_id
-            for a in actions or []
-        )
+        return _holds(actions, commit_id)
 
     def _maybe_checkpoint(self, version: int) -> None:
         """Called under the state lock right after ``version`` was applied."""
@@ -287,3 +278,8 @@ class TableCommitter:
             pool, self._checkpointer = self._checkpointer, None
         if pool is not None:
             pool.shutdown(wait=wait)
+
+
+def _holds(actions: list[Action], commit_id: str) -> bool:
+    """Whether a commit's actions are those of the commit ``commit_id``."""
+    return any(isinstance(a, CommitInfo) and a.values.get(COMMIT_ID) == commit_id for a in actions)

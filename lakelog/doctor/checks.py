@@ -48,16 +48,9 @@ def check_log_versions(
     if not missing:
         return []
     shown = ", ".join(str(v) for v in missing[:10])
-    return [
-        Finding(
-            "delta-log",
-            Severity.ERROR,
-            topic,
-            log_path,
-            f"{log_path}: commit versions missing after "
-            f"{'the start' if checkpoint is None else f'checkpoint {checkpoint}'}: {shown}",
-        )
-    ]
+    after = "the start" if checkpoint is None else f"checkpoint {checkpoint}"
+    message = f"{log_path}: commit versions missing after {after}: {shown}"
+    return [Finding("delta-log", Severity.ERROR, topic, log_path, message)]
 
 
 def check_segment(
@@ -105,16 +98,13 @@ def check_offsets_records(
         try:
             decode_record(key, value)
         except CorruptRecordError as exc:
+            message = (
+                f"partition {segment.partition} offset {offset} is not a committed offset "
+                f"({exc.message}); consumer groups skip it"
+            )
+            drop = RecordToDrop(table_path, segment.path, segment.partition, offset)
             findings.append(
-                Finding(
-                    "offsets-table",
-                    Severity.ERROR,
-                    topic,
-                    path,
-                    f"partition {segment.partition} offset {offset} is not a committed offset "
-                    f"({exc.message}); consumer groups skip it",
-                    drop=RecordToDrop(table_path, segment.path, segment.partition, offset),
-                )
+                Finding("offsets-table", Severity.ERROR, topic, path, message, drop=drop)
             )
     return findings
 
@@ -129,41 +119,21 @@ def check_partition_offsets(
     where = f"partition {partition}"
     ordered = sorted(segments, key=lambda s: s.base_offset)
     if ordered and high_watermark is None:
-        return [
-            Finding(
-                "offsets",
-                Severity.ERROR,
-                topic,
-                where,
-                f"{where} has segments but no high-watermark app transaction",
-            )
+        messages = [f"{where} has segments but no high-watermark app transaction"]
+    else:
+        messages = [
+            f"{where}: {'overlap' if after.base_offset <= before.last_offset else 'gap'} "
+            f"between offsets {before.last_offset} and {after.base_offset} "
+            f"({before.path}, {after.path})"
+            for before, after in itertools.pairwise(ordered)
+            if after.base_offset != before.last_offset + 1
         ]
-    findings = []
-    for before, after in itertools.pairwise(ordered):
-        if after.base_offset != before.last_offset + 1:
-            kind = "overlap" if after.base_offset <= before.last_offset else "gap"
-            findings.append(
-                Finding(
-                    "offsets",
-                    Severity.ERROR,
-                    topic,
-                    where,
-                    f"{where}: {kind} between offsets {before.last_offset} and "
-                    f"{after.base_offset} ({before.path}, {after.path})",
-                )
-            )
-    if ordered and high_watermark is not None and ordered[-1].last_offset + 1 != high_watermark:
-        findings.append(
-            Finding(
-                "offsets",
-                Severity.ERROR,
-                topic,
-                where,
+        if ordered and ordered[-1].last_offset + 1 != high_watermark:
+            messages.append(
                 f"{where}: the high watermark is {high_watermark} but the last segment "
-                f"ends at offset {ordered[-1].last_offset}",
+                f"ends at offset {ordered[-1].last_offset}"
             )
-        )
-    return findings
+    return [Finding("offsets", Severity.ERROR, topic, where, m) for m in messages]
 
 
 def check_watermark_txns(
@@ -173,26 +143,17 @@ def check_watermark_txns(
     findings = []
     for partition, hwm in sorted(watermarks.items()):
         if partition >= partitions:
-            findings.append(
-                Finding(
-                    "watermarks",
-                    Severity.ERROR,
-                    topic,
-                    f"partition {partition}",
-                    f"a high watermark ({hwm}) exists for partition {partition}, "
-                    f"but the topic has {partitions} partitions",
-                )
+            message = (
+                f"a high watermark ({hwm}) exists for partition {partition}, "
+                f"but the topic has {partitions} partitions"
             )
         elif hwm < 0:
-            findings.append(
-                Finding(
-                    "watermarks",
-                    Severity.ERROR,
-                    topic,
-                    f"partition {partition}",
-                    f"partition {partition} has a negative high watermark {hwm}",
-                )
-            )
+            message = f"partition {partition} has a negative high watermark {hwm}"
+        else:
+            continue
+        findings.append(
+            Finding("watermarks", Severity.ERROR, topic, f"partition {partition}", message)
+        )
     return findings
 
 
@@ -279,15 +240,8 @@ def check_pointer(
     if error is not None:
         return [Finding("pointers", Severity.ERROR, name, path, f"topic pointer {path}: {error}")]
     if not table_exists:
-        return [
-            Finding(
-                "pointers",
-                Severity.ERROR,
-                name,
-                path,
-                f"topic pointer {path} names table {table_path}, which has no Delta log",
-            )
-        ]
+        message = f"topic pointer {path} names table {table_path}, which has no Delta log"
+        return [Finding("pointers", Severity.ERROR, name, path, message)]
     return []
 
 

@@ -131,32 +131,25 @@ def _scan_topic(
     except (ValueError, KeyError, TypeError) as exc:
         return check_pointer(name, pointer_path, None, False, f"unreadable ({exc})")
     referenced.add(pointer.table_path)
-    log_path = join(pointer.table_path, LOG_DIR)
-    listing = storage.list_dir(log_path)
+    delta = DeltaLog(storage, pointer.table_path)
+    log_path = delta.log_path
     versions = [
         int(m.group(1))
-        for f in listing
+        for f in storage.list_dir(log_path)
         if (m := COMMIT_NAME.match(f.path.rsplit("/", 1)[-1])) is not None
     ]
-    checkpoint = _checkpoint_version(storage, log_path)
+    last = delta.last_checkpoint()
+    checkpoint = None if last is None else last[0]
     if not versions and checkpoint is None:
         return check_pointer(name, pointer_path, pointer.table_path, False, None)
     findings = check_log_versions(name, log_path, versions, checkpoint)
     try:
-        state = DeltaLog(storage, pointer.table_path).load()
+        state = delta.load()
     except LakelogError as exc:
         findings.append(Finding("delta-log", Severity.ERROR, name, log_path, exc.message))
         return findings
     findings.extend(_check_table(storage, name, pointer.table_path, state, options, ages))
     return findings
-
-
-def _checkpoint_version(storage: Storage, log_path: str) -> int | None:
-    try:
-        data = storage.read_bytes(join(log_path, "_last_checkpoint"))
-    except FileNotFoundError:
-        return None
-    return int(json.loads(data)["version"])
 
 
 def _check_table(

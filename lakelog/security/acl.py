@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lakelog.errors import InvalidRequestError
 
@@ -68,7 +68,10 @@ class Permission(enum.StrEnum):
 IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER})
 
 
-def _enum_value(kind: type[enum.StrEnum], value: object, what: str) -> Any:
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def _enum_value(kind: type[E], value: object, what: str) -> E:
     """``value`` as a member of ``kind``, case-insensitive (``Read`` is ``READ``)."""
     text = str(value).strip().upper().replace("-", "_")
     try:
@@ -79,23 +82,19 @@ def _enum_value(kind: type[enum.StrEnum], value: object, what: str) -> Any:
 
 
 def parse_resource_type(value: object) -> ResourceType:
-    result: ResourceType = _enum_value(ResourceType, value, "resource type")
-    return result
+    return _enum_value(ResourceType, value, "resource type")
 
 
 def parse_pattern_type(value: object) -> PatternType:
-    result: PatternType = _enum_value(PatternType, value, "pattern type")
-    return result
+    return _enum_value(PatternType, value, "pattern type")
 
 
 def parse_operation(value: object) -> Operation:
-    result: Operation = _enum_value(Operation, value, "operation")
-    return result
+    return _enum_value(Operation, value, "operation")
 
 
 def parse_permission(value: object) -> Permission:
-    result: Permission = _enum_value(Permission, value, "permission type")
-    return result
+    return _enum_value(Permission, value, "permission type")
 
 
 def validate_principal(principal: str) -> str:

@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 import fsspec
 import pyarrow.fs
@@ -105,18 +106,12 @@ class FsspecStorage(Storage):
         return True
 
     def delete(self, path: str) -> None:
-        try:
-            with _store_errors():
-                self.fs.rm_file(self._abs(path))
-        except FileNotFoundError:
-            return
+        with contextlib.suppress(FileNotFoundError), _store_errors():
+            self.fs.rm_file(self._abs(path))
 
     def delete_tree(self, path: str) -> None:
-        try:
-            with _store_errors():
-                self.fs.rm(self._abs(path), recursive=True)
-        except FileNotFoundError:
-            return
+        with contextlib.suppress(FileNotFoundError), _store_errors():
+            self.fs.rm(self._abs(path), recursive=True)
 
     def list_dir(self, path: str) -> list[FileInfo]:
         rel = check_relative_path(path)
@@ -175,18 +170,9 @@ class S3Storage(FsspecStorage):
         return f"s3://{self._abs(path)}"
 
     def delta_storage_options(self) -> dict[str, str]:
-        s = self.settings
-        options = {"AWS_REGION": s.region, "conditional_put": "etag"}
-        if s.endpoint_url:
-            options["AWS_ENDPOINT_URL"] = s.endpoint_url
-        if s.allow_http:
+        options = {**self.settings.aws_variables(), "conditional_put": "etag"}
+        if self.settings.allow_http:
             options["AWS_ALLOW_HTTP"] = "true"
-        if s.access_key_id:
-            options["AWS_ACCESS_KEY_ID"] = s.access_key_id
-        if s.secret_access_key:
-            options["AWS_SECRET_ACCESS_KEY"] = s.secret_access_key
-        if s.session_token:
-            options["AWS_SESSION_TOKEN"] = s.session_token
         return options
 
 
@@ -199,8 +185,6 @@ class HdfsStorage(FsspecStorage):
     """
 
     def __init__(self, url: str) -> None:
-        from urllib.parse import urlparse
-
         parsed = urlparse(url)
         fs = fsspec.filesystem("hdfs", host=parsed.hostname or "default", port=parsed.port or 0)
         super().__init__(url, fs, parsed.path or "/")

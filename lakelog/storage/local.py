@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import pyarrow
@@ -22,12 +22,29 @@ from lakelog.storage.base import FileInfo, Storage, check_relative_path
 _WRITE_BUFFER_BYTES = 4 << 20
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _fsync(path: str) -> None:
+    """fsync a file, or a directory (which makes the names in it durable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path: str) -> Iterator[None]:
+    """Unlink ``path`` if the block fails.
+
+    A failed write (ENOSPC, EIO, ...) must not leave its file behind: list_dir
+    hides ``.tmp-`` names, so nothing would ever notice or remove it and each
+    failed attempt would leak disk space.
+    """
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 class LocalStorage(Storage):
@@ -48,7 +65,7 @@ class LocalStorage(Storage):
         os.makedirs(parent, exist_ok=True)
         tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
+        with _removed_on_failure(tmp):
             try:
                 view = memoryview(data)
                 while view:
@@ -57,13 +74,6 @@ class LocalStorage(Storage):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        except BaseException:
-            # A failed write (ENOSPC, EIO, ...) must not leave the temporary file
-            # behind: list_dir hides ``.tmp-`` names, so nothing would ever notice
-            # or remove it and each failed attempt would leak disk space.
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
         return tmp
 
     def read_bytes(self, path: str) -> bytes:
@@ -80,14 +90,9 @@ class LocalStorage(Storage):
     def put(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         tmp = self._write_temp(target, data)
-        try:
+        with _removed_on_failure(tmp):
             os.replace(tmp, target)
-        except BaseException:
-            # Same reason as in _write_temp: never leak a hidden temporary file.
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(os.path.dirname(target))
+        _fsync(os.path.dirname(target))
 
     def write_new(self, path: str, write: Callable[[BinaryIO], None], *, sync: bool = True) -> int:
         """Write in place under the final name: one copy, no rename; fsync file and directory.
@@ -105,7 +110,7 @@ class LocalStorage(Storage):
         except FileNotFoundError:  # first file of a new directory (partition)
             os.makedirs(parent, exist_ok=True)
             fd = os.open(target, flags, 0o644)
-        try:
+        with _removed_on_failure(target):
             try:
                 # Buffered: a Parquet writer makes dozens of small writes per file, each a
                 # syscall that gives up the GIL and waits to get it back on a busy broker.
@@ -118,12 +123,8 @@ class LocalStorage(Storage):
                     os.fsync(fd)
             finally:
                 os.close(fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(target)
-            raise
         if sync:
-            _fsync_dir(parent)
+            _fsync(parent)
         return size
 
     def sync_new(self, paths: Sequence[str]) -> None:
@@ -131,15 +132,11 @@ class LocalStorage(Storage):
         parents = []
         for path in paths:
             target = self._abs(path)
-            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync(target)
             if os.path.dirname(target) not in parents:
                 parents.append(os.path.dirname(target))
         for parent in parents:
-            _fsync_dir(parent)
+            _fsync(parent)
 
     def put_if_absent(
         self, path: str, data: bytes, ready: Callable[[], None] | None = None
@@ -154,7 +151,7 @@ class LocalStorage(Storage):
             return False
         finally:
             os.unlink(tmp)
-        _fsync_dir(os.path.dirname(target))
+        _fsync(os.path.dirname(target))
         return True
 
     def delete(self, path: str) -> None:

@@ -50,3 +50,14 @@ class S3Settings(BaseSettings):
     @property
     def allow_http(self) -> bool:
         return bool(self.endpoint_url and self.endpoint_url.startswith("http://"))
+
+    def aws_variables(self) -> dict[str, str]:
+        """The standard ``AWS_*`` variables (also delta-rs options) that name this store."""
+        named = {
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_SESSION_TOKEN": self.session_token,
+        }
+        return {name: value for name, value in named.items() if value}

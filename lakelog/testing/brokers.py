@@ -2,9 +2,10 @@
 
 ``start_broker(root, log_dir, settings)`` runs ``python -m server`` (the same
 as ``lakelog broker start``) with ``settings`` as ``LAKELOG_*`` variables;
-``start_server`` runs any Python module that serves ``/healthz`` and takes
-``--port``. A :class:`ServerProcess` stops as an operator would (SIGTERM,
-then SIGKILL if it lingers) or crashes on demand (SIGKILL).
+``start_server`` runs any Python module that takes ``--port`` and serves
+``/healthz`` (or passes another readiness probe). A :class:`ServerProcess`
+stops as an operator would (SIGTERM, then SIGKILL if it lingers) or crashes
+on demand (SIGKILL).
 """
 
 from __future__ import annotations
@@ -119,13 +120,15 @@ def start_server(
     host: str = LOOPBACK,
     verify: ssl.SSLContext | None = None,
     timeout_s: float = START_TIMEOUT_S,
+    ready: Callable[[ServerProcess], bool] | None = None,
 ) -> ServerProcess:
     """Run ``python args... --port P`` on a free port of ``host``; return once it is healthy.
 
     The server's output goes to ``log_dir/<name>-<port>.log``. ``verify`` is
     the TLS context of the health probe of a server that serves https (None:
-    plain http). A server that exits, or is not healthy within ``timeout_s``,
-    is killed and its log is in the RuntimeError raised.
+    plain http); ``ready`` replaces that ``/healthz`` probe. A server that
+    exits, or is not healthy within ``timeout_s``, is killed and its log is in
+    the RuntimeError raised.
     """
     port = free_port(host)
     log_path = log_dir / f"{name}-{port}.log"
@@ -140,17 +143,21 @@ def start_server(
     scheme = "http" if verify is None else "https"
     server = ServerProcess(name, f"{scheme}://{host}:{port}", port, process, log_path)
 
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited early with code {process.returncode}")
+    def answers_healthz(server: ServerProcess) -> bool:
         try:
             probe = httpx.get(f"{server.url}/healthz", timeout=2, verify=verify or True)
         except httpx.HTTPError:
             return False
         return probe.status_code == 200
 
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited early with code {process.returncode}")
+        return (ready or answers_healthz)(server)
+
     try:
-        wait_for(healthy, f"{name} on port {port} to answer /healthz", timeout_s, 0.05)
+        awaited = "answer /healthz" if ready is None else "be ready"
+        wait_for(healthy, f"{name} on port {port} to {awaited}", timeout_s, 0.05)
     except RuntimeError as exc:
         server.kill()
         raise RuntimeError(f"{exc}; its log:\n{server.log_tail()}") from None

@@ -14,18 +14,6 @@ from pathlib import Path
 from lakelog.storage import S3Settings
 
 
-def s3_variables(settings: S3Settings) -> dict[str, str]:
-    """The ``AWS_*`` variables that send a child's S3 clients to the store of ``settings``."""
-    variables = {"AWS_REGION": settings.region}
-    if settings.endpoint_url is not None:
-        variables["AWS_ENDPOINT_URL"] = str(settings.endpoint_url)
-    if settings.access_key_id is not None:
-        variables["AWS_ACCESS_KEY_ID"] = settings.access_key_id
-    if settings.secret_access_key is not None:
-        variables["AWS_SECRET_ACCESS_KEY"] = settings.secret_access_key
-    return variables
-
-
 def child_env(
     checkout: Path | str, *, s3: S3Settings | None = None, **variables: str
 ) -> dict[str, str]:
@@ -36,9 +24,6 @@ def child_env(
         part for part in (str(checkout), env.get("PYTHONPATH", "")) if part
     )
     if s3 is not None:
-        env.update(s3_variables(s3))
+        env.update(s3.aws_variables())
     env.update(variables)
     return env
-
-
-__all__ = ["child_env", "s3_variables"]

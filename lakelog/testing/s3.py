@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from lakelog.storage import S3Settings
-from lakelog.testing.brokers import LOOPBACK, free_port, wait_for
+from lakelog.testing.brokers import LOOPBACK, ServerProcess, start_server
 
 #: What every client of the server passes as credentials and region.
 CREDENTIALS = {
@@ -35,71 +33,46 @@ CREDENTIALS = {
 
 
 @dataclass
-class MotoServer:
-    """A running moto server; ``endpoint`` is its ``http://127.0.0.1:<port>``."""
-
-    endpoint: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
+class MotoServer(ServerProcess):
+    """A running moto server; ``url`` is its ``http://127.0.0.1:<port>``."""
 
     def create_bucket(self, prefix: str = "lakelog") -> str:
         """A new, empty bucket; returns its name."""
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        answer = httpx.put(f"{self.endpoint}/{name}", timeout=30)
+        answer = httpx.put(f"{self.url}/{name}", timeout=30)
         if answer.status_code != 200:
             raise RuntimeError(f"creating bucket {name} answered {answer.status_code}")
         return name
 
     def settings(self, endpoint: str | None = None) -> S3Settings:
         """How to reach this server (or ``endpoint``, a proxy in front of it), with its
-        credentials; ``lakelog.testing.env.s3_variables`` turns them into a child's."""
+        credentials; ``S3Settings.aws_variables`` turns them into a child's."""
         return S3Settings(
-            endpoint_url=endpoint or self.endpoint,
+            endpoint_url=endpoint or self.url,
             access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
             secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             region=CREDENTIALS["AWS_REGION"],
         )
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+
+def _accepting(server: ServerProcess) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, server.port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def start_moto(log_dir: Path, timeout_s: float = 30.0) -> MotoServer:
     """Start moto's server on a free loopback port; return once it accepts connections."""
-    port = free_port()
-    log_path = log_dir / f"moto-{port}.log"
     if importlib.util.find_spec("moto") is None:
         raise RuntimeError(
             "moto is not installed: the S3-protocol server comes with the test extra "
             '(pip install "lakelog[test]")'
         )
-    command = [sys.executable, "-m", "lakelog.testing.atomic_moto", "-H", LOOPBACK]
-    with log_path.open("wb") as out:
-        process = subprocess.Popen([*command, "-p", str(port)], stdout=out, stderr=out)
-    server = MotoServer(f"http://{LOOPBACK}:{port}", port, process, log_path)
-
-    def accepting() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"the moto server exited with code {process.returncode}")
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
-    try:
-        wait_for(accepting, f"the moto server on port {port} to accept connections", timeout_s)
-    except RuntimeError as exc:
-        server.stop()
-        raise RuntimeError(f"{exc}; its log:\n{log_path.read_text()}") from None
-    return server
+    args = ["-m", "lakelog.testing.atomic_moto", "-H", LOOPBACK]
+    server = start_server("moto", args, log_dir, timeout_s=timeout_s, ready=_accepting)
+    return MotoServer(server.name, server.url, server.port, server.process, server.log_path)
 
 
 @contextlib.contextmanager

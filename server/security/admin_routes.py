@@ -9,7 +9,7 @@ this broker re-reads them at once; other brokers follow within
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
@@ -180,10 +180,6 @@ def delete_acls(request: Request, query: AclSearch) -> AclList:
     return _out(removed)
 
 
-def _quota_out(items: list[dict[str, Any]]) -> QuotaList:
-    return QuotaList(quotas=[QuotaOut(**item) for item in items])
-
-
 @router.get("/quotas", response_model=QuotaList, summary="Client quota overrides")
 def list_quotas(request: Request, user: Q = None, client_id: Q = None) -> QuotaList:
     security = _security(request)
@@ -195,7 +191,7 @@ def list_quotas(request: Request, user: Q = None, client_id: Q = None) -> QuotaL
         if (user is None or i["user"] == user)
         and (client_id is None or i["client_id"] == client_id)
     ]
-    return _quota_out(chosen)
+    return QuotaList(quotas=[QuotaOut(**item) for item in chosen])
 
 
 @router.patch("/quotas", response_model=QuotaOut, summary="Set/remove one entity's quotas")

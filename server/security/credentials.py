@@ -48,9 +48,6 @@ class ApiKeys:
     def __init__(self, digests: Mapping[str, str]) -> None:
         self._by_digest = dict(digests)
 
-    def __len__(self) -> int:
-        return len(self._by_digest)
-
     @classmethod
     def from_entries(cls, entries: Iterable[Mapping[str, Any]], where: str) -> ApiKeys:
         digests: dict[str, str] = {}

@@ -21,6 +21,7 @@ from lakelog.security.quota import (
     QuotaEntity,
     QuotaKind,
     RateMeter,
+    ResolvedQuota,
     WindowConfig,
     resolve_quota,
     throttle_time_ms,
@@ -65,9 +66,8 @@ class QuotaManager:
         with self._lock:
             self.overrides = overrides
 
-    def _budget(self, kind: QuotaKind, user: str, client_id: str) -> tuple[float | None, str]:
-        resolved = resolve_quota(self.overrides, kind, user, client_id, self.static[kind])
-        return resolved.limit, resolved.budget_key
+    def _budget(self, kind: QuotaKind, user: str, client_id: str) -> ResolvedQuota:
+        return resolve_quota(self.overrides, kind, user, client_id, self.static[kind])
 
     def record(self, kind: QuotaKind, principal: str, client_id: str, value: float) -> int:
         """Count ``value`` against the requester's budget; the throttle time in ms (0: none)."""
@@ -75,18 +75,18 @@ class QuotaManager:
             return 0
         user = user_of(principal)
         with self._lock:
-            limit, budget = self._budget(kind, user, client_id)
-            if limit is None:
+            quota = self._budget(kind, user, client_id)
+            if quota.limit is None:
                 return 0
             now = self._clock_ms()
-            meter = self._meters.setdefault((kind, budget), RateMeter(self.window))
+            key = (kind, quota.budget_key)
+            meter = self._meters.setdefault(key, RateMeter(self.window))
             meter.record(value, int(now))
             cap = self.window.sample_ms if kind is QuotaKind.REQUEST else None
             throttle = throttle_time_ms(
-                meter.rate(int(now)), limit, meter.elapsed_ms(int(now)), cap
+                meter.rate(int(now)), quota.limit, meter.elapsed_ms(int(now)), cap
             )
             if throttle > 0:
-                key = (kind, budget)
                 self._muted_until[key] = max(self._muted_until.get(key, 0.0), now + throttle)
         if throttle > 0:
             self.metrics.quota_throttled.labels(kind.value, user).inc()
@@ -102,9 +102,9 @@ class QuotaManager:
             now = self._clock_ms()
             wait = 0.0
             for kind in kinds:
-                limit, budget = self._budget(kind, user, client_id)
-                if limit is not None:
-                    wait = max(wait, self._muted_until.get((kind, budget), 0.0) - now)
+                quota = self._budget(kind, user, client_id)
+                if quota.limit is not None:
+                    wait = max(wait, self._muted_until.get((kind, quota.budget_key), 0.0) - now)
         return max(0, round(wait))
 
     def forget_idle(self) -> None:
