@@ -186,12 +186,15 @@ class GroupCoordinator:
             )
 
     def _drop(self, entry: _Entry, reason: str) -> None:
-        entry.dead = True
-        if self._groups.get(entry.group.group_id) is entry:
-            del self._groups[entry.group.group_id]
         log.info(
             "coordinator %s dropped group %s: %s", self.broker_id, entry.group.group_id, reason
         )
+        self._forget(entry)
+
+    def _forget(self, entry: _Entry) -> None:
+        entry.dead = True
+        if self._groups.get(entry.group.group_id) is entry:
+            del self._groups[entry.group.group_id]
         entry.cond.notify_all()
 
     async def drop_groups(self, keep: Callable[[str], bool], reason: str) -> None:
@@ -220,10 +223,8 @@ class GroupCoordinator:
         """
         group = entry.group
         if group.state is GroupState.EMPTY and not group.members and not group.pending:
-            entry.dead = entry.unloaded = True
-            if self._groups.get(group.group_id) is entry:
-                del self._groups[group.group_id]
-            entry.cond.notify_all()
+            entry.unloaded = True
+            self._forget(entry)
 
     async def _advance(self, entry: _Entry) -> None:
         group = entry.group
@@ -389,14 +390,9 @@ class GroupCoordinator:
     ) -> SyncResult:
         """Kafka's SyncGroup for a client-assigned member: its assignment bytes, untouched.
 
-        The leader's ``assignments`` (member id -> bytes; a member left out
-        gets empty bytes) complete the generation: it is written to storage,
-        and only then does anyone get an answer. Followers pass ``None`` and
-        wait for that. REBALANCE_IN_PROGRESS if a new rebalance starts
-        meanwhile (e.g. the leader left, or did not sync within the rebalance
-        timeout and was removed); ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID as
-        for heartbeats; INCONSISTENT_GROUP_PROTOCOL if ``protocol_type`` or
-        ``protocol_name`` (SyncGroup v5) are given and are not the group's.
+        The leader's ``assignments`` complete the generation (``Group.sync_client``);
+        followers pass ``None``. Everyone is answered once the generation is
+        written, or told REBALANCE_IN_PROGRESS if a new rebalance starts first.
         """
         async with self._locked(group_id) as entry:
             group = entry.group
@@ -467,10 +463,9 @@ class GroupCoordinator:
     ) -> asyncio.Future[AppendResult] | None:
         if not offsets:
             return None
-        now = self.now()
-        topic_log = await asyncio.to_thread(self.offsets.table, True)
-        assert topic_log is not None
-        batch = await asyncio.to_thread(self.offsets.prepare, group_id, offsets, now)
+        topic_log, batch = await asyncio.to_thread(
+            self.offsets.prepare, group_id, offsets, self.now()
+        )
         return await self.batcher.submit(topic_log, batch)
 
     def check_partitions(self, partitions: list[TopicPartition]) -> None:
