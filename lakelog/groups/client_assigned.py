@@ -19,9 +19,10 @@ import base64
 import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from lakelog.errors import CorruptRecordError, InconsistentGroupProtocolError
+from lakelog.structs import TopicPartition
 
 #: One entry of a JoinGroup's protocol list: (protocol name, the member's metadata for it).
 Protocol = tuple[str, bytes]
@@ -45,11 +46,14 @@ class ClientAssignedJoinRequest:
     group_instance_id: str | None = None
     host: str = ""
     require_member_id: bool = True
+    #: What a server-assigned ``JoinRequest`` has too: the subscription is in the metadata.
+    topics: ClassVar[tuple[str, ...]] = ()
+    owned: ClassVar[tuple[TopicPartition, ...] | None] = None
 
     @property
     def protocol_names(self) -> tuple[str, ...]:
         """Protocol names, preferred first, each once (a repeated name keeps its first metadata)."""
-        return tuple(dict.fromkeys(name for name, _ in self.protocols))
+        return tuple(name for name, _ in self.metadata())
 
     def metadata(self) -> tuple[Protocol, ...]:
         """The protocols with their metadata, each name once (the first wins, as in Kafka)."""

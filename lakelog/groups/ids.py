@@ -5,9 +5,7 @@ from __future__ import annotations
 import uuid
 
 from lakelog.errors import InvalidGroupIdError
-from lakelog.names import MAX_NAME_LENGTH, check_name
-
-MAX_GROUP_ID_LENGTH = MAX_NAME_LENGTH
+from lakelog.names import check_name
 
 
 def validate_group_id(group_id: object) -> str:

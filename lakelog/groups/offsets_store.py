@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lakelog.catalog import META_TOPICS, Catalog, TopicPointer
@@ -118,35 +118,28 @@ class OffsetsStore:
 
     # -- writing ---------------------------------------------------------------
 
-    def records(self, group_id: str, offsets: GroupOffsets, now_ms: int) -> list[Record]:
-        """The table records of one group's commit (a None value is a tombstone)."""
+    def _writable(self) -> TopicLog:
         topic_log = self.table(create=True)
         assert topic_log is not None
-        partition = offsets_partition(group_id, topic_log.num_partitions)
-        return [
-            Record(
-                value=encode_value(value),
-                key=encode_key(OffsetKey(group_id, tp.topic, tp.partition)),
-                timestamp_ms=now_ms,
-                partition=partition,
-            )
-            for tp, value in offsets.items()
-        ]
+        return topic_log
 
-    def prepare(self, group_id: str, offsets: GroupOffsets, now_ms: int) -> PreparedBatch:
-        """One group's commit validated for a group commit (``TopicLog.append_prepared``)."""
-        topic_log = self.table(create=True)
-        assert topic_log is not None
-        return topic_log.prepare(self.records(group_id, offsets, now_ms), writer=_WRITER)
+    def prepare(
+        self, group_id: str, offsets: GroupOffsets, now_ms: int
+    ) -> tuple[TopicLog, PreparedBatch]:
+        """One group's commit validated for a group commit (``append_prepared``) of the table."""
+        topic_log = self._writable()
+        records = _records(topic_log, group_id, offsets, now_ms)
+        return topic_log, topic_log.prepare(records, writer=_WRITER)
 
     def commit_many(
         self, commits: Sequence[tuple[str, GroupOffsets]], now_ms: int | None = None
     ) -> AppendResult:
         """Many groups' commits as ONE Delta commit; durable when this returns."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        topic_log = self.table(create=True)
-        assert topic_log is not None
-        records = [r for group, offsets in commits for r in self.records(group, offsets, now)]
+        topic_log = self._writable()
+        records = [
+            r for group, offsets in commits for r in _records(topic_log, group, offsets, now)
+        ]
         (result,) = topic_log.append_prepared([topic_log.prepare(records, writer=_WRITER)])
         if isinstance(result, LakelogError):
             raise result
@@ -202,12 +195,10 @@ class OffsetsStore:
                 records = fetched.records
                 _fold(
                     view.latest,
-                    _pairs(
-                        partition,
-                        records.column("offset").to_pylist(),
-                        records.column("key").to_pylist(),
-                        records.column("value").to_pylist(),
-                    ),
+                    partition,
+                    records.column("offset").to_pylist(),
+                    records.column("key").to_pylist(),
+                    records.column("value").to_pylist(),
                 )
                 if fetched.next_offset <= view.position:
                     break
@@ -215,13 +206,33 @@ class OffsetsStore:
             return dict(view.latest)
 
 
-def _pairs(
-    partition: int, offsets: list[int], keys: list[bytes | None], values: list[bytes | None]
-) -> Iterable[tuple[OffsetKey, CommittedOffset | None]]:
-    """The decoded records; one that does not decode is logged and skipped, never folded."""
+def _records(
+    topic_log: TopicLog, group_id: str, offsets: GroupOffsets, now_ms: int
+) -> list[Record]:
+    """The table records of one group's commit (a None value is a tombstone)."""
+    partition = offsets_partition(group_id, topic_log.num_partitions)
+    return [
+        Record(
+            value=encode_value(value),
+            key=encode_key(OffsetKey(group_id, tp.topic, tp.partition)),
+            timestamp_ms=now_ms,
+            partition=partition,
+        )
+        for tp, value in offsets.items()
+    ]
+
+
+def _fold(
+    latest: dict[OffsetKey, CommittedOffset],
+    partition: int,
+    offsets: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+) -> None:
+    """Fold the records into ``latest``; one that does not decode is logged and skipped."""
     for offset, key, value in zip(offsets, keys, values, strict=True):
         try:
-            pair = decode_record(key, value)
+            offset_key, committed = decode_record(key, value)
         except CorruptRecordError as exc:
             log.warning(
                 "skipping record of topic %s partition %d offset %d: %s "
@@ -232,15 +243,7 @@ def _pairs(
                 exc.message,
             )
             continue
-        yield pair
-
-
-def _fold(
-    latest: dict[OffsetKey, CommittedOffset],
-    pairs: Iterable[tuple[OffsetKey, CommittedOffset | None]],
-) -> None:
-    for key, value in pairs:
-        if value is None:
-            latest.pop(key, None)
+        if committed is None:
+            latest.pop(offset_key, None)
         else:
-            latest[key] = value
+            latest[offset_key] = committed

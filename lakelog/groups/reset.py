@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from lakelog.errors import InvalidRequestError
 from lakelog.structs import TopicPartition
@@ -19,16 +19,7 @@ from lakelog.structs import TopicPartition
 ResetKind = Literal[
     "earliest", "latest", "current", "offset", "shift_by", "datetime", "duration", "timestamp_ms"
 ]
-KINDS: tuple[ResetKind, ...] = (
-    "earliest",
-    "latest",
-    "current",
-    "offset",
-    "shift_by",
-    "datetime",
-    "duration",
-    "timestamp_ms",
-)
+KINDS: tuple[ResetKind, ...] = get_args(ResetKind)
 _DURATION = re.compile(
     r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
 )

@@ -7,23 +7,14 @@ being made durable, or awaited from the leader), ``Stable`` and ``Dead``
 (deleted, or this coordinator stepped down).
 
 A group is assigned in one of two ways (``AssignmentMode``), decided by its
-first member and kept while it has members; a join of the other kind is
-refused with INCONSISTENT_GROUP_PROTOCOL.
-
-- Server-assigned (HTTP members, ``JoinRequest``): the coordinator computes
-  the assignment when the rebalance completes (``complete``), so the join
-  answer already carries each member's partitions and ``sync`` only re-reads
-  them.
-- Client-assigned (Kafka-protocol members, ``ClientAssignedJoinRequest``):
-  Kafka's own protocol. ``complete_join`` forms the generation: it keeps the
-  leader while it stays (else the first member to have joined), elects the
-  protocol by vote, and the answers come from ``client_join_result`` (the
-  leader's carries every member's metadata). The leader's ``sync_client``
-  hands in the assignment bytes; only then is the generation written and
-  ``Stable``. Followers' syncs wait for it (``client_assignment``). Members
-  that have not synced one rebalance timeout after the generation formed are
-  removed and a new rebalance starts, as in Kafka; a member that has synced
-  is not expired while it waits for the leader.
+first member and kept while it has members (a join of the other kind gets
+INCONSISTENT_GROUP_PROTOCOL): by the coordinator (HTTP members,
+``JoinRequest``; ``complete`` assigns, so the join answer already carries the
+partitions), or by the members' leader (Kafka members,
+``ClientAssignedJoinRequest``; ``complete_join`` forms the generation and the
+leader's ``sync_client`` hands in the assignment bytes, only then is the
+generation written). As in Kafka, members that have not synced one rebalance
+timeout after the generation formed are removed.
 
 Nothing in this module does I/O or reads a clock: the coordinator calls
 ``expire(now)`` and ``ready(now)``, and makes a generation durable (fencing)
@@ -35,7 +26,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from lakelog.errors import (
     CorruptRecordError,
@@ -113,6 +104,15 @@ class JoinRequest:
     owned: tuple[TopicPartition, ...] | None = None
     group_instance_id: str | None = None
     host: str = ""
+    #: What a ``ClientAssignedJoinRequest`` has too: this member's names and no metadata.
+    protocol_type: ClassVar[str] = SERVER_PROTOCOL_TYPE
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        return self.protocols
+
+    def metadata(self) -> tuple[Protocol, ...]:
+        return ()
 
 
 @dataclass
@@ -324,25 +324,17 @@ class Group:
         """Register a (re)join and return the member's id; the answer comes when the
         rebalance completes.
 
-        An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394):
-        a member that dies before the second join leaves only a pending id
-        (a client-assigned request with ``require_member_id`` False, Kafka's
-        JoinGroup before v4, gets its id at once instead).
-        A static member (``group_instance_id``) gets its id at once instead and
-        takes the place, and the partitions, of the member that had its
-        instance id; that one is fenced (KIP-345), so two processes started
-        with one instance id cannot both consume. In a ``Stable`` group, when
-        its protocols leave the group's protocol as it is (and, assigned by the
-        coordinator, it subscribes to the same topics), it does so without a
-        rebalance: a restarted static member gets its partitions back and the
-        others notice nothing (``_rejoin_in_place``).
-
-        Every join starts (or takes part in) a rebalance, leaving the group
-        ``PreparingRebalance``, except Kafka's unchanged rejoin of a
-        client-assigned member: same protocols and metadata while the
-        generation awaits its syncs, or a follower's while ``Stable``. That
-        one changes nothing and is answered with the current generation
-        (``client_join_result``), so a retried JoinGroup does not rebalance.
+        An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394), so
+        a member that dies before its second join leaves only a pending id;
+        Kafka's JoinGroup before v4 (``require_member_id`` False) and static
+        members get their id at once. A static member (``group_instance_id``)
+        takes the place and partitions of the member that had its instance id,
+        which is fenced (KIP-345) so that two processes started with one
+        instance id cannot both consume; in a Stable group it does so without a
+        rebalance when it can (``_rejoin_in_place``). Every other join starts
+        or takes part in a rebalance, except Kafka's unchanged rejoin of a
+        client-assigned member (``_unchanged_rejoin``), answered from the
+        current generation so that a retried JoinGroup does not rebalance.
         """
         self._check_session_timeout(request.session_timeout_ms)
         self._check_protocols(member_id, request)
@@ -380,42 +372,31 @@ class Group:
             self.member(member_id)  # raises UNKNOWN_MEMBER_ID
         self.pending.pop(member_id, None)
         previous = self.members.get(member_id)
-        if isinstance(request, ClientAssignedJoinRequest):
-            if rejoining and previous is not None and self._unchanged_rejoin(previous, request):
-                previous.last_heartbeat_ms = now_ms
-                return member_id
-            member = Member(
-                member_id=member_id,
-                client_id=request.client_id,
-                host=request.host,
-                group_instance_id=request.group_instance_id,
-                session_timeout_ms=request.session_timeout_ms,
-                rebalance_timeout_ms=request.rebalance_timeout_ms,
-                protocols=request.protocol_names,
-                topics=(),
-                owned=None,
-                last_heartbeat_ms=now_ms,
-                metadata=request.metadata(),
-                assignment_bytes=previous.assignment_bytes if previous is not None else b"",
-            )
-            mode, protocol_type = AssignmentMode.CLIENT, request.protocol_type
-        else:
-            member = Member(
-                member_id=member_id,
-                client_id=request.client_id,
-                host=request.host,
-                group_instance_id=request.group_instance_id,
-                session_timeout_ms=request.session_timeout_ms,
-                rebalance_timeout_ms=request.rebalance_timeout_ms,
-                protocols=request.protocols,
-                topics=request.topics,
-                owned=request.owned,
-                last_heartbeat_ms=now_ms,
-                assignment=previous.assignment if previous is not None else [],
-            )
-            mode, protocol_type = AssignmentMode.SERVER, SERVER_PROTOCOL_TYPE
+        client = isinstance(request, ClientAssignedJoinRequest)
+        if rejoining and previous is not None and self._unchanged_rejoin(previous, request):
+            previous.last_heartbeat_ms = now_ms
+            return member_id
+        member = Member(
+            member_id=member_id,
+            client_id=request.client_id,
+            host=request.host,
+            group_instance_id=request.group_instance_id,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocols=request.protocol_names,
+            topics=request.topics,
+            owned=request.owned,
+            last_heartbeat_ms=now_ms,
+            metadata=request.metadata(),
+        )
+        if previous is not None:  # its assignment stands until the next one
+            if client:
+                member.assignment_bytes = previous.assignment_bytes
+            else:
+                member.assignment = previous.assignment
         if not any(m != member_id for m in self.members):
-            self.mode, self.protocol_type = mode, protocol_type
+            self.mode = AssignmentMode.CLIENT if client else AssignmentMode.SERVER
+            self.protocol_type = request.protocol_type
         self.members[member_id] = member
         if self.state is not GroupState.PREPARING_REBALANCE:
             self.start_rebalance(now_ms)
@@ -455,10 +436,13 @@ class Group:
                 f"members of group {self.group_id!r}"
             )
 
-    def _unchanged_rejoin(self, member: Member, request: ClientAssignedJoinRequest) -> bool:
-        """Kafka answers this join from the current generation instead of rebalancing."""
+    def _unchanged_rejoin(
+        self, member: Member, request: JoinRequest | ClientAssignedJoinRequest
+    ) -> bool:
+        """Same metadata while the generation awaits its syncs, or a follower's while Stable:
+        Kafka answers it from the current generation instead of rebalancing."""
         if self.mode is not AssignmentMode.CLIENT or member.metadata != request.metadata():
-            return False
+            return False  # (a member's metadata is never empty: an HTTP join is not unchanged)
         if self.state is GroupState.COMPLETING_REBALANCE:
             return True
         return self.state is GroupState.STABLE and member.member_id != self.leader_id
@@ -485,31 +469,24 @@ class Group:
         the current generation's; ``client_join_result`` tells a rejoined leader
         that it keeps the assignment (``former_member_id``).
         """
-        if self.state is not GroupState.STABLE:
+        client = isinstance(request, ClientAssignedJoinRequest)
+        mode = AssignmentMode.CLIENT if client else AssignmentMode.SERVER
+        if self.state is not GroupState.STABLE or self.mode is not mode:
             return False
-        protocols: tuple[str, ...]
-        if isinstance(request, ClientAssignedJoinRequest):
-            mode, protocols, same_topics = AssignmentMode.CLIENT, request.protocol_names, True
-        else:
-            mode, protocols = AssignmentMode.SERVER, request.protocols
-            same_topics = request.topics == old.topics
-        if self.mode is not mode or not same_topics:
+        if request.topics != old.topics:
             return False
-        order = [m for m in self.members.values() if m.member_id == self.leader_id]
-        order += [m for m in self.members.values() if m.member_id != self.leader_id]
-        preferences = [protocols if m is old else m.protocols for m in order]
-        choose = elect_protocol if mode is AssignmentMode.CLIENT else choose_protocol
-        if choose(preferences) != self.protocol:
+        leader_first = sorted(self.members.values(), key=lambda m: m.member_id != self.leader_id)
+        preferences = [request.protocol_names if m is old else m.protocols for m in leader_first]
+        if (elect_protocol if client else choose_protocol)(preferences) != self.protocol:
             return False
         self._replace(old, member_id)
         member = self.members[member_id]
         member.client_id, member.host = request.client_id, request.host
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        member.protocols = protocols
+        member.protocols, member.metadata = request.protocol_names, request.metadata()
         member.last_heartbeat_ms = now_ms
-        if isinstance(request, ClientAssignedJoinRequest):
-            member.metadata = request.metadata()
+        if client:
             self.generation_members = tuple(
                 MemberMetadata(
                     member_id, g.group_instance_id, member.protocol_metadata(self.protocol)
@@ -574,18 +551,14 @@ class Group:
         if self.state is not GroupState.STABLE and not (
             assigning and self.mode is AssignmentMode.CLIENT
         ):
-            raise RebalanceInProgressError(
-                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
-            )
+            raise self._rebalancing()
 
     def sync(self, member_id: str, generation_id: int) -> list[TopicPartition]:
         member = self.member(member_id)
         self._check_mode(AssignmentMode.SERVER)
         self._check_generation(generation_id)
         if self.state is not GroupState.STABLE:
-            raise RebalanceInProgressError(
-                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
-            )
+            raise self._rebalancing()
         return list(member.assignment)
 
     def sync_client(
@@ -619,9 +592,7 @@ class Group:
                     group_id=self.group_id,
                 )
         if self.state is GroupState.PREPARING_REBALANCE:
-            raise RebalanceInProgressError(
-                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
-            )
+            raise self._rebalancing()
         member.last_heartbeat_ms = now_ms
         self.awaiting_sync.discard(member_id)
         if self.state is not GroupState.COMPLETING_REBALANCE or member_id != self.leader_id:
@@ -641,12 +612,15 @@ class Group:
         self._check_mode(AssignmentMode.CLIENT)
         self._check_generation(generation_id)
         if self.state is GroupState.PREPARING_REBALANCE:
-            raise RebalanceInProgressError(
-                f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
-            )
+            raise self._rebalancing()
         if self.state is GroupState.COMPLETING_REBALANCE:
             return None
         return member.assignment_bytes
+
+    def _rebalancing(self) -> RebalanceInProgressError:
+        return RebalanceInProgressError(
+            f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
+        )
 
     def _check_mode(self, mode: AssignmentMode) -> None:
         if self.mode is not mode:
@@ -736,16 +710,6 @@ class Group:
             return False
         return all(m.joined for m in self.members.values()) or now_ms >= self.rebalance_deadline_ms
 
-    def next_deadline_ms(self) -> int | None:
-        """The next instant at which ``expire``/``ready`` may change their answer."""
-        times = [m.last_heartbeat_ms + m.session_timeout_ms + 1 for m in self.members.values()]
-        if self.state is GroupState.PREPARING_REBALANCE:
-            times += [self.delay_until_ms, self.rebalance_deadline_ms]
-        if self.awaiting_sync:
-            times.append(self.sync_deadline_ms + 1)
-        times += list(self.pending.values())
-        return min(times) if times else None
-
     # -- completing a rebalance --------------------------------------------------
 
     def topics(self) -> set[str]:
@@ -757,12 +721,7 @@ class Group:
         The group is then ``CompletingRebalance`` until ``finish`` (after the
         record has been written with put-if-absent) or ``abort``.
         """
-        for member_id in [m for m, member in self.members.items() if not member.joined]:
-            del self.members[member_id]
-        self.generation_id += 1
-        if not self.members:
-            self.protocol = self.leader_id = None
-            self.state = GroupState.COMPLETING_REBALANCE
+        if not self._next_generation():
             return self.record()
         order = list(self.members)
         self.protocol = choose_protocol([self.members[m].protocols for m in order])
@@ -789,14 +748,10 @@ class Group:
         written with its assignment); without, the record is written and
         ``finish`` makes the group ``Empty``, as ``complete`` does.
         """
-        for member_id in [m for m, member in self.members.items() if not member.joined]:
-            del self.members[member_id]
-        self.generation_id += 1
-        self.state = GroupState.COMPLETING_REBALANCE
-        if not self.members:
-            self.protocol = self.leader_id = None
+        if not self._next_generation():
             self.generation_members = ()
             return self.record()
+        self.state = GroupState.COMPLETING_REBALANCE
         leader = self.leader_id if self.leader_id in self.members else next(iter(self.members))
         others = [m for m in self.members if m != leader]
         self.protocol = elect_protocol([self.members[m].protocols for m in [leader, *others]])
@@ -812,6 +767,17 @@ class Group:
         longest = max(m.rebalance_timeout_ms for m in self.members.values())
         self.sync_deadline_ms = now_ms + longest
         return None
+
+    def _next_generation(self) -> bool:
+        """Drop the members that did not rejoin and start the next generation; any left?"""
+        for member_id in [m for m, member in self.members.items() if not member.joined]:
+            del self.members[member_id]
+        self.generation_id += 1
+        if self.members:
+            return True
+        self.protocol = self.leader_id = None
+        self.state = GroupState.COMPLETING_REBALANCE
+        return False
 
     def finish(self, now_ms: int) -> None:
         """The generation is durable: Stable or Empty (a cooperative hand-over rebalances again)."""

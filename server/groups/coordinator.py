@@ -10,21 +10,9 @@ taken, another coordinator is active: this one drops the group
 (NOT_COORDINATOR) and reloads it from storage on the next request.
 
 Client-assigned groups (Kafka protocol; the Kafka listener is the caller)
-use the same coordinator, generation files and offsets table:
-
-- ``await join(group_id, member_id, ClientAssignedJoinRequest(...))`` ->
-  ``ClientAssignedJoinResult`` (generation, chosen protocol, leader, the
-  member's id and, for the leader, every member's metadata). Errors are
-  ``LakelogError`` subclasses carrying Kafka's code: MEMBER_ID_REQUIRED
-  (``details["member_id"]`` is the id to join with), INCONSISTENT_GROUP_PROTOCOL,
-  UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INVALID_SESSION_TIMEOUT,
-  GROUP_MAX_SIZE_REACHED, REBALANCE_IN_PROGRESS, NOT_COORDINATOR.
-- ``await sync_assignments(group_id, member_id, generation_id, assignments)``
-  -> ``SyncResult``: the leader passes every member's assignment bytes, a
-  follower ``None``; every caller waits until the leader's assignment is
-  durable in the generation file, then gets its own bytes.
-- ``heartbeat``, ``leave``, ``commit`` and ``snapshot`` serve both kinds of
-  group; ``snapshot(...).descriptions`` has what DescribeGroups answers.
+use the same coordinator, generation files and offsets table: ``join`` with a
+``ClientAssignedJoinRequest`` answers Kafka's JoinGroup, ``sync_assignments``
+its SyncGroup; errors are ``LakelogError`` subclasses carrying Kafka's codes.
 """
 
 from __future__ import annotations
@@ -35,7 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from lakelog.catalog import Catalog
 from lakelog.errors import (
@@ -66,11 +54,12 @@ from lakelog.groups.state import (
     MemberDescription,
 )
 from lakelog.structs import TopicPartition
-from lakelog.topic_log import AppendResult
+from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
 from server.groups.fencing import GenerationStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Slack on top of a member's rebalance timeout before its join gives up waiting.
 JOIN_GRACE_S = 5.0
@@ -197,12 +186,15 @@ class GroupCoordinator:
             )
 
     def _drop(self, entry: _Entry, reason: str) -> None:
-        entry.dead = True
-        if self._groups.get(entry.group.group_id) is entry:
-            del self._groups[entry.group.group_id]
         log.info(
             "coordinator %s dropped group %s: %s", self.broker_id, entry.group.group_id, reason
         )
+        self._forget(entry)
+
+    def _forget(self, entry: _Entry) -> None:
+        entry.dead = True
+        if self._groups.get(entry.group.group_id) is entry:
+            del self._groups[entry.group.group_id]
         entry.cond.notify_all()
 
     async def drop_groups(self, keep: Callable[[str], bool], reason: str) -> None:
@@ -231,10 +223,8 @@ class GroupCoordinator:
         """
         group = entry.group
         if group.state is GroupState.EMPTY and not group.members and not group.pending:
-            entry.dead = entry.unloaded = True
-            if self._groups.get(group.group_id) is entry:
-                del self._groups[group.group_id]
-            entry.cond.notify_all()
+            entry.unloaded = True
+            self._forget(entry)
 
     async def _advance(self, entry: _Entry) -> None:
         group = entry.group
@@ -297,15 +287,18 @@ class GroupCoordinator:
         entry.cond.notify_all()
 
     def _partition_counts(self, topics: set[str]) -> dict[str, int]:
-        counts = {}
-        for topic in topics:
-            try:
-                topic_log = self.catalog.topic(topic)
-            except UnknownTopicOrPartitionError:
-                continue  # subscribed before it exists: assigned once it does (next rebalance)
-            topic_log.refresh()
-            counts[topic] = topic_log.num_partitions
-        return counts
+        # A topic subscribed before it exists is assigned once it does (next rebalance).
+        logs = {topic: self._existing(topic) for topic in topics}
+        return {topic: log.num_partitions for topic, log in logs.items() if log is not None}
+
+    def _existing(self, topic: str) -> TopicLog | None:
+        """The topic's log, refreshed; None if there is no such topic."""
+        try:
+            topic_log = self.catalog.topic(topic)
+        except UnknownTopicOrPartitionError:
+            return None
+        topic_log.refresh()
+        return topic_log
 
     # -- membership -----------------------------------------------------------------
 
@@ -338,9 +331,8 @@ class GroupCoordinator:
             before = group.generation_id
             entry.cond.notify_all()
             await self._advance(entry)
-            deadline = time.monotonic() + request.rebalance_timeout_ms / 1000 + JOIN_GRACE_S
-            while True:
-                self._check_alive(entry)
+
+            def answer() -> JoinResult | ClientAssignedJoinResult | None:
                 if member_id not in group.members:
                     if member_id in group.fenced:
                         group.member(member_id)  # FENCED_INSTANCE_ID: replaced meanwhile
@@ -349,24 +341,38 @@ class GroupCoordinator:
                         "during the rebalance; rejoin",
                         group_id=group_id,
                     )
-                if client and group.generation_id > before:
+                if group.generation_id <= before:
+                    return None
+                if client:
                     return group.client_join_result(member_id)
-                if group.generation_id > before and group.state in (
-                    GroupState.STABLE,
-                    GroupState.PREPARING_REBALANCE,
-                ):
+                if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
                     return group.join_result(member_id)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise RebalanceInProgressError(
-                        f"the rebalance of group {group_id!r} did not complete within the "
-                        "rebalance timeout; rejoin",
-                        group_id=group_id,
-                    )
-                try:
-                    await asyncio.wait_for(entry.cond.wait(), remaining)
-                except TimeoutError:
-                    continue
+                return None
+
+            return await self._wait(
+                entry,
+                request.rebalance_timeout_ms / 1000,
+                answer,
+                f"the rebalance of group {group_id!r} did not complete within the "
+                "rebalance timeout; rejoin",
+            )
+
+    async def _wait(
+        self, entry: _Entry, timeout_s: float, answer: Callable[[], T | None], late: str
+    ) -> T:
+        """Wait for ``answer``, woken by every change to the group; REBALANCE_IN_PROGRESS
+        saying ``late`` once the member's ``timeout_s`` (plus a grace) is up."""
+        deadline = time.monotonic() + timeout_s + JOIN_GRACE_S
+        while True:
+            self._check_alive(entry)
+            found = answer()
+            if found is not None:
+                return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RebalanceInProgressError(late, group_id=entry.group.group_id)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry.cond.wait(), remaining)
 
     async def sync(self, group_id: str, member_id: str, generation_id: int) -> list[TopicPartition]:
         async with self._locked(group_id) as entry:
@@ -384,14 +390,9 @@ class GroupCoordinator:
     ) -> SyncResult:
         """Kafka's SyncGroup for a client-assigned member: its assignment bytes, untouched.
 
-        The leader's ``assignments`` (member id -> bytes; a member left out
-        gets empty bytes) complete the generation: it is written to storage,
-        and only then does anyone get an answer. Followers pass ``None`` and
-        wait for that. REBALANCE_IN_PROGRESS if a new rebalance starts
-        meanwhile (e.g. the leader left, or did not sync within the rebalance
-        timeout and was removed); ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID as
-        for heartbeats; INCONSISTENT_GROUP_PROTOCOL if ``protocol_type`` or
-        ``protocol_name`` (SyncGroup v5) are given and are not the group's.
+        The leader's ``assignments`` complete the generation (``Group.sync_client``);
+        followers pass ``None``. Everyone is answered once the generation is
+        written, or told REBALANCE_IN_PROGRESS if a new rebalance starts first.
         """
         async with self._locked(group_id) as entry:
             group = entry.group
@@ -401,27 +402,21 @@ class GroupCoordinator:
             )
             if record is not None:
                 await self._make_durable(entry, record, now)
-            timeout_s = group.member(member_id).rebalance_timeout_ms / 1000 + JOIN_GRACE_S
-            deadline = time.monotonic() + timeout_s
-            while True:
-                self._check_alive(entry)
+
+            def answer() -> SyncResult | None:
                 assignment = group.client_assignment(member_id, generation_id)
-                if assignment is not None:
-                    assert group.protocol_type is not None and group.protocol is not None
-                    return SyncResult(
-                        generation_id, group.protocol_type, group.protocol, assignment
-                    )
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise RebalanceInProgressError(
-                        f"the leader of group {group_id!r} did not send the assignment of "
-                        f"generation {generation_id} in time; rejoin",
-                        group_id=group_id,
-                    )
-                try:
-                    await asyncio.wait_for(entry.cond.wait(), remaining)
-                except TimeoutError:
-                    continue
+                if assignment is None:
+                    return None
+                assert group.protocol_type is not None and group.protocol is not None
+                return SyncResult(generation_id, group.protocol_type, group.protocol, assignment)
+
+            return await self._wait(
+                entry,
+                group.member(member_id).rebalance_timeout_ms / 1000,
+                answer,
+                f"the leader of group {group_id!r} did not send the assignment of "
+                f"generation {generation_id} in time; rejoin",
+            )
 
     async def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
         async with self._locked(group_id) as entry:
@@ -443,9 +438,7 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, CommittedOffset],
     ) -> None:
         """Store the offsets once the member may commit them; returns when durable."""
-        future = await self.queue_commit(group_id, member_id, generation_id, offsets)
-        if future is not None:
-            await future
+        await _durable(await self.queue_commit(group_id, member_id, generation_id, offsets))
 
     async def queue_commit(
         self,
@@ -465,22 +458,14 @@ class GroupCoordinator:
             entry.group.check_commit(member_id, generation_id)
         return await self._submit(group_id, offsets)
 
-    async def _store(
-        self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
-    ) -> None:
-        future = await self._submit(group_id, offsets)
-        if future is not None:
-            await future
-
     async def _submit(
         self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
     ) -> asyncio.Future[AppendResult] | None:
         if not offsets:
             return None
-        now = self.now()
-        topic_log = await asyncio.to_thread(self.offsets.table, True)
-        assert topic_log is not None
-        batch = await asyncio.to_thread(self.offsets.prepare, group_id, offsets, now)
+        topic_log, batch = await asyncio.to_thread(
+            self.offsets.prepare, group_id, offsets, self.now()
+        )
         return await self.batcher.submit(topic_log, batch)
 
     def check_partitions(self, partitions: list[TopicPartition]) -> None:
@@ -500,51 +485,15 @@ class GroupCoordinator:
     async def snapshot(self, group_id: str) -> GroupSnapshot:
         async with self._locked(group_id) as entry:
             await self._advance(entry)
-            group = entry.group
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "host": m.host,
-                    "assignment": list(m.assignment),
-                }
-                for m in group.members.values()
-            ]
-            return GroupSnapshot(
-                group_id,
-                group.state.value,
-                group.protocol,
-                group.generation_id,
-                members,
-                group.owners(),
-                protocol_type=group.protocol_type or "",
-                assignment_mode=group.mode,
-                leader_id=group.leader_id,
-                descriptions=group.describe(),
-            )
+            return _snapshot(entry.group, with_members=True)
 
     def local_groups(self) -> list[GroupSnapshot]:
         """Groups loaded here that ever had members (for listing; no members in the copies)."""
-        found = []
-        for entry in list(self._groups.values()):
-            group = entry.group
-            if entry.dead or (group.generation_id == 0 and not group.members):
-                continue
-            found.append(
-                GroupSnapshot(
-                    group.group_id,
-                    group.state.value,
-                    group.protocol,
-                    group.generation_id,
-                    [],
-                    {},
-                    protocol_type=group.protocol_type or "",
-                    assignment_mode=group.mode,
-                    leader_id=group.leader_id,
-                )
-            )
-        return found
+        return [
+            _snapshot(entry.group, with_members=False)
+            for entry in list(self._groups.values())
+            if not entry.dead and (entry.group.generation_id != 0 or entry.group.members)
+        ]
 
     async def member_count(self, group_id: str) -> int:
         entry = self._groups.get(group_id)
@@ -588,10 +537,8 @@ class GroupCoordinator:
             rows = await asyncio.to_thread(self._plan, group_id, spec, topics, all_topics)
             if execute:
                 now = self.now()
-                await self._store(
-                    group_id,
-                    {r.tp: CommittedOffset(r.new_offset, "", now) for r in rows},
-                )
+                offsets = {r.tp: CommittedOffset(r.new_offset, "", now) for r in rows}
+                await _durable(await self._submit(group_id, offsets))
         return rows
 
     def _plan(
@@ -635,18 +582,41 @@ class GroupCoordinator:
     ) -> list[OffsetLag]:
         """Committed offset, log end and owner of each committed partition (for describe)."""
         rows = []
-        ends: dict[str, Any] = {}
+        logs = {topic: self._existing(topic) for topic in {tp.topic for tp in committed}}
         for tp, value in sorted(committed.items()):
-            if tp.topic not in ends:
-                try:
-                    topic_log = self.catalog.topic(tp.topic)
-                    topic_log.refresh()
-                    ends[tp.topic] = topic_log
-                except UnknownTopicOrPartitionError:
-                    ends[tp.topic] = None
-            topic_log = ends[tp.topic]
+            topic_log = logs[tp.topic]
             end = None
             if topic_log is not None and tp.partition < topic_log.num_partitions:
                 end = topic_log.high_watermark(tp.partition)
             rows.append(OffsetLag(tp, value, end, snapshot.owners.get(tp)))
         return rows
+
+
+def _snapshot(group: Group, *, with_members: bool) -> GroupSnapshot:
+    described = group.describe() if with_members else []
+    return GroupSnapshot(
+        group.group_id,
+        group.state.value,
+        group.protocol,
+        group.generation_id,
+        [
+            {
+                "member_id": d.member_id,
+                "group_instance_id": d.group_instance_id,
+                "client_id": d.client_id,
+                "host": d.host,
+                "assignment": list(d.partitions),
+            }
+            for d in described
+        ],
+        group.owners() if with_members else {},
+        protocol_type=group.protocol_type or "",
+        assignment_mode=group.mode,
+        leader_id=group.leader_id,
+        descriptions=described,
+    )
+
+
+async def _durable(future: asyncio.Future[AppendResult] | None) -> None:
+    if future is not None:
+        await future

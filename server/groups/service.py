@@ -42,15 +42,6 @@ FORWARD_JOIN_GRACE_S = 10.0
 FORWARD_TIMEOUT_S = 30.0
 
 
-def limits_of(settings: BrokerSettings) -> GroupLimits:
-    return GroupLimits(
-        min_session_timeout_ms=settings.group_min_session_timeout_ms,
-        max_session_timeout_ms=settings.group_max_session_timeout_ms,
-        initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
-        max_size=settings.group_max_size,
-    )
-
-
 class GroupService:
     def __init__(
         self,
@@ -72,7 +63,12 @@ class GroupService:
             generations=self.generations,
             offsets=self.offsets,
             batcher=self.batcher,
-            limits=limits_of(settings),
+            limits=GroupLimits(
+                min_session_timeout_ms=settings.group_min_session_timeout_ms,
+                max_session_timeout_ms=settings.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
+                max_size=settings.group_max_size,
+            ),
             broker_id=settings.broker_id,
         )
         self.forwarder = Forwarder(
