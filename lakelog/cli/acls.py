@@ -177,28 +177,24 @@ def describe(binding: AclBinding) -> str:
     )
 
 
+def _print(title: str, bindings: list[AclBinding]) -> int:
+    print(f"{title} ({len(bindings)}):")
+    for binding in bindings:
+        print(f"  {describe(binding)}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         if args.add:
             bindings = bindings_to_add(args)
             admin.create_acls(bindings)
-            print(f"Adding ACLs ({len(bindings)}):")
-            for binding in bindings:
-                print(f"  {describe(binding)}")
-            return 0
+            return _print("Adding ACLs", bindings)
         chosen = filters(args)
         if args.remove:
             if all(f == AclFilter(pattern_type=f.pattern_type) for f in chosen):
                 raise InvalidConfigError(
                     "--remove needs a resource, principal or operation to select ACLs"
                 )
-            removed = [b for f in chosen for b in admin.delete_acls(f)]
-            print(f"Removed ACLs ({len(removed)}):")
-            for binding in removed:
-                print(f"  {describe(binding)}")
-            return 0
-        listed = sorted({b for f in chosen for b in admin.describe_acls(f)})
-        print(f"Current ACLs ({len(listed)}):")
-        for binding in listed:
-            print(f"  {describe(binding)}")
-        return 0
+            return _print("Removed ACLs", [b for f in chosen for b in admin.delete_acls(f)])
+        return _print("Current ACLs", sorted({b for f in chosen for b in admin.describe_acls(f)}))

@@ -9,7 +9,12 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from lakelog.client.connection import CAFILE_ENV, CLIENT_CERTFILE_ENV, CLIENT_KEYFILE_ENV
+from lakelog.client.connection import (
+    CAFILE_ENV,
+    CLIENT_CERTFILE_ENV,
+    CLIENT_KEYFILE_ENV,
+    parse_bootstrap,
+)
 from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.numerals import is_unsigned_int
 from lakelog.settings_files import read_config_file
@@ -207,21 +212,15 @@ def client_security(args: argparse.Namespace) -> Iterator[None]:
 
 
 def bootstrap_urls(value: str | None) -> list[str]:
-    """Kafka tools take host:port; brokers speak HTTP, so a missing scheme means http://.
+    """``--bootstrap-server`` as ``parse_bootstrap`` reads it (host:port means http://).
 
-    Without ``--bootstrap-server``: ``$LAKELOG_BOOTSTRAP_SERVER``, else the
-    local broker of the README's first command.
+    Without the flag: ``$LAKELOG_BOOTSTRAP_SERVER``, else the local broker of
+    the README's first command.
     """
     raw = value or os.environ.get(BOOTSTRAP_ENV) or FALLBACK_BOOTSTRAP
-    urls = []
-    for item in raw.split(","):
-        item = item.strip().rstrip("/")
-        if not item:
-            continue
-        urls.append(item if "://" in item else f"http://{item}")
-    if not urls:
+    if not any(item.strip().rstrip("/") for item in raw.split(",")):
         raise InvalidConfigError("--bootstrap-server names no broker")
-    return urls
+    return parse_bootstrap(raw)
 
 
 def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:

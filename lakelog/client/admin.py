@@ -10,7 +10,7 @@ its own earlier success.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 import httpx
@@ -325,16 +325,6 @@ class AdminClient:
             timeout_ms=self._api_timeout_ms,
         )
 
-    def alter_group_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> None:
-        """Commit offsets for a group without members (Kafka's AlterConsumerGroupOffsets)."""
-        call_with_retries(
-            lambda: rq.commit(self._conn, group_id, rq.NO_MEMBER, rq.NO_GENERATION, offsets),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
-
     def reset_group_offsets(
         self,
         group_id: str,
@@ -405,13 +395,13 @@ class AdminClient:
 
     def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """The stored ACL bindings matching the filter (all without one)."""
-        params = _acl_params(acl_filter or AclFilter())
+        params = asdict(acl_filter or AclFilter())
         answer = self._call("GET", "/v1/acls", params=params).json()
         return [AclBinding.from_json(a) for a in answer["acls"]]
 
     def delete_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
         """Delete the bindings matching the filter (at least one field set); returns them."""
-        answer = self._call("DELETE", "/v1/acls", params=_acl_params(acl_filter)).json()
+        answer = self._call("DELETE", "/v1/acls", params=asdict(acl_filter)).json()
         return [AclBinding.from_json(a) for a in answer["acls"]]
 
     def describe_client_quotas(
@@ -443,18 +433,6 @@ class AdminClient:
         """The principal the broker authenticates this client as."""
         principal: str = self._call("GET", "/v1/whoami").json()["principal"]
         return principal
-
-
-def _acl_params(acl_filter: AclFilter) -> dict[str, str | None]:
-    return {
-        "resource_type": acl_filter.resource_type,
-        "resource_name": acl_filter.resource_name,
-        "pattern_type": acl_filter.pattern_type,
-        "principal": acl_filter.principal,
-        "host": acl_filter.host,
-        "operation": acl_filter.operation,
-        "permission": acl_filter.permission,
-    }
 
 
 __all__ = [

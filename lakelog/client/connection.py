@@ -23,7 +23,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,10 +78,7 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     a bad request otherwise.
     """
     where = f"{response.request.method} {response.request.url.path}"
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+    body = _json_or_none(response)
     if isinstance(body, dict) and isinstance(body.get("error_code"), int):
         cls = error_for_code(body["error_code"])
         message = str(body.get("message") or body.get("error") or response.reason_phrase)
@@ -184,8 +181,7 @@ def describe_network_failure(exc: BaseException) -> str:
     unknown host, no SYN-ACK in time); the chain of causes is searched for it
     so the message names the cause rather than the wrapper.
     """
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         if isinstance(seen, httpx.ConnectTimeout):
             return "connection timed out"
         if isinstance(seen, httpx.TimeoutException):
@@ -203,7 +199,6 @@ def describe_network_failure(exc: BaseException) -> str:
             return f"TLS handshake failed ({seen.reason or seen.strerror})"
         if isinstance(seen, OSError) and seen.strerror:
             return seen.strerror[0].lower() + seen.strerror[1:]
-        seen = seen.__cause__ or seen.__context__
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -456,7 +451,9 @@ class Connection:
             try:
                 response = self._http.get(url + "/v1/brokers", timeout=timeout)
             except httpx.TransportError as exc:
-                failures.append(ProbeFailure(url, describe_network_failure(exc), _is_tls(exc)))
+                # A TLS failure: the same certificates fail the same way on every attempt.
+                tls = any(isinstance(e, ssl.SSLError) for e in _causes(exc))
+                failures.append(ProbeFailure(url, describe_network_failure(exc), tls))
                 continue
             body = _json_or_none(response)
             if response.is_success and isinstance(body, dict) and "brokers" in body:
@@ -483,14 +480,12 @@ class Connection:
         self.close()
 
 
-def _is_tls(exc: BaseException) -> bool:
-    """A TLS failure: the same certificates fail the same way on every attempt."""
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, innermost last."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ssl.SSLError):
-            return True
+        yield seen
         seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _json_or_none(response: httpx.Response) -> Any:

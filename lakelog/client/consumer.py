@@ -325,16 +325,16 @@ class Consumer:
         )
         self._listener.on_partitions_assigned(added)
 
-    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+    def _revoke(self, partitions: set[TopicPartition], *, lost: bool, commit: bool = True) -> None:
         """Commit (at-least-once) and tell the listener, or just tell it the partitions are lost."""
-        if lost:
-            if partitions:
-                self._listener.on_partitions_lost(partitions)
+        if not partitions:
             return
-        if self._auto_commit and partitions:
+        if lost:
+            self._listener.on_partitions_lost(partitions)
+            return
+        if commit and self._auto_commit:
             self._commit_quietly({tp: o for tp, o in self._consumed().items() if tp in partitions})
-        if partitions:
-            self._listener.on_partitions_revoked(partitions)
+        self._listener.on_partitions_revoked(partitions)
 
     def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         """Commit where failing is survivable (revoke, close): the next owner re-reads instead."""
@@ -562,16 +562,9 @@ class Consumer:
                 self._conn.close()
 
     def _leave_group(self, coordinator: GroupCoordinator, autocommit: bool) -> None:
-        owned = set(self._subs.assigned())
         if self._subscribed():
             lost = coordinator.take_lost() or not coordinator.in_generation()
-            if autocommit and self._auto_commit and not lost:
-                self._commit_quietly(self._consumed())
-            if owned:
-                if lost:
-                    self._listener.on_partitions_lost(owned)
-                else:
-                    self._listener.on_partitions_revoked(owned)
+            self._revoke(set(self._subs.assigned()), lost=lost, commit=autocommit)
             coordinator.leave("consumer closed")
         elif autocommit and self._auto_commit and self._consumed():
             self._commit_quietly(self._consumed())
