@@ -94,29 +94,35 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     return InvalidRequestError(f"{where}: HTTP {response.status_code}: {text}")
 
 
+#: The environment variable each unset security option of a Connection is read from
+#: (which is how the CLI tools pass their flags on).
+SECURITY_ENV = {
+    "api_key": "LAKELOG_API_KEY",
+    "token": "LAKELOG_TOKEN",
+    "client_id": "LAKELOG_CLIENT_ID",
+    "ssl_cafile": "LAKELOG_SSL_CAFILE",
+    "ssl_certfile": "LAKELOG_SSL_CLIENT_CERTFILE",
+    "ssl_keyfile": "LAKELOG_SSL_CLIENT_KEYFILE",
+}
+
+
+def _or_env(value: str | None, option: str) -> str | None:
+    return value or os.environ.get(SECURITY_ENV[option])
+
+
 def security_headers(
     api_key: str | None, token: str | None, client_id: str | None
 ) -> dict[str, str]:
-    """Credential and client-id headers.
-
-    Unset values come from ``$LAKELOG_API_KEY``, ``$LAKELOG_TOKEN`` and
-    ``$LAKELOG_CLIENT_ID``, which is how the CLI tools pass their flags on.
-    """
-    api_key = api_key or os.environ.get("LAKELOG_API_KEY")
-    token = token or os.environ.get("LAKELOG_TOKEN")
-    client_id = client_id or os.environ.get("LAKELOG_CLIENT_ID")
+    """Credential and client-id headers (unset values from ``SECURITY_ENV``)."""
+    api_key = _or_env(api_key, "api_key")
+    token = _or_env(token, "token")
+    client_id = _or_env(client_id, "client_id")
     headers = {"X-API-Key": api_key} if api_key else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if client_id:
         headers["X-Lakelog-Client-Id"] = client_id
     return headers
-
-
-#: Environment defaults of the TLS options (the console tools set them from their flags).
-CAFILE_ENV = "LAKELOG_SSL_CAFILE"
-CLIENT_CERTFILE_ENV = "LAKELOG_SSL_CLIENT_CERTFILE"
-CLIENT_KEYFILE_ENV = "LAKELOG_SSL_CLIENT_KEYFILE"
 
 
 def ssl_context(
@@ -157,9 +163,9 @@ def tls_verification(
     CAs) and, with ``certfile``, present it as the client certificate, which brokers that
     set ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
     """
-    cafile = cafile or os.environ.get(CAFILE_ENV)
-    certfile = certfile or os.environ.get(CLIENT_CERTFILE_ENV)
-    keyfile = keyfile or os.environ.get(CLIENT_KEYFILE_ENV)
+    cafile = _or_env(cafile, "ssl_cafile")
+    certfile = _or_env(certfile, "ssl_certfile")
+    keyfile = _or_env(keyfile, "ssl_keyfile")
     if not cafile and not certfile and not keyfile:
         return True
     return ssl_context([cafile] if cafile else [], certfile, keyfile)
