@@ -285,12 +285,8 @@ class AdminClient:
     def topic_offsets(self, name: str) -> dict[int, PartitionOffsets]:
         """Log start offset and high watermark of every partition, in one request."""
         body = self._call("GET", f"{topic_path(name)}/offsets").json()
-        return {
-            int(p["partition"]): PartitionOffsets(
-                int(p["partition"]), int(p["log_start_offset"]), int(p["high_watermark"])
-            )
-            for p in body["partitions"]
-        }
+        offsets = [_pick(PartitionOffsets, p) for p in body["partitions"]]
+        return {p.partition: p for p in offsets}
 
     # -- consumer groups ---------------------------------------------------------
 
@@ -351,15 +347,7 @@ class AdminClient:
             "execute": execute,
         }
         answer = self._call("POST", f"{rq.group_path(group_id)}/offsets:reset", json=body).json()
-        return [
-            OffsetReset(
-                topic=str(o["topic"]),
-                partition=int(o["partition"]),
-                current_offset=o.get("current_offset"),
-                new_offset=int(o["new_offset"]),
-            )
-            for o in answer.get("offsets") or []
-        ]
+        return [_pick(OffsetReset, o) for o in answer.get("offsets") or []]
 
     def group_coordinator(self, group_id: str) -> BrokerRef:
         body = self._call("GET", f"{rq.group_path(group_id)}/coordinator").json()
@@ -428,11 +416,6 @@ class AdminClient:
         }
         limits: dict[str, float] = self._call("PATCH", "/v1/quotas", json=body).json()["quotas"]
         return limits
-
-    def whoami(self) -> str:
-        """The principal the broker authenticates this client as."""
-        principal: str = self._call("GET", "/v1/whoami").json()["principal"]
-        return principal
 
 
 __all__ = [
