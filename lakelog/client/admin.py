@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 from lakelog.client import group_requests as rq
-from lakelog.client.connection import Connection
+from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
 from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
@@ -189,7 +189,9 @@ class OffsetReset:
 ResetTo = Mapping[str, Any]
 
 
-class AdminClient:
+class AdminClient(ClientBase):
+    """Topics, configs, partitions, offsets, groups, ACLs and quotas, through any broker."""
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str],
@@ -201,16 +203,9 @@ class AdminClient:
         connection: Connection | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._owns_connection = connection is None
-        self._conn = connection or Connection(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
-        )
+        super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
         self._api_timeout_ms = default_api_timeout_ms
-
-    @property
-    def connection(self) -> Connection:
-        return self._conn
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         return call_with_retries(
@@ -362,16 +357,6 @@ class AdminClient:
             cluster_id=body["cluster_id"],
             brokers=[_pick(BrokerDescription, b) for b in body["brokers"]],
         )
-
-    def close(self) -> None:
-        if self._owns_connection:
-            self._conn.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- ACLs and quotas (docs/security.md) ---------------------------------------
 

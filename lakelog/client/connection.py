@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -486,6 +486,37 @@ class Connection:
         self.close()
 
 
+class ClientBase:
+    """A producer, consumer or admin client: over a shared ``connection`` or its own,
+    which it closes with itself."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        connection: Connection | None,
+        request_timeout_ms: int,
+        transport: httpx.BaseTransport | None,
+    ) -> None:
+        self._owns_connection = connection is None
+        self._conn = connection or Connection(
+            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
+        )
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    def close(self) -> None:
+        if self._owns_connection:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _causes(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and the exceptions it was raised from or while handling, innermost last."""
     seen: BaseException | None = exc
@@ -502,6 +533,7 @@ def _json_or_none(response: httpx.Response) -> Any:
 
 
 __all__ = [
+    "ClientBase",
     "Connection",
     "ProbeFailure",
     "describe_network_failure",

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpx
 
 from lakelog.client.commits import CommitCallback, Committer
-from lakelog.client.connection import Connection
+from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.errors import NoOffsetForPartitionError
 from lakelog.client.fetcher import Fetcher
 from lakelog.client.group_coordinator import COOPERATIVE, GroupConfig, GroupCoordinator
@@ -45,7 +45,7 @@ BROKER_MAX_WAIT_MS = 30_000
 Topics = Sequence[str] | re.Pattern[str]
 
 
-class Consumer:
+class Consumer(ClientBase):
     """Reads records of assigned partitions, or of the partitions its group gives it.
 
     ``auto_offset_reset`` decides where a partition without a position (and,
@@ -116,10 +116,7 @@ class Consumer:
                 partition_assignment_strategy=tuple(partition_assignment_strategy),
             )
             group.validate()  # before opening anything, so a bad config leaks nothing
-        self._owns_connection = connection is None
-        self._conn = connection or Connection(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
-        )
+        super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         if group is not None:
             self._coordinator = GroupCoordinator(
                 self._conn, group, backoff=self._backoff, api_timeout_ms=default_api_timeout_ms
@@ -149,10 +146,6 @@ class Consumer:
         self._listener = ConsumerRebalanceListener()
         self._manual = False
         self._closed = False
-
-    @property
-    def connection(self) -> Connection:
-        return self._conn
 
     @property
     def group_id(self) -> str | None:
@@ -558,8 +551,7 @@ class Consumer:
             if coordinator is not None:
                 coordinator.close()
             self._fetcher.close()
-            if self._owns_connection:
-                self._conn.close()
+            super().close()
 
     def _leave_group(self, coordinator: GroupCoordinator, autocommit: bool) -> None:
         if self._subscribed():
@@ -570,12 +562,6 @@ class Consumer:
             self._commit_quietly(self._consumed())
         self._committer.wait(self._api_timeout_ms / 1000)
         self._committer.run_callbacks()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _tp(tp: TopicPartition) -> TopicPartition:
