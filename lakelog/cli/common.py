@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from lakelog.client.connection import SECURITY_ENV, parse_bootstrap
-from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
 from lakelog.settings_files import read_config_file
 
@@ -275,3 +275,11 @@ def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:
 
 def select_topics(names: Iterable[str], pattern: re.Pattern[str]) -> list[str]:
     return sorted(n for n in names if pattern.fullmatch(n))
+
+
+def matching_topics(names: Iterable[str], text: str, option: str = "--topic") -> list[str]:
+    """The topics the ``option`` ``text`` selects (``topic_pattern``); none is an error."""
+    found = select_topics(names, topic_pattern(text, option))
+    if not found:
+        raise UnknownTopicOrPartitionError(f"no topic matches {option} {text!r}")
+    return found

@@ -16,13 +16,14 @@ from lakelog.cli.cluster import admin_client
 from lakelog.cli.common import (
     add_bootstrap,
     add_root,
+    matching_topics,
     parse_key_values,
     select_topics,
     topic_pattern,
 )
 from lakelog.client.admin import AdminClient
 from lakelog.client.admin import TopicDescription as RemoteDescription
-from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from lakelog.errors import InvalidRequestError
 
 #: What the tool works on: a broker's admin API, or a storage root directly.
 Admin = Catalog | AdminClient
@@ -92,15 +93,10 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, client)
 
 
-def _selected(args: argparse.Namespace, admin: Admin) -> list[str]:
-    """The topics --list/--describe show: all, or those --topic matches in full."""
-    names = admin.list_topics()
-    return names if not args.topic else select_topics(names, topic_pattern(args.topic))
-
-
 def _run(args: argparse.Namespace, admin: Admin) -> int:
     if args.list:
-        for name in _selected(args, admin):
+        names = admin.list_topics()
+        for name in select_topics(names, topic_pattern(args.topic)) if args.topic else names:
             print(name)
     elif args.create:
         name = _need_topic(args)
@@ -110,10 +106,8 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
         admin.create_topic(name, args.partitions or 1, configs, args.replication_factor)
         print(f"Created topic {name}.")
     elif args.describe:
-        names = _selected(args, admin)
-        if args.topic and not names:
-            raise UnknownTopicOrPartitionError(f"no topic matches --topic {args.topic!r}")
-        for name in names:
+        names = admin.list_topics()
+        for name in matching_topics(names, args.topic) if args.topic else names:
             print(format_description(admin.describe_topic(name)))
     elif args.alter:
         name = _need_topic(args)
