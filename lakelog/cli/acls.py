@@ -44,34 +44,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove matching ACLs")
     action.add_argument("--list", action="store_true", help="list matching ACLs")
-    parser.add_argument(
-        "--allow-principal",
-        action="append",
-        default=[],
-        metavar="PRINCIPAL",
-        help="principal the ACL allows, e.g. User:alice (repeatable)",
-    )
-    parser.add_argument(
-        "--deny-principal",
-        action="append",
-        default=[],
-        metavar="PRINCIPAL",
-        help="principal the ACL denies (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="client address --allow-principal applies from (default: * = any)",
-    )
-    parser.add_argument(
-        "--deny-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="client address --deny-principal applies from (default: * = any)",
-    )
+    for flag, metavar, text in (
+        (
+            "--allow-principal",
+            "PRINCIPAL",
+            "principal the ACL allows, e.g. User:alice (repeatable)",
+        ),
+        ("--deny-principal", "PRINCIPAL", "principal the ACL denies (repeatable)"),
+        (
+            "--allow-host",
+            "HOST",
+            "client address --allow-principal applies from (default: * = any)",
+        ),
+        ("--deny-host", "HOST", "client address --deny-principal applies from (default: * = any)"),
+    ):
+        parser.add_argument(flag, action="append", default=[], metavar=metavar, help=text)
     parser.add_argument("--principal", help="--list/--remove: only this principal's ACLs")
     parser.add_argument(
         "--operation", action="append", default=[], help="Read, Write, Create, Delete, ..."
