@@ -43,9 +43,7 @@ class JoinResult:
 
     generation_id: int
     member_id: str
-    leader_id: str
     protocol: str
-    members: list[str]
     assignment: list[TopicPartition]
 
     @classmethod
@@ -53,9 +51,7 @@ class JoinResult:
         return cls(
             generation_id=int(body["generation_id"]),
             member_id=str(body["member_id"]),
-            leader_id=str(body.get("leader_id") or ""),
             protocol=str(body.get("protocol") or ""),
-            members=[str(m) for m in body.get("members") or []],
             assignment=[tp_from_json(a) for a in body.get("assignment") or []],
         )
 
