@@ -266,16 +266,11 @@ class AdminClient(ClientBase):
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Kafka's ListOffsets: per partition, the offset for earliest, latest or a time."""
         return {
-            TopicPartition(*tp): self._list_offset(TopicPartition(*tp), s)
+            TopicPartition(*tp): list_offset(
+                self._conn, TopicPartition(*tp), s, self._backoff, self._api_timeout_ms
+            )
             for tp, s in specs.items()
         }
-
-    def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return call_with_retries(
-            lambda: list_offset(self._conn, tp, spec),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
 
     def topic_offsets(self, name: str) -> dict[int, PartitionOffsets]:
         """Log start offset and high watermark of every partition, in one request."""
@@ -362,19 +357,18 @@ class AdminClient(ClientBase):
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
         """Add ACL bindings (CLUSTER ALTER needed); returns those that were not there yet."""
-        body = {"acls": [b.to_json() for b in bindings]}
-        answer = self._call("POST", "/v1/acls", json=body).json()
-        return [AclBinding.from_json(a) for a in answer["acls"]]
+        return self._acls("POST", json={"acls": [b.to_json() for b in bindings]})
 
     def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """The stored ACL bindings matching the filter (all without one)."""
-        params = asdict(acl_filter or AclFilter())
-        answer = self._call("GET", "/v1/acls", params=params).json()
-        return [AclBinding.from_json(a) for a in answer["acls"]]
+        return self._acls("GET", params=asdict(acl_filter or AclFilter()))
 
     def delete_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
         """Delete the bindings matching the filter (at least one field set); returns them."""
-        answer = self._call("DELETE", "/v1/acls", params=asdict(acl_filter)).json()
+        return self._acls("DELETE", params=asdict(acl_filter))
+
+    def _acls(self, method: str, **kwargs: Any) -> list[AclBinding]:
+        answer = self._call(method, "/v1/acls", **kwargs).json()
         return [AclBinding.from_json(a) for a in answer["acls"]]
 
     def describe_client_quotas(

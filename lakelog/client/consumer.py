@@ -455,11 +455,7 @@ class Consumer(ClientBase):
             self._subs.seek(tp, found.offset)
 
     def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return call_with_retries(
-            lambda: list_offset(self._conn, tp, spec),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return list_offset(self._conn, tp, spec, self._backoff, self._api_timeout_ms)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offset of each partition (assigned or not)."""
