@@ -44,34 +44,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove matching ACLs")
     action.add_argument("--list", action="store_true", help="list matching ACLs")
-    parser.add_argument(
-        "--allow-principal",
-        action="append",
-        default=[],
-        metavar="PRINCIPAL",
-        help="principal the ACL allows, e.g. User:alice (repeatable)",
-    )
-    parser.add_argument(
-        "--deny-principal",
-        action="append",
-        default=[],
-        metavar="PRINCIPAL",
-        help="principal the ACL denies (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="client address --allow-principal applies from (default: * = any)",
-    )
-    parser.add_argument(
-        "--deny-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="client address --deny-principal applies from (default: * = any)",
-    )
+    for flag, metavar, text in (
+        (
+            "--allow-principal",
+            "PRINCIPAL",
+            "principal the ACL allows, e.g. User:alice (repeatable)",
+        ),
+        ("--deny-principal", "PRINCIPAL", "principal the ACL denies (repeatable)"),
+        (
+            "--allow-host",
+            "HOST",
+            "client address --allow-principal applies from (default: * = any)",
+        ),
+        ("--deny-host", "HOST", "client address --deny-principal applies from (default: * = any)"),
+    ):
+        parser.add_argument(flag, action="append", default=[], metavar=metavar, help=text)
     parser.add_argument("--principal", help="--list/--remove: only this principal's ACLs")
     parser.add_argument(
         "--operation", action="append", default=[], help="Read, Write, Create, Delete, ..."
@@ -177,28 +164,24 @@ def describe(binding: AclBinding) -> str:
     )
 
 
+def _print(title: str, bindings: list[AclBinding]) -> int:
+    print(f"{title} ({len(bindings)}):")
+    for binding in bindings:
+        print(f"  {describe(binding)}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         if args.add:
             bindings = bindings_to_add(args)
             admin.create_acls(bindings)
-            print(f"Adding ACLs ({len(bindings)}):")
-            for binding in bindings:
-                print(f"  {describe(binding)}")
-            return 0
+            return _print("Adding ACLs", bindings)
         chosen = filters(args)
         if args.remove:
             if all(f == AclFilter(pattern_type=f.pattern_type) for f in chosen):
                 raise InvalidConfigError(
                     "--remove needs a resource, principal or operation to select ACLs"
                 )
-            removed = [b for f in chosen for b in admin.delete_acls(f)]
-            print(f"Removed ACLs ({len(removed)}):")
-            for binding in removed:
-                print(f"  {describe(binding)}")
-            return 0
-        listed = sorted({b for f in chosen for b in admin.describe_acls(f)})
-        print(f"Current ACLs ({len(listed)}):")
-        for binding in listed:
-            print(f"  {describe(binding)}")
-        return 0
+            return _print("Removed ACLs", [b for f in chosen for b in admin.delete_acls(f)])
+        return _print("Current ACLs", sorted({b for f in chosen for b in admin.describe_acls(f)}))

@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from lakelog.client.connection import CAFILE_ENV, CLIENT_CERTFILE_ENV, CLIENT_KEYFILE_ENV
-from lakelog.errors import InvalidConfigError, InvalidRequestError
+from lakelog.client.connection import SECURITY_ENV, parse_bootstrap
+from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
 from lakelog.settings_files import read_config_file
 
@@ -78,16 +78,6 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     add_client_security(parser)
 
 
-#: Client security options, passed to every client the tool opens through the
-#: environment variables ``lakelog.client.connection`` reads.
-SECURITY_ENV = {
-    "api_key": "LAKELOG_API_KEY",
-    "token": "LAKELOG_TOKEN",
-    "ssl_cafile": CAFILE_ENV,
-    "ssl_certfile": CLIENT_CERTFILE_ENV,
-    "ssl_keyfile": CLIENT_KEYFILE_ENV,
-    "client_id": "LAKELOG_CLIENT_ID",
-}
 #: ``--command-config`` property names (Kafka-style) and the option they set.
 COMMAND_CONFIG_KEYS = {
     "api.key": "api_key",
@@ -120,23 +110,25 @@ def add_client_security(parser: argparse.ArgumentParser) -> None:
         "ssl.keyfile=..., client.id=..., socket.connection.setup.timeout.ms=..., "
         "request.timeout.ms=..., default.api.timeout.ms=... (default: none)",
     )
-    group.add_argument("--api-key", help="API key (default: $LAKELOG_API_KEY)")
-    group.add_argument("--token", help="bearer JWT (default: $LAKELOG_TOKEN)")
+    env = {option: f"${name}" for option, name in SECURITY_ENV.items()}
+    group.add_argument("--api-key", help=f"API key (default: {env['api_key']})")
+    group.add_argument("--token", help=f"bearer JWT (default: {env['token']})")
     group.add_argument(
         "--ssl-cafile",
         metavar="FILE",
-        help=f"CA bundle to verify https brokers (default: ${CAFILE_ENV}, else the system CAs)",
+        help=f"CA bundle to verify https brokers (default: {env['ssl_cafile']}, "
+        "else the system CAs)",
     )
     group.add_argument(
         "--ssl-certfile",
         metavar="FILE",
         help="client certificate (PEM), for brokers requiring mutual TLS "
-        f"(default: ${CLIENT_CERTFILE_ENV})",
+        f"(default: {env['ssl_certfile']})",
     )
     group.add_argument(
         "--ssl-keyfile",
         metavar="FILE",
-        help=f"private key of --ssl-certfile (PEM) (default: ${CLIENT_KEYFILE_ENV})",
+        help=f"private key of --ssl-certfile (PEM) (default: {env['ssl_keyfile']})",
     )
 
 
@@ -191,7 +183,8 @@ def _positive_ms(text: str, what: str) -> int:
 
 @contextlib.contextmanager
 def client_security(args: argparse.Namespace) -> Iterator[None]:
-    """Expose the tool's credentials to the clients it opens, for the command's duration."""
+    """Expose the tool's credentials to the clients it opens (through ``SECURITY_ENV``), for the
+    command's duration."""
     options = security_options(args)
     saved = {env: os.environ.get(env) for env in SECURITY_ENV.values()}
     try:
@@ -207,21 +200,15 @@ def client_security(args: argparse.Namespace) -> Iterator[None]:
 
 
 def bootstrap_urls(value: str | None) -> list[str]:
-    """Kafka tools take host:port; brokers speak HTTP, so a missing scheme means http://.
+    """``--bootstrap-server`` as ``parse_bootstrap`` reads it (host:port means http://).
 
-    Without ``--bootstrap-server``: ``$LAKELOG_BOOTSTRAP_SERVER``, else the
-    local broker of the README's first command.
+    Without the flag: ``$LAKELOG_BOOTSTRAP_SERVER``, else the local broker of
+    the README's first command.
     """
     raw = value or os.environ.get(BOOTSTRAP_ENV) or FALLBACK_BOOTSTRAP
-    urls = []
-    for item in raw.split(","):
-        item = item.strip().rstrip("/")
-        if not item:
-            continue
-        urls.append(item if "://" in item else f"http://{item}")
-    if not urls:
+    if not any(item.strip().rstrip("/") for item in raw.split(",")):
         raise InvalidConfigError("--bootstrap-server names no broker")
-    return urls
+    return parse_bootstrap(raw)
 
 
 def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:
@@ -288,3 +275,11 @@ def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:
 
 def select_topics(names: Iterable[str], pattern: re.Pattern[str]) -> list[str]:
     return sorted(n for n in names if pattern.fullmatch(n))
+
+
+def matching_topics(names: Iterable[str], text: str, option: str = "--topic") -> list[str]:
+    """The topics the ``option`` ``text`` selects (``topic_pattern``); none is an error."""
+    found = select_topics(names, topic_pattern(text, option))
+    if not found:
+        raise UnknownTopicOrPartitionError(f"no topic matches {option} {text!r}")
+    return found

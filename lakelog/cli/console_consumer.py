@@ -18,7 +18,6 @@ committed.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 import time
@@ -26,10 +25,10 @@ from types import FrameType
 from typing import Any
 
 from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect
-from lakelog.cli.common import add_bootstrap, parse_key_values, select_topics, topic_pattern
+from lakelog.cli.common import add_bootstrap, matching_topics, parse_key_values, topic_pattern
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
-from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
+from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.numerals import is_unsigned_int
 from lakelog.records import TIMESTAMP_TYPE_NAMES, ConsumerRecord
 
@@ -199,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             if args.group is None:
-                _assign(consumer, connection, settings, args, pattern)
+                _assign(consumer, connection, settings, args)
             elif pattern is not None:
                 consumer.subscribe(pattern=pattern)
             else:
@@ -256,19 +255,16 @@ def _assign(
     connection: Connection,
     settings: ClientSettings,
     args: argparse.Namespace,
-    pattern: re.Pattern[str] | None,
 ) -> None:
     with AdminClient(
         settings.bootstrap,
         default_api_timeout_ms=settings.default_api_timeout_ms,
         connection=connection,
     ) as admin:
-        if pattern is not None:
+        if args.include is not None:
             # internal topics ("_" prefix) are left out, as a group's pattern subscription does
             names = [n for n in admin.list_topics() if not n.startswith("_")]
-            topics = select_topics(names, pattern)
-            if not topics:
-                raise UnknownTopicOrPartitionError(f"no topic matches --include {args.include!r}")
+            topics = matching_topics(names, args.include, "--include")
         else:
             topics = [args.topic]
         if args.partition is not None:

@@ -20,7 +20,7 @@ from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
 from lakelog.client.structs import TopicPartition
 from lakelog.errors import GroupIdNotFoundError, InvalidRequestError
 
-#: --reset-offsets scenarios: option -> (key in the request's ``to``, how to read the value)
+#: --reset-offsets scenarios: option -> its key in the request's ``to``
 SCENARIOS: dict[str, str] = {
     "to_earliest": "earliest",
     "to_latest": "latest",
@@ -242,34 +242,16 @@ DESCRIBE_HEADER = [
 def offset_rows(d: GroupDescription) -> list[list[object]]:
     """One row per partition with a committed offset or an owner (Kafka shows both kinds)."""
     owners = {tp: m for m in d.members for tp in m.assignment}
-    rows: dict[tuple[str, int], list[object]] = {}
-    for o in d.offsets:
-        owner = owners.get(TopicPartition(o.topic, o.partition))
-        rows[(o.topic, o.partition)] = [
-            d.group_id,
-            o.topic,
-            o.partition,
-            o.offset,
-            o.log_end_offset,
-            o.lag,
-            owner.member_id if owner else o.member_id,
-            owner.host if owner else None,
-            owner.client_id if owner else None,
-        ]
-    for tp, m in owners.items():
-        if (tp.topic, tp.partition) not in rows:
-            rows[(tp.topic, tp.partition)] = [
-                d.group_id,
-                tp.topic,
-                tp.partition,
-                None,
-                None,
-                None,
-                m.member_id,
-                m.host,
-                m.client_id,
-            ]
-    return [rows[k] for k in sorted(rows)]
+    committed = {TopicPartition(o.topic, o.partition): o for o in d.offsets}
+    rows: list[list[object]] = []
+    for tp in sorted(owners.keys() | committed.keys()):
+        o, owner = committed.get(tp), owners.get(tp)
+        log: list[object] = [None] * 3 if o is None else [o.offset, o.log_end_offset, o.lag]
+        member: list[object] = [None if o is None else o.member_id, None, None]
+        if owner is not None:
+            member = [owner.member_id, owner.host, owner.client_id]
+        rows.append([d.group_id, tp.topic, tp.partition, *log, *member])
+    return rows
 
 
 def format_reset(rows: Sequence[tuple[str, OffsetReset]]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from lakelog.cli.cluster import admin_client
-from lakelog.cli.common import add_bootstrap, select_topics, topic_pattern
+from lakelog.cli.common import add_bootstrap, matching_topics
 from lakelog.client import TopicPartition
 from lakelog.client.offsets import OffsetSpec
 from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
@@ -60,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         topics = admin.list_topics()
         if args.topic:
-            topics = select_topics(topics, topic_pattern(args.topic))
-            if not topics:
-                raise UnknownTopicOrPartitionError(f"no topic matches --topic {args.topic!r}")
+            topics = matching_topics(topics, args.topic)
         tps = [
             TopicPartition(topic, p)
             for topic in topics

@@ -10,77 +10,23 @@ broker. ``--topic`` is a regular expression for ``--list`` and ``--describe``
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Protocol
 
 from lakelog.catalog import Catalog, TopicDescription
 from lakelog.cli.cluster import admin_client
 from lakelog.cli.common import (
     add_bootstrap,
     add_root,
+    matching_topics,
     parse_key_values,
     select_topics,
     topic_pattern,
 )
 from lakelog.client.admin import AdminClient
 from lakelog.client.admin import TopicDescription as RemoteDescription
-from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from lakelog.errors import InvalidRequestError
 
-
-@dataclass(frozen=True)
-class PartitionLine:
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    num_segments: int
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class DescribedTopic:
-    """What --describe prints, whichever way the topic was reached."""
-
-    name: str
-    topic_id: str
-    table_uri: str
-    size_bytes: int
-    overrides: dict[str, str]
-    partitions: list[PartitionLine]
-    #: Known only through a broker: storage alone does not say which broker commits.
-    commit_leader: str | None = None
-
-    @classmethod
-    def local(cls, d: TopicDescription) -> DescribedTopic:
-        return cls(
-            d.name,
-            d.topic_id,
-            d.table_uri,
-            d.size_bytes,
-            dict(d.config.overrides),
-            [
-                PartitionLine(
-                    p.partition, p.log_start_offset, p.high_watermark, p.num_segments, p.size_bytes
-                )
-                for p in d.partitions
-            ],
-        )
-
-    @classmethod
-    def remote(cls, d: RemoteDescription) -> DescribedTopic:
-        return cls(
-            d.name,
-            d.topic_id,
-            d.table_uri,
-            d.size_bytes,
-            d.overrides(),
-            [
-                PartitionLine(
-                    p.partition, p.log_start_offset, p.high_watermark, p.num_segments, p.size_bytes
-                )
-                for p in d.partitions
-            ],
-            d.commit_leader,
-        )
+#: What the tool works on: a broker's admin API, or a storage root directly.
+Admin = Catalog | AdminClient
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,111 +80,49 @@ def _need_topic(args: argparse.Namespace) -> str:
     return str(args.topic)
 
 
-class _Admin(Protocol):
-    """What the tool needs, implemented over a broker or directly over a root."""
-
-    def list_topics(self) -> list[str]: ...
-    def create(
-        self, name: str, partitions: int, configs: dict[str, str], rf: int | None
-    ) -> None: ...
-    def describe(self, name: str) -> DescribedTopic: ...
-    def add_partitions(self, name: str, count: int) -> None: ...
-    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None: ...
-    def delete(self, name: str) -> None: ...
-
-
-class _RootAdmin:
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-
-    def list_topics(self) -> list[str]:
-        return self.catalog.list_topics()
-
-    def create(self, name: str, partitions: int, configs: dict[str, str], rf: int | None) -> None:
-        self.catalog.create_topic(name, partitions, configs, replication_factor=rf)
-
-    def describe(self, name: str) -> DescribedTopic:
-        return DescribedTopic.local(self.catalog.describe_topic(name))
-
-    def add_partitions(self, name: str, count: int) -> None:
-        self.catalog.create_partitions(name, count)
-
-    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
-        self.catalog.alter_topic_configs(name, set_configs, delete)
-
-    def delete(self, name: str) -> None:
-        self.catalog.delete_topic(name)
-
-
-class _BrokerAdmin:
-    def __init__(self, client: AdminClient) -> None:
-        self.client = client
-
-    def list_topics(self) -> list[str]:
-        return self.client.list_topics()
-
-    def create(self, name: str, partitions: int, configs: dict[str, str], rf: int | None) -> None:
-        self.client.create_topic(name, partitions, configs, replication_factor=rf)
-
-    def describe(self, name: str) -> DescribedTopic:
-        return DescribedTopic.remote(self.client.describe_topic(name))
-
-    def add_partitions(self, name: str, count: int) -> None:
-        self.client.create_partitions(name, count)
-
-    def alter(self, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
-        self.client.alter_configs(name, set=set_configs, delete=delete)
-
-    def delete(self, name: str) -> None:
-        self.client.delete_topic(name)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
     if args.root:
         catalog = Catalog(args.root)
         try:
-            return _run(args, _RootAdmin(catalog))
+            return _run(args, catalog)
         finally:
             catalog.close()
     with admin_client(args) as client:
-        return _run(args, _BrokerAdmin(client))
+        return _run(args, client)
 
 
-def _selected(args: argparse.Namespace, admin: _Admin) -> list[str]:
-    """The topics --list/--describe show: all, or those --topic matches in full."""
-    names = admin.list_topics()
-    return names if not args.topic else select_topics(names, topic_pattern(args.topic))
-
-
-def _run(args: argparse.Namespace, admin: _Admin) -> int:
+def _run(args: argparse.Namespace, admin: Admin) -> int:
     if args.list:
-        for name in _selected(args, admin):
+        names = admin.list_topics()
+        for name in select_topics(names, topic_pattern(args.topic)) if args.topic else names:
             print(name)
     elif args.create:
         name = _need_topic(args)
         if args.if_not_exists and name in admin.list_topics():
             return 0
         configs = parse_key_values(args.config, "--config")
-        admin.create(name, args.partitions or 1, configs, args.replication_factor)
+        admin.create_topic(name, args.partitions or 1, configs, args.replication_factor)
         print(f"Created topic {name}.")
     elif args.describe:
-        names = _selected(args, admin)
-        if args.topic and not names:
-            raise UnknownTopicOrPartitionError(f"no topic matches --topic {args.topic!r}")
-        for name in names:
-            print(format_description(admin.describe(name)))
+        names = admin.list_topics()
+        for name in matching_topics(names, args.topic) if args.topic else names:
+            print(format_description(admin.describe_topic(name)))
     elif args.alter:
         name = _need_topic(args)
         if args.partitions:
-            admin.add_partitions(name, args.partitions)
+            admin.create_partitions(name, args.partitions)
         if args.add_config or args.delete_config:
             configs = parse_key_values(args.add_config, "--add-config")
-            admin.alter(name, configs, _names(args.delete_config))
+            delete = _names(args.delete_config)
+            if isinstance(admin, Catalog):
+                admin.alter_topic_configs(name, configs, delete)
+            else:
+                admin.alter_configs(name, set=configs, delete=delete)
         print(f"Altered topic {name}.")
     elif args.delete:
-        admin.delete(_need_topic(args))
+        admin.delete_topic(_need_topic(args))
         print(f"Deleted topic {args.topic}.")
     return 0
 
@@ -247,14 +131,17 @@ def _names(items: list[str] | None) -> list[str]:
     return [c.strip() for item in items or [] for c in item.split(",") if c.strip()]
 
 
-def format_description(d: DescribedTopic | TopicDescription) -> str:
-    if isinstance(d, TopicDescription):
-        d = DescribedTopic.local(d)
-    overrides = ",".join(f"{k}={v}" for k, v in sorted(d.overrides.items()))
+def format_description(d: TopicDescription | RemoteDescription) -> str:
+    """Kafka's --describe lines; only a broker knows which broker commits (``CommitLeader``)."""
+    if isinstance(d, RemoteDescription):
+        configs, leader = d.overrides(), d.commit_leader
+    else:
+        configs, leader = dict(d.config.overrides), None
+    overrides = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
     lines = [
         f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
         f"Size: {d.size_bytes}\tConfigs: {overrides}\tTable: {d.table_uri}"
-        + (f"\tCommitLeader: {d.commit_leader}" if d.commit_leader else "")
+        + (f"\tCommitLeader: {leader}" if leader else "")
     ]
     for p in d.partitions:
         lines.append(

@@ -132,10 +132,6 @@ class RecordAccumulator:
             self._closing = True
             self.cond.notify_all()
 
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
     # -- sender side (call with ``cond`` held) ------------------------------------
 
     def drain(self, now: float) -> tuple[list[ProducerBatch], float | None]:

@@ -10,13 +10,13 @@ its own earlier success.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 import httpx
 
 from lakelog.client import group_requests as rq
-from lakelog.client.connection import Connection
+from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
 from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
@@ -189,7 +189,9 @@ class OffsetReset:
 ResetTo = Mapping[str, Any]
 
 
-class AdminClient:
+class AdminClient(ClientBase):
+    """Topics, configs, partitions, offsets, groups, ACLs and quotas, through any broker."""
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str],
@@ -201,16 +203,9 @@ class AdminClient:
         connection: Connection | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._owns_connection = connection is None
-        self._conn = connection or Connection(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
-        )
+        super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
         self._api_timeout_ms = default_api_timeout_ms
-
-    @property
-    def connection(self) -> Connection:
-        return self._conn
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         return call_with_retries(
@@ -271,26 +266,17 @@ class AdminClient:
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Kafka's ListOffsets: per partition, the offset for earliest, latest or a time."""
         return {
-            TopicPartition(*tp): self._list_offset(TopicPartition(*tp), s)
+            TopicPartition(*tp): list_offset(
+                self._conn, TopicPartition(*tp), s, self._backoff, self._api_timeout_ms
+            )
             for tp, s in specs.items()
         }
-
-    def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return call_with_retries(
-            lambda: list_offset(self._conn, tp, spec),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
 
     def topic_offsets(self, name: str) -> dict[int, PartitionOffsets]:
         """Log start offset and high watermark of every partition, in one request."""
         body = self._call("GET", f"{topic_path(name)}/offsets").json()
-        return {
-            int(p["partition"]): PartitionOffsets(
-                int(p["partition"]), int(p["log_start_offset"]), int(p["high_watermark"])
-            )
-            for p in body["partitions"]
-        }
+        offsets = [_pick(PartitionOffsets, p) for p in body["partitions"]]
+        return {p.partition: p for p in offsets}
 
     # -- consumer groups ---------------------------------------------------------
 
@@ -325,16 +311,6 @@ class AdminClient:
             timeout_ms=self._api_timeout_ms,
         )
 
-    def alter_group_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> None:
-        """Commit offsets for a group without members (Kafka's AlterConsumerGroupOffsets)."""
-        call_with_retries(
-            lambda: rq.commit(self._conn, group_id, rq.NO_MEMBER, rq.NO_GENERATION, offsets),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
-
     def reset_group_offsets(
         self,
         group_id: str,
@@ -361,15 +337,7 @@ class AdminClient:
             "execute": execute,
         }
         answer = self._call("POST", f"{rq.group_path(group_id)}/offsets:reset", json=body).json()
-        return [
-            OffsetReset(
-                topic=str(o["topic"]),
-                partition=int(o["partition"]),
-                current_offset=o.get("current_offset"),
-                new_offset=int(o["new_offset"]),
-            )
-            for o in answer.get("offsets") or []
-        ]
+        return [_pick(OffsetReset, o) for o in answer.get("offsets") or []]
 
     def group_coordinator(self, group_id: str) -> BrokerRef:
         body = self._call("GET", f"{rq.group_path(group_id)}/coordinator").json()
@@ -385,33 +353,22 @@ class AdminClient:
             brokers=[_pick(BrokerDescription, b) for b in body["brokers"]],
         )
 
-    def close(self) -> None:
-        if self._owns_connection:
-            self._conn.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- ACLs and quotas (docs/security.md) ---------------------------------------
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
         """Add ACL bindings (CLUSTER ALTER needed); returns those that were not there yet."""
-        body = {"acls": [b.to_json() for b in bindings]}
-        answer = self._call("POST", "/v1/acls", json=body).json()
-        return [AclBinding.from_json(a) for a in answer["acls"]]
+        return self._acls("POST", json={"acls": [b.to_json() for b in bindings]})
 
     def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """The stored ACL bindings matching the filter (all without one)."""
-        params = _acl_params(acl_filter or AclFilter())
-        answer = self._call("GET", "/v1/acls", params=params).json()
-        return [AclBinding.from_json(a) for a in answer["acls"]]
+        return self._acls("GET", params=asdict(acl_filter or AclFilter()))
 
     def delete_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
         """Delete the bindings matching the filter (at least one field set); returns them."""
-        answer = self._call("DELETE", "/v1/acls", params=_acl_params(acl_filter)).json()
+        return self._acls("DELETE", params=asdict(acl_filter))
+
+    def _acls(self, method: str, **kwargs: Any) -> list[AclBinding]:
+        answer = self._call(method, "/v1/acls", **kwargs).json()
         return [AclBinding.from_json(a) for a in answer["acls"]]
 
     def describe_client_quotas(
@@ -438,23 +395,6 @@ class AdminClient:
         }
         limits: dict[str, float] = self._call("PATCH", "/v1/quotas", json=body).json()["quotas"]
         return limits
-
-    def whoami(self) -> str:
-        """The principal the broker authenticates this client as."""
-        principal: str = self._call("GET", "/v1/whoami").json()["principal"]
-        return principal
-
-
-def _acl_params(acl_filter: AclFilter) -> dict[str, str | None]:
-    return {
-        "resource_type": acl_filter.resource_type,
-        "resource_name": acl_filter.resource_name,
-        "pattern_type": acl_filter.pattern_type,
-        "principal": acl_filter.principal,
-        "host": acl_filter.host,
-        "operation": acl_filter.operation,
-        "permission": acl_filter.permission,
-    }
 
 
 __all__ = [

@@ -10,7 +10,6 @@ callbacks of one partition run in order.
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -49,7 +48,6 @@ class ProducerBatch:
     base_sequence: int | None = None
     encoded: EncodedProduce | None = None
     attempts: int = 0
-    created: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _finished: bool = False
 
@@ -60,10 +58,6 @@ class ProducerBatch:
     @property
     def size(self) -> int:
         return sum(r.size for r in self.records)
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
 
     def _claim(self) -> bool:
         with self._lock:

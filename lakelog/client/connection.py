@@ -23,9 +23,9 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -78,10 +78,7 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     a bad request otherwise.
     """
     where = f"{response.request.method} {response.request.url.path}"
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+    body = _json_or_none(response)
     if isinstance(body, dict) and isinstance(body.get("error_code"), int):
         cls = error_for_code(body["error_code"])
         message = str(body.get("message") or body.get("error") or response.reason_phrase)
@@ -97,29 +94,35 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     return InvalidRequestError(f"{where}: HTTP {response.status_code}: {text}")
 
 
+#: The environment variable each unset security option of a Connection is read from
+#: (which is how the CLI tools pass their flags on).
+SECURITY_ENV = {
+    "api_key": "LAKELOG_API_KEY",
+    "token": "LAKELOG_TOKEN",
+    "client_id": "LAKELOG_CLIENT_ID",
+    "ssl_cafile": "LAKELOG_SSL_CAFILE",
+    "ssl_certfile": "LAKELOG_SSL_CLIENT_CERTFILE",
+    "ssl_keyfile": "LAKELOG_SSL_CLIENT_KEYFILE",
+}
+
+
+def _or_env(value: str | None, option: str) -> str | None:
+    return value or os.environ.get(SECURITY_ENV[option])
+
+
 def security_headers(
     api_key: str | None, token: str | None, client_id: str | None
 ) -> dict[str, str]:
-    """Credential and client-id headers.
-
-    Unset values come from ``$LAKELOG_API_KEY``, ``$LAKELOG_TOKEN`` and
-    ``$LAKELOG_CLIENT_ID``, which is how the CLI tools pass their flags on.
-    """
-    api_key = api_key or os.environ.get("LAKELOG_API_KEY")
-    token = token or os.environ.get("LAKELOG_TOKEN")
-    client_id = client_id or os.environ.get("LAKELOG_CLIENT_ID")
+    """Credential and client-id headers (unset values from ``SECURITY_ENV``)."""
+    api_key = _or_env(api_key, "api_key")
+    token = _or_env(token, "token")
+    client_id = _or_env(client_id, "client_id")
     headers = {"X-API-Key": api_key} if api_key else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if client_id:
         headers["X-Lakelog-Client-Id"] = client_id
     return headers
-
-
-#: Environment defaults of the TLS options (the console tools set them from their flags).
-CAFILE_ENV = "LAKELOG_SSL_CAFILE"
-CLIENT_CERTFILE_ENV = "LAKELOG_SSL_CLIENT_CERTFILE"
-CLIENT_KEYFILE_ENV = "LAKELOG_SSL_CLIENT_KEYFILE"
 
 
 def ssl_context(
@@ -160,9 +163,9 @@ def tls_verification(
     CAs) and, with ``certfile``, present it as the client certificate, which brokers that
     set ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
     """
-    cafile = cafile or os.environ.get(CAFILE_ENV)
-    certfile = certfile or os.environ.get(CLIENT_CERTFILE_ENV)
-    keyfile = keyfile or os.environ.get(CLIENT_KEYFILE_ENV)
+    cafile = _or_env(cafile, "ssl_cafile")
+    certfile = _or_env(certfile, "ssl_certfile")
+    keyfile = _or_env(keyfile, "ssl_keyfile")
     if not cafile and not certfile and not keyfile:
         return True
     return ssl_context([cafile] if cafile else [], certfile, keyfile)
@@ -184,8 +187,7 @@ def describe_network_failure(exc: BaseException) -> str:
     unknown host, no SYN-ACK in time); the chain of causes is searched for it
     so the message names the cause rather than the wrapper.
     """
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         if isinstance(seen, httpx.ConnectTimeout):
             return "connection timed out"
         if isinstance(seen, httpx.TimeoutException):
@@ -203,7 +205,6 @@ def describe_network_failure(exc: BaseException) -> str:
             return f"TLS handshake failed ({seen.reason or seen.strerror})"
         if isinstance(seen, OSError) and seen.strerror:
             return seen.strerror[0].lower() + seen.strerror[1:]
-        seen = seen.__cause__ or seen.__context__
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -456,7 +457,9 @@ class Connection:
             try:
                 response = self._http.get(url + "/v1/brokers", timeout=timeout)
             except httpx.TransportError as exc:
-                failures.append(ProbeFailure(url, describe_network_failure(exc), _is_tls(exc)))
+                # A TLS failure: the same certificates fail the same way on every attempt.
+                tls = any(isinstance(e, ssl.SSLError) for e in _causes(exc))
+                failures.append(ProbeFailure(url, describe_network_failure(exc), tls))
                 continue
             body = _json_or_none(response)
             if response.is_success and isinstance(body, dict) and "brokers" in body:
@@ -483,14 +486,43 @@ class Connection:
         self.close()
 
 
-def _is_tls(exc: BaseException) -> bool:
-    """A TLS failure: the same certificates fail the same way on every attempt."""
+class ClientBase:
+    """A producer, consumer or admin client: over a shared ``connection`` or its own,
+    which it closes with itself."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        connection: Connection | None,
+        request_timeout_ms: int,
+        transport: httpx.BaseTransport | None,
+    ) -> None:
+        self._owns_connection = connection is None
+        self._conn = connection or Connection(
+            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
+        )
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    def close(self) -> None:
+        if self._owns_connection:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, innermost last."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ssl.SSLError):
-            return True
+        yield seen
         seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _json_or_none(response: httpx.Response) -> Any:
@@ -501,6 +533,7 @@ def _json_or_none(response: httpx.Response) -> Any:
 
 
 __all__ = [
+    "ClientBase",
     "Connection",
     "ProbeFailure",
     "describe_network_failure",

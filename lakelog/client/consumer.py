@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpx
 
 from lakelog.client.commits import CommitCallback, Committer
-from lakelog.client.connection import Connection
+from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.errors import NoOffsetForPartitionError
 from lakelog.client.fetcher import Fetcher
 from lakelog.client.group_coordinator import COOPERATIVE, GroupConfig, GroupCoordinator
@@ -45,7 +45,7 @@ BROKER_MAX_WAIT_MS = 30_000
 Topics = Sequence[str] | re.Pattern[str]
 
 
-class Consumer:
+class Consumer(ClientBase):
     """Reads records of assigned partitions, or of the partitions its group gives it.
 
     ``auto_offset_reset`` decides where a partition without a position (and,
@@ -116,10 +116,7 @@ class Consumer:
                 partition_assignment_strategy=tuple(partition_assignment_strategy),
             )
             group.validate()  # before opening anything, so a bad config leaks nothing
-        self._owns_connection = connection is None
-        self._conn = connection or Connection(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
-        )
+        super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         if group is not None:
             self._coordinator = GroupCoordinator(
                 self._conn, group, backoff=self._backoff, api_timeout_ms=default_api_timeout_ms
@@ -149,10 +146,6 @@ class Consumer:
         self._listener = ConsumerRebalanceListener()
         self._manual = False
         self._closed = False
-
-    @property
-    def connection(self) -> Connection:
-        return self._conn
 
     @property
     def group_id(self) -> str | None:
@@ -325,16 +318,16 @@ class Consumer:
         )
         self._listener.on_partitions_assigned(added)
 
-    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+    def _revoke(self, partitions: set[TopicPartition], *, lost: bool, commit: bool = True) -> None:
         """Commit (at-least-once) and tell the listener, or just tell it the partitions are lost."""
-        if lost:
-            if partitions:
-                self._listener.on_partitions_lost(partitions)
+        if not partitions:
             return
-        if self._auto_commit and partitions:
+        if lost:
+            self._listener.on_partitions_lost(partitions)
+            return
+        if commit and self._auto_commit:
             self._commit_quietly({tp: o for tp, o in self._consumed().items() if tp in partitions})
-        if partitions:
-            self._listener.on_partitions_revoked(partitions)
+        self._listener.on_partitions_revoked(partitions)
 
     def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         """Commit where failing is survivable (revoke, close): the next owner re-reads instead."""
@@ -462,11 +455,7 @@ class Consumer:
             self._subs.seek(tp, found.offset)
 
     def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return call_with_retries(
-            lambda: list_offset(self._conn, tp, spec),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return list_offset(self._conn, tp, spec, self._backoff, self._api_timeout_ms)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offset of each partition (assigned or not)."""
@@ -558,31 +547,17 @@ class Consumer:
             if coordinator is not None:
                 coordinator.close()
             self._fetcher.close()
-            if self._owns_connection:
-                self._conn.close()
+            super().close()
 
     def _leave_group(self, coordinator: GroupCoordinator, autocommit: bool) -> None:
-        owned = set(self._subs.assigned())
         if self._subscribed():
             lost = coordinator.take_lost() or not coordinator.in_generation()
-            if autocommit and self._auto_commit and not lost:
-                self._commit_quietly(self._consumed())
-            if owned:
-                if lost:
-                    self._listener.on_partitions_lost(owned)
-                else:
-                    self._listener.on_partitions_revoked(owned)
+            self._revoke(set(self._subs.assigned()), lost=lost, commit=autocommit)
             coordinator.leave("consumer closed")
         elif autocommit and self._auto_commit and self._consumed():
             self._commit_quietly(self._consumed())
         self._committer.wait(self._api_timeout_ms / 1000)
         self._committer.run_callbacks()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _tp(tp: TopicPartition) -> TopicPartition:

@@ -139,7 +139,7 @@ class Fetcher:
                 if subs.default_reset == "none":
                     raise
                 log.info("%s: %s; resetting to %s", tp, exc.message, subs.default_reset)
-                subs.needs_reset(tp)
+                subs.request_reset(tp, None)
                 continue
             except LakelogError as exc:
                 if not exc.retriable:
@@ -191,9 +191,6 @@ class Fetcher:
             subs.seek(tp, position)
             out[tp] = taken
         return out
-
-    def has_buffered(self, subs: SubscriptionState) -> bool:
-        return any(subs.is_fetchable(tp) for tp in self._buffered)
 
     def forget(self, keep: set[TopicPartition]) -> None:
         """Drop state of partitions no longer assigned (in-flight answers are ignored later)."""

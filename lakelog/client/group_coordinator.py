@@ -242,12 +242,19 @@ class GroupCoordinator:
     def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        wanted = list(partitions)
-        return call_with_retries(
-            lambda: rq.fetch_committed_for(self._conn, self.group_id, wanted),
+        """Committed offsets of just these partitions (one topic's when they are of one)."""
+        wanted = set(partitions)
+        topics = {tp.topic for tp in wanted}
+        if not topics:
+            return {}
+        found = call_with_retries(
+            lambda: rq.fetch_committed(
+                self._conn, self.group_id, next(iter(topics)) if len(topics) == 1 else None
+            ),
             backoff=self._backoff,
             timeout_ms=self._api_timeout_ms,
         )
+        return {tp: om for tp, om in found.items() if tp in wanted}
 
     # -- leaving -----------------------------------------------------------------
 

@@ -7,14 +7,14 @@ callers decide what is worth repeating (a join is, a stale commit is not).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from lakelog.client.connection import Connection
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
-from lakelog.errors import LakelogError, error_for_code
+from lakelog.errors import error_for_code
 
 #: generation and member id of a commit made outside any generation (manual assignment, admin).
 NO_GENERATION = -1
@@ -43,9 +43,7 @@ class JoinResult:
 
     generation_id: int
     member_id: str
-    leader_id: str
     protocol: str
-    members: list[str]
     assignment: list[TopicPartition]
 
     @classmethod
@@ -53,9 +51,7 @@ class JoinResult:
         return cls(
             generation_id=int(body["generation_id"]),
             member_id=str(body["member_id"]),
-            leader_id=str(body.get("leader_id") or ""),
             protocol=str(body.get("protocol") or ""),
-            members=[str(m) for m in body.get("members") or []],
             assignment=[tp_from_json(a) for a in body.get("assignment") or []],
         )
 
@@ -105,13 +101,10 @@ def commit(
     for item in answer.get("offsets") or []:
         code = int(item.get("error_code") or 0)
         if code != 0:
-            raise partition_error(code, item, group_id)
-
-
-def partition_error(code: int, item: Mapping[str, Any], group_id: str) -> LakelogError:
-    cls = error_for_code(code)
-    where = f"{item.get('topic')}-{item.get('partition')}"
-    return cls(f"commit of {where} for group {group_id!r} failed: {item.get('error') or cls.name}")
+            cls = error_for_code(code)
+            where = f"{item.get('topic')}-{item.get('partition')}"
+            error = item.get("error") or cls.name
+            raise cls(f"commit of {where} for group {group_id!r} failed: {error}")
 
 
 def fetch_committed(
@@ -131,27 +124,12 @@ def fetch_committed(
     return out
 
 
-def fetch_committed_for(
-    conn: Connection, group_id: str, partitions: Iterable[TopicPartition]
-) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Committed offsets of just these partitions (one request per topic when few topics)."""
-    wanted = set(partitions)
-    topics = {tp.topic for tp in wanted}
-    found: dict[TopicPartition, OffsetAndMetadata] = {}
-    if len(topics) == 1:
-        found = fetch_committed(conn, group_id, next(iter(topics)))
-    elif topics:
-        found = fetch_committed(conn, group_id)
-    return {tp: om for tp, om in found.items() if tp in wanted}
-
-
 __all__ = [
     "NO_GENERATION",
     "NO_MEMBER",
     "JoinResult",
     "commit",
     "fetch_committed",
-    "fetch_committed_for",
     "group_path",
     "heartbeat",
     "join",

@@ -11,6 +11,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from lakelog.client.connection import Connection
+from lakelog.client.retry import Backoff, call_with_retries
 from lakelog.client.structs import TopicPartition
 
 #: "earliest", "latest", or a timestamp in ms (the first offset at or after it).
@@ -29,8 +30,10 @@ def topic_path(topic: str) -> str:
     return f"/v1/topics/{quote(topic, safe='')}"
 
 
-def list_offset(conn: Connection, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-    """One partition's offset for ``spec``.
+def list_offset(
+    conn: Connection, tp: TopicPartition, spec: OffsetSpec, backoff: Backoff, timeout_ms: int
+) -> OffsetAndTimestamp:
+    """One partition's offset for ``spec``, retried as ``call_with_retries`` does.
 
     For a timestamp past every record the broker answers the high watermark
     with no timestamp (Kafka's answer too), so a consumer seeking there waits
@@ -38,9 +41,13 @@ def list_offset(conn: Connection, tp: TopicPartition, spec: OffsetSpec) -> Offse
     """
     if isinstance(spec, bool) or (isinstance(spec, int) and spec < 0):
         raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp >= 0: {spec!r}")
-    body = conn.get_json(
-        f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets",
-        params={"timestamp": str(spec)},
+    body = call_with_retries(
+        lambda: conn.get_json(
+            f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets",
+            params={"timestamp": str(spec)},
+        ),
+        backoff=backoff,
+        timeout_ms=timeout_ms,
     )
     stamp = body.get("timestamp_ms")
     return OffsetAndTimestamp(int(body["offset"]), None if stamp is None else int(stamp))

@@ -33,7 +33,7 @@ import httpx
 
 from lakelog.client.accumulator import RecordAccumulator
 from lakelog.client.batch import PendingRecord
-from lakelog.client.connection import Connection
+from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.retry import Backoff
 from lakelog.client.sender import Acks, Sender
 from lakelog.client.structs import RecordMetadata
@@ -79,7 +79,7 @@ def _normalise_acks(acks: str | int) -> Acks:
     raise ValueError(f"acks must be 0, 1 or 'all', got {acks!r}")
 
 
-class Producer:
+class Producer(ClientBase):
     """Thread-safe; share one per process. Use as a context manager or call ``close()``.
 
     ``enable_idempotence=None`` means on unless ``acks`` is not ``"all"`` (as in
@@ -137,10 +137,7 @@ class Producer:
         self._delivery_timeout_s = delivery_timeout_ms / 1000
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._owns_connection = connection is None
-        self._connection = connection or Connection(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, transport=transport
-        )
+        super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         self._accumulator = RecordAccumulator(
             batch_size=batch_size,
             linger_ms=linger_ms,
@@ -151,7 +148,7 @@ class Producer:
         )
         self._sender = Sender(
             self._accumulator,
-            self._connection,
+            self._conn,
             acks=self.acks,
             retries=retries,
             backoff=Backoff(retry_backoff_ms, retry_backoff_max_ms),
@@ -163,10 +160,6 @@ class Producer:
         self._incomplete_lock = threading.Lock()
         self._closed = False
         self._sender.start()
-
-    @property
-    def connection(self) -> Connection:
-        return self._connection
 
     def producer_id(self, topic: str) -> int | None:
         """The producer id the topic's next request will carry (None before the first)."""
@@ -285,14 +278,7 @@ class Producer:
                 )
             )
         self._sender.stop(timeout_s=None if not not_done else 1.0)
-        if self._owns_connection:
-            self._connection.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
 def _callback_adapter(callback: DeliveryCallback) -> Callable[[Future[RecordMetadata]], None]:

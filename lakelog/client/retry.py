@@ -41,10 +41,8 @@ def call_with_retries(
     *,
     backoff: Backoff,
     timeout_ms: int,
-    retries: int = 2**31 - 1,
-    sleep: Callable[[float], object] = time.sleep,
 ) -> T:
-    """Run ``call`` until it succeeds, fails non-retriably, or retries or time run out.
+    """Run ``call`` until it succeeds, fails non-retriably, or time runs out.
 
     Only ``LakelogError`` with ``retriable`` set is retried; the last error is
     raised unchanged, so callers see the broker's own error class.
@@ -57,9 +55,9 @@ def call_with_retries(
         except LakelogError as exc:
             attempt += 1
             remaining = deadline - time.monotonic()
-            if not exc.retriable or attempt > retries or remaining <= 0:
+            if not exc.retriable or remaining <= 0:
                 raise
-            sleep(min(backoff.delay_s(attempt), remaining))
+            time.sleep(min(backoff.delay_s(attempt), remaining))
 
 
 __all__ = ["Backoff", "call_with_retries"]

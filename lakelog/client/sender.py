@@ -17,13 +17,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
-from urllib.parse import quote
 
 import httpx
 
 from lakelog.client.accumulator import RecordAccumulator
 from lakelog.client.batch import ProducerBatch, settle_error
 from lakelog.client.connection import Connection
+from lakelog.client.offsets import topic_path
 from lakelog.client.retry import Backoff
 from lakelog.client.structs import RecordMetadata
 from lakelog.client.wire import EncodedProduce, WireFormat, encode_produce
@@ -141,7 +141,7 @@ class Sender:
     def _attempt_until_done(self, batch: ProducerBatch) -> bool:
         """Send until success, a non-retriable error, retries, or the delivery timeout run out."""
         encoded = self._encode(batch)
-        path = f"/v1/topics/{quote(batch.topic, safe='')}/records"
+        path = f"{topic_path(batch.topic)}/records"
         last: LakelogError | None = None
         while True:
             if self._abort.is_set():

@@ -66,17 +66,11 @@ class SubscriptionState:
         state.reset_to = None
         state.use_committed = False
 
-    def request_reset(self, tp: TopicPartition, to: ResetTo) -> None:
+    def request_reset(self, tp: TopicPartition, to: ResetTo | None) -> None:
+        """Forget the position; ``to``, else the default policy, decides where to go."""
         state = self._get(tp)
         state.position = None
         state.reset_to = to
-        state.use_committed = False
-
-    def needs_reset(self, tp: TopicPartition) -> None:
-        """Forget the position; the default policy decides where to go (out of range)."""
-        state = self._get(tp)
-        state.position = None
-        state.reset_to = None
         state.use_committed = False
 
     def missing_positions(self) -> list[TopicPartition]:
