@@ -78,6 +78,15 @@ SUPPORTED: dict[int, ApiRange] = {
     )
 }
 
+
+def api_keys() -> list[dict[str, int]]:
+    """The supported versions of every API, as ApiVersions answers them."""
+    return [
+        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
+        for api in SUPPORTED.values()
+    ]
+
+
 #: The APIs that change state. Kafka applies the requests of one connection in the
 #: order they were sent; the listener reads no further request of a connection until
 #: such a request's effect is queued in arrival order (Produce, OffsetCommit: queued for

@@ -6,8 +6,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.index import load_response_schema
+
 from lakelog.security.acl import ANONYMOUS
 from lakelog.security.quota import QuotaKind
+from server.kafka.build import build
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -66,7 +69,8 @@ class RequestContext:
     #: request that changes state (``apis.ORDERED``) when its handler has queued its
     #: effect (Produce, OffsetCommit) or else once it is answered.
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The longest quota throttle this request ran into, reported as its throttle_time_ms.
+    #: The longest quota throttle this request ran into, reported as its throttle_time_ms
+    #: (every charge precedes ``response``).
     throttle_ms: int = 0
 
     @property
@@ -80,6 +84,11 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.session.principal
+
+    def response(self, **values: Any) -> Any:
+        """The request's response entity, in its API's and version's layout (``build``)."""
+        schema = load_response_schema(self.header.api_key, self.version)
+        return build(schema, throttle_time=self.throttle_ms, **values)
 
     def charge(self, kind: QuotaKind, value: float) -> None:
         """Count ``value`` against the requester's ``kind`` quota (user and client id)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lakelog.errors import InvalidRequestError
 
@@ -22,3 +22,10 @@ def repeated(keys: Iterable[K]) -> frozenset[K]:
 
 def refuse_repeated(what: str) -> InvalidRequestError:
     return InvalidRequestError(f"{what} is named more than once in the request")
+
+
+def check_configs(entries: Iterable[Any]) -> None:
+    """INVALID_REQUEST when one resource's config entries name a config more than once."""
+    twice = repeated(e.name for e in entries)
+    if twice:
+        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
