@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
@@ -100,7 +101,5 @@ class RequestContext:
         self.throttle_ms = max(self.throttle_ms, throttle)
 
 
-class Handler(Protocol):
-    """Answers one API: returns the kio response entity, or None for no response (acks=0)."""
-
-    async def __call__(self, ctx: RequestContext, body: Any, /) -> Any: ...
+#: Answers one API: returns the kio response entity, or None for no response (acks=0).
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -31,8 +31,7 @@ from server.kafka.authorization import require
 from server.kafka.cluster import node_id
 from server.kafka.config_entries import broker_entries, topic_entries
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import answered
-from server.kafka.handlers.repeated import check_configs, refuse_repeated, repeated
+from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
 
 #: Kafka's config resource types.
 TOPIC = 2

@@ -31,9 +31,8 @@ from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka.authorization import allowed, require
 from server.kafka.config_entries import topic_entries
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import answered
+from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
 from server.kafka.handlers.metadata import NO_TOPIC_ID, topic_uuid
-from server.kafka.handlers.repeated import check_configs, refuse_repeated, repeated
 
 #: Partitions of a topic created with ``num_partitions`` -1 (the HTTP API's default).
 DEFAULT_PARTITIONS = 1
