@@ -16,6 +16,8 @@ class ApiRange:
     name: str
     min_version: int
     max_version: int
+    #: The API changes state (``ORDERED``).
+    ordered: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -50,57 +52,48 @@ DESCRIBE_CLUSTER = 60
 SUPPORTED: dict[int, ApiRange] = {
     api.key: api
     for api in (
-        ApiRange(PRODUCE, "Produce", 3, 9),
+        ApiRange(PRODUCE, "Produce", 3, 9, ordered=True),
         ApiRange(FETCH, "Fetch", 4, 12),
         ApiRange(LIST_OFFSETS, "ListOffsets", 1, 11),
         ApiRange(METADATA, "Metadata", 0, 12),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
-        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
-        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
-        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
-        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 8),
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, ordered=True),
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, ordered=True),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4, ordered=True),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 8, ordered=True),
         ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 7),
-        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
-        ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
-        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
-        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, ordered=True),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4, ordered=True),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5, ordered=True),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5, ordered=True),
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
         ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
-        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
-        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
-        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 5),
-        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2, ordered=True),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7, ordered=True),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 5, ordered=True),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, ordered=True),
         ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
-        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
-        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2, ordered=True),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, ordered=True),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     )
 }
+
+
+def api_keys() -> list[dict[str, int]]:
+    """The supported versions of every API, as ApiVersions answers them."""
+    return [
+        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
+        for api in SUPPORTED.values()
+    ]
+
 
 #: The APIs that change state. Kafka applies the requests of one connection in the
 #: order they were sent; the listener reads no further request of a connection until
 #: such a request's effect is queued in arrival order (Produce, OffsetCommit: queued for
 #: their group commit) or, for the others, until it is answered. Reads overlap freely.
-ORDERED = frozenset(
-    {
-        PRODUCE,
-        OFFSET_COMMIT,
-        JOIN_GROUP,
-        HEARTBEAT,
-        LEAVE_GROUP,
-        SYNC_GROUP,
-        SASL_HANDSHAKE,
-        SASL_AUTHENTICATE,
-        CREATE_TOPICS,
-        DELETE_TOPICS,
-        INIT_PRODUCER_ID,
-        ALTER_CONFIGS,
-        CREATE_PARTITIONS,
-        DELETE_GROUPS,
-        INCREMENTAL_ALTER_CONFIGS,
-    }
-)
+ORDERED = frozenset(api.key for api in SUPPORTED.values() if api.ordered)
 
 #: What a SASL listener answers before the client has authenticated (Kafka's rule).
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})

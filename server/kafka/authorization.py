@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from lakelog.errors import (
     ClusterAuthorizationFailedError,
@@ -28,6 +29,9 @@ from lakelog.security.acl import (
 )
 from server.kafka.context import RequestContext
 
+if TYPE_CHECKING:
+    from server.security.state import BrokerSecurity
+
 log = logging.getLogger("lakelog.security")
 
 DENIED: dict[ResourceType, type[LakelogError]] = {
@@ -37,23 +41,35 @@ DENIED: dict[ResourceType, type[LakelogError]] = {
 }
 
 
-def allowed(
-    ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str
-) -> bool:
-    """Whether the connection's principal may; a denial is counted and logged."""
+def _security(ctx: RequestContext) -> BrokerSecurity | None:
+    """The broker's security, or None when authentication is off (everything is allowed)."""
     security = ctx.session.security
-    if security is None or not security.enabled:
+    return security if security is not None and security.enabled else None
+
+
+def allowed(
+    ctx: RequestContext,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: str,
+    *,
+    quiet: bool = False,
+) -> bool:
+    """Whether the connection's principal may; a denial is counted and logged unless ``quiet``
+    (for what a listing only leaves out)."""
+    security = _security(ctx)
+    if security is None:
         return True
     host = ctx.session.client_host
     decision = security.check(ctx.principal, host, operation, resource_type, name)
-    if decision.allowed:
-        return True
+    if decision.allowed or quiet:
+        return decision.allowed
     security.metrics.authorization_denials.labels(resource_type.value, operation.value).inc()
     log.warning(
         "authorization denied (Kafka %s): principal=%s host=%s operation=%s resource=%s:%s (%s)",
         ctx.session.listener,
         ctx.principal,
-        ctx.session.client_host,
+        host,
         operation.value,
         resource_type.value,
         name,
@@ -62,32 +78,33 @@ def allowed(
     return False
 
 
-def require(
+def refusal(
     ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str
-) -> None:
-    """Raise the resource's *_AUTHORIZATION_FAILED unless ``allowed``."""
-    if not allowed(ctx, operation, resource_type, name):
-        raise denial(ctx, operation, resource_type, name)
-
-
-def denial(
-    ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str
-) -> LakelogError:
+) -> LakelogError | None:
+    """The resource's *_AUTHORIZATION_FAILED error unless ``allowed`` (None then)."""
+    if allowed(ctx, operation, resource_type, name):
+        return None
     return DENIED[resource_type](
         f"principal {ctx.principal} is not authorized to {operation.value} "
         f"{resource_type.value} {name!r}"
     )
 
 
-def quietly_allowed(
+def require(
     ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str
-) -> bool:
-    """``allowed`` without counting or logging: for what a listing only leaves out."""
-    security = ctx.session.security
-    if security is None or not security.enabled:
-        return True
-    client_host = ctx.session.client_host
-    return security.check(ctx.principal, client_host, operation, resource_type, name).allowed
+) -> None:
+    """Raise the resource's *_AUTHORIZATION_FAILED unless ``allowed``."""
+    if (error := refusal(ctx, operation, resource_type, name)) is not None:
+        raise error
+
+
+def denied(
+    ctx: RequestContext, operation: Operation, resource_type: ResourceType, names: Iterable[str]
+) -> frozenset[str]:
+    """The names the principal may not ``operation`` on (each checked once, in order)."""
+    return frozenset(
+        name for name in dict.fromkeys(names) if not allowed(ctx, operation, resource_type, name)
+    )
 
 
 def describable(
@@ -95,11 +112,11 @@ def describable(
 ) -> list[str]:
     """The names the principal may DESCRIBE, in order (CLUSTER DESCRIBE shows every group)."""
     names = list(names)
-    if resource_type is ResourceType.GROUP and quietly_allowed(
-        ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+    if resource_type is ResourceType.GROUP and allowed(
+        ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True
     ):
         return names
-    return [n for n in names if quietly_allowed(ctx, Operation.DESCRIBE, resource_type, n)]
+    return [n for n in names if allowed(ctx, Operation.DESCRIBE, resource_type, n, quiet=True)]
 
 
 def allowed_on_some(ctx: RequestContext, operation: Operation, resource_type: ResourceType) -> bool:
@@ -109,8 +126,8 @@ def allowed_on_some(ctx: RequestContext, operation: Operation, resource_type: Re
     name an applicable ALLOW binding covers (its literal name, its prefix, or
     ``*``) is checked as a resource, so a DENY covering that name wins as usual.
     """
-    security = ctx.session.security
-    if security is None or not security.enabled:
+    security = _security(ctx)
+    if security is None:
         return True
     host = ctx.session.client_host
     candidates = {

@@ -103,7 +103,3 @@ def build(entity: type[E], /, **values: Any) -> E:
 
 def _nested(entity: type[Any], value: Any) -> Any:
     return build(entity, **value) if isinstance(value, dict) else value
-
-
-def field_names(entity: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in _plan(entity))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
 
 from lakelog.security.acl import ANONYMOUS
 from lakelog.security.quota import QuotaKind
+from server.kafka.build import build
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -66,7 +70,8 @@ class RequestContext:
     #: request that changes state (``apis.ORDERED``) when its handler has queued its
     #: effect (Produce, OffsetCommit) or else once it is answered.
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The longest quota throttle this request ran into, reported as its throttle_time_ms.
+    #: The longest quota throttle this request ran into, reported as its throttle_time_ms
+    #: (every charge precedes ``response``).
     throttle_ms: int = 0
 
     @property
@@ -81,6 +86,11 @@ class RequestContext:
     def principal(self) -> str:
         return self.session.principal
 
+    def response(self, **values: Any) -> Any:
+        """The request's response entity, in its API's and version's layout (``build``)."""
+        schema = load_response_schema(self.header.api_key, self.version)
+        return build(schema, throttle_time=self.throttle_ms, **values)
+
     def charge(self, kind: QuotaKind, value: float) -> None:
         """Count ``value`` against the requester's ``kind`` quota (user and client id)."""
         security = self.session.security
@@ -91,7 +101,5 @@ class RequestContext:
         self.throttle_ms = max(self.throttle_ms, throttle)
 
 
-class Handler(Protocol):
-    """Answers one API: returns the kio response entity, or None for no response (acks=0)."""
-
-    async def __call__(self, ctx: RequestContext, body: Any, /) -> Any: ...
+#: Answers one API: returns the kio response entity, or None for no response (acks=0).
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -15,26 +15,20 @@ request-rate quota; the longest throttle a request ran into is its answer's
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from lakelog.errors import LakelogError
 from lakelog.security.quota import QuotaKind
 from server.kafka import wire
-from server.kafka.apis import (
-    API_VERSIONS,
-    BEFORE_AUTHENTICATION,
-    ORDERED,
-    SUPPORTED,
-)
-from server.kafka.authentication import raw_token
-from server.kafka.build import build, field_names
+from server.kafka.apis import API_VERSIONS, BEFORE_AUTHENTICATION, ORDERED, SUPPORTED, api_keys
+from server.kafka.build import build
 from server.kafka.context import Handler, RequestContext, Session
+from server.kafka.handlers.sasl import raw_token
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +37,12 @@ class CloseConnection(Exception):
     """The request cannot be answered in its layout; the connection ends (logged once)."""
 
 
-def api_versions_list() -> list[dict[str, int]]:
-    return [
-        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
-        for api in SUPPORTED.values()
-    ]
-
-
 def unsupported_api_versions_answer(correlation_id: int) -> bytes:
     """ApiVersions in a version lakelog does not know: v0 layout, UNSUPPORTED_VERSION."""
     body = build(
-        wire.response_schema(API_VERSIONS, 0),
+        load_response_schema(API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
-        api_keys=api_versions_list(),
+        api_keys=api_keys(),
     )
     return wire.encode_response(API_VERSIONS, 0, correlation_id, body)
 
@@ -124,18 +111,9 @@ class Dispatcher:
         ctx.session.mute(ctx.throttle_ms)
         if response is None:
             return None
-        if ctx.throttle_ms > 0:
-            response = with_throttle(response, ctx.throttle_ms)
         return wire.encode_response(
             header.api_key, header.api_version, header.correlation_id, response
         )
-
-
-def with_throttle(response: Any, throttle_ms: int) -> Any:
-    """``response`` reporting ``throttle_ms`` as its throttle time (if its layout has one)."""
-    if "throttle_time" not in field_names(type(response)):
-        return response
-    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 def _done() -> asyncio.Event:

@@ -1,14 +1,25 @@
-"""Kafka error codes for exceptions raised while answering one partition, topic or group."""
+"""Kafka error codes for exceptions raised while answering one partition, topic or group.
+
+Each partition, topic or group of a request is answered on its own, so one
+failing does not fail the others. A topic or config resource named more than
+once in one admin request is INVALID_REQUEST on every entry, as in Kafka:
+which one was meant cannot be known.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any, TypeVar
 
-from lakelog.errors import LakelogError
+from lakelog.errors import InvalidRequestError, LakelogError
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_SERVER_ERROR = -1
+K = TypeVar("K", bound=Hashable)
 
 
 def error_code(exc: BaseException, what: str) -> tuple[int, str]:
@@ -17,3 +28,28 @@ def error_code(exc: BaseException, what: str) -> tuple[int, str]:
         return exc.code, exc.message
     log.error("Kafka request failed on %s", what, exc_info=exc)
     return UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def answered(answer: dict[str, Any], what: str) -> Iterator[None]:
+    """An exception raised inside becomes ``answer``'s error code and message
+    (``build`` drops a message the answer's layout lacks)."""
+    try:
+        yield
+    except Exception as exc:  # unexpected ones are logged by ``error_code``
+        answer["error_code"], answer["error_message"] = error_code(exc, what)
+
+
+def repeated(keys: Iterable[K]) -> frozenset[K]:
+    return frozenset(key for key, count in Counter(keys).items() if count > 1)
+
+
+def refuse_repeated(what: str) -> InvalidRequestError:
+    return InvalidRequestError(f"{what} is named more than once in the request")
+
+
+def check_configs(entries: Iterable[Any]) -> None:
+    """INVALID_REQUEST when one resource's config entries name a config more than once."""
+    twice = repeated(e.name for e in entries)
+    if twice:
+        raise refuse_repeated(f"config {', '.join(sorted(twice))}")

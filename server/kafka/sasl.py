@@ -69,13 +69,16 @@ class SaslCredentials:
         return self.verifier.principal_for(parse_oauthbearer(auth_bytes))
 
 
+def _text(mechanism: str, auth_bytes: bytes) -> str:
+    try:
+        return auth_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SaslAuthenticationFailedError(f"{mechanism}: the message is not UTF-8") from None
+
+
 def parse_plain(auth_bytes: bytes) -> tuple[str, str, str]:
     """(authzid, username, password) of a PLAIN message."""
-    try:
-        text = auth_bytes.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SaslAuthenticationFailedError("PLAIN: the message is not UTF-8") from None
-    parts = text.split("\0")
+    parts = _text(PLAIN, auth_bytes).split("\0")
     if len(parts) != 3:
         raise SaslAuthenticationFailedError(
             "PLAIN: expected 'authzid NUL username NUL password' (RFC 4616)"
@@ -93,27 +96,21 @@ def plain_principal(api_keys: ApiKeys, authzid: str, username: str, password: st
             f"PLAIN: authorization id {authzid!r} differs from username {username!r}; "
             "acting as another user is not supported"
         )
+    invalid = SaslAuthenticationFailedError(
+        f"PLAIN: invalid username or password for user {username!r}"
+    )
     try:
         principal = api_keys.principal_for(password)
     except SaslAuthenticationFailedError:
-        raise SaslAuthenticationFailedError(
-            f"PLAIN: invalid username or password for user {username!r}"
-        ) from None
-    wanted = username if username.startswith(USER_PREFIX) else USER_PREFIX + username
-    if principal != wanted:
-        raise SaslAuthenticationFailedError(
-            f"PLAIN: invalid username or password for user {username!r}"
-        )
+        raise invalid from None
+    if principal != (username if username.startswith(USER_PREFIX) else USER_PREFIX + username):
+        raise invalid
     return principal
 
 
 def parse_oauthbearer(auth_bytes: bytes) -> str:
     """The bearer token of an OAUTHBEARER client response (extensions are ignored)."""
-    try:
-        text = auth_bytes.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SaslAuthenticationFailedError("OAUTHBEARER: the message is not UTF-8") from None
-    header, sep, rest = text.partition(KV_SEP)
+    header, sep, rest = _text(OAUTHBEARER, auth_bytes).partition(KV_SEP)
     if not sep or not header.startswith(("n,", "y,")):
         raise SaslAuthenticationFailedError(
             "OAUTHBEARER: expected a GS2 header and 'auth=Bearer <token>' (RFC 7628)"

@@ -26,8 +26,6 @@ import pyarrow.compute as pc
 
 #: Bytes an Arrow binary view holds inline, in place of a pointer.
 INLINE_BYTES = 12
-#: The longest varint, a 64-bit value: ten 7-bit groups.
-MAX_VARINT_BYTES = 10
 
 _U64 = np.uint64
 _TO_BINARY = pc.CastOptions(pa.binary())

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -21,12 +21,12 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from lakelog.errors import CorruptRecordError, InvalidRequestError
+from server.kafka.apis import API_VERSIONS
 
 #: The size prefix of every frame.
 SIZE = struct.Struct(">i")
 #: api key, api version, correlation id: the first fields of every request header.
 HEADER_PREFIX = struct.Struct(">hhi")
-API_VERSIONS_KEY = 18
 
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
@@ -58,11 +58,6 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
-def is_flexible(api_key: int, api_version: int) -> bool:
-    """Whether this version uses compact types and tagged fields (header v2 / response v1)."""
-    return bool(load_request_schema(api_key, api_version).__flexible__)
-
-
 def decode_request(frame: bytes) -> Request:
     """Header and body of a request whose api key and version are supported.
 
@@ -85,10 +80,6 @@ def decode_request(frame: bytes) -> Request:
     )
 
 
-def response_schema(api_key: int, api_version: int) -> type[Any]:
-    return load_response_schema(api_key, api_version)
-
-
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """The whole response frame (size prefix included).
 
@@ -97,7 +88,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     """
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    flexible = body.__flexible__ and api_key != API_VERSIONS_KEY
+    flexible = body.__flexible__ and api_key != API_VERSIONS
     if flexible:
         _write_response_header_v1(buffer, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     else:

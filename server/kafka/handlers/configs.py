@@ -21,21 +21,17 @@ on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig
-from server.kafka import wire
-from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from server.kafka.authorization import require
-from server.kafka.build import build
 from server.kafka.cluster import node_id
 from server.kafka.config_entries import broker_entries, topic_entries
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
-from server.kafka.handlers.repeated import refuse_repeated, repeated
+from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
 
 #: Kafka's config resource types.
 TOPIC = 2
@@ -64,45 +60,55 @@ def _require_configs(ctx: RequestContext, operation: Operation, kind: int, name:
         require(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-async def describe_configs(ctx: RequestContext, body: Any) -> Any:
-    synonyms = bool(body.include_synonyms)
-    documentation = bool(getattr(body, "include_documentation", False))
+#: Answers one resource (its type, name and request entry): the answer's further fields.
+Act = Callable[[int, str, Any], Awaitable[dict[str, Any]]]
+
+
+async def _each_resource(
+    resources: Any, verb: str, act: Act, twice: frozenset[tuple[int, str]] = frozenset()
+) -> list[dict[str, Any]]:
+    """Each resource answered on its own; those in ``twice`` are INVALID_REQUEST."""
     results = []
-    for resource in body.resources:
+    for resource in resources:
         kind, name = int(resource.resource_type), resource.resource_name
         answer: dict[str, Any] = {
             "error_code": 0,
             "error_message": None,
             "resource_type": kind,
             "resource_name": name,
-            "configs": [],
+            "configs": [],  # DescribeConfigs only; the other layouts drop it
         }
+        with answered(answer, f"{verb} configs of {_type_name(kind)} {name!r}"):
+            if (kind, name) in twice:
+                raise refuse_repeated(f"{_type_name(kind)} {name!r}")
+            answer.update(await act(kind, name, resource))
+        results.append(answer)
+    return results
+
+
+async def describe_configs(ctx: RequestContext, body: Any) -> Any:
+    synonyms = bool(body.include_synonyms)
+    documentation = bool(getattr(body, "include_documentation", False))
+
+    async def describe(kind: int, name: str, resource: Any) -> dict[str, Any]:
         keys = resource.configuration_keys
         wanted = None if keys is None else frozenset(keys)
-        try:
-            _require_configs(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
-            if kind == TOPIC:
-                described = await asyncio.to_thread(ctx.broker.catalog.describe_topic, name)
-                entries = topic_entries(
-                    described.config, wanted, synonyms=synonyms, documentation=documentation
-                )
-            elif kind == BROKER:
-                entries = _broker_configs(ctx, name, wanted, synonyms, documentation)
-            else:
-                raise InvalidRequestError(
-                    f"config resource type {_type_name(kind)}: only TOPIC (2) and BROKER (4) "
-                    "have configs"
-                )
-        except Exception as exc:  # answered per resource; unexpected ones are logged
-            answer["error_code"], answer["error_message"] = error_code(
-                exc, f"describe configs of {_type_name(kind)} {name!r}"
+        _require_configs(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
+        if kind == TOPIC:
+            described = await asyncio.to_thread(ctx.broker.catalog.describe_topic, name)
+            entries = topic_entries(
+                described.config, wanted, synonyms=synonyms, documentation=documentation
             )
+        elif kind == BROKER:
+            entries = _broker_configs(ctx, name, wanted, synonyms, documentation)
         else:
-            answer["configs"] = entries
-        results.append(answer)
-    return build(
-        wire.response_schema(DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results
-    )
+            raise InvalidRequestError(
+                f"config resource type {_type_name(kind)}: only TOPIC (2) and BROKER (4) "
+                "have configs"
+            )
+        return {"configs": entries}
+
+    return ctx.response(results=await _each_resource(body.resources, "describe", describe))
 
 
 def _broker_configs(
@@ -130,53 +136,31 @@ Resolver = Callable[[TopicConfig, Any], tuple[dict[str, str], list[str]]]
 
 
 async def incremental_alter_configs(ctx: RequestContext, body: Any) -> Any:
-    results = await _alter_each(ctx, body, resolve_changes)
-    return build(
-        wire.response_schema(INCREMENTAL_ALTER_CONFIGS, ctx.version),
-        throttle_time=0,
-        responses=results,
-    )
+    return ctx.response(responses=await _alter_each(ctx, body, resolve_changes))
 
 
 async def alter_configs(ctx: RequestContext, body: Any) -> Any:
     """Kafka's older AlterConfigs: the entries given become the topic's overrides, all of them."""
-    results = await _alter_each(ctx, body, resolve_replacement)
-    return build(
-        wire.response_schema(ALTER_CONFIGS, ctx.version), throttle_time=0, responses=results
-    )
+    return ctx.response(responses=await _alter_each(ctx, body, resolve_replacement))
 
 
 async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list[dict[str, Any]]:
-    twice = repeated((int(r.resource_type), r.resource_name) for r in body.resources)
-    results = []
-    for resource in body.resources:
-        kind, name = int(resource.resource_type), resource.resource_name
-        answer: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-        }
-        try:
-            if (kind, name) in twice:
-                raise refuse_repeated(f"{_type_name(kind)} {name!r}")
-            _require_configs(ctx, Operation.ALTER_CONFIGS, kind, name)
-            if kind == BROKER:
-                raise InvalidRequestError(
-                    f"broker {name!r}: broker settings are read-only (fixed when the broker "
-                    "starts, from its flags, environment or settings file)"
-                )
-            if kind != TOPIC:
-                raise InvalidRequestError(
-                    f"config resource type {_type_name(kind)}: only topic configs can be altered"
-                )
-            await _alter_topic(ctx, name, resource.configs, resolve, bool(body.validate_only))
-        except Exception as exc:  # answered per resource; unexpected ones are logged
-            answer["error_code"], answer["error_message"] = error_code(
-                exc, f"alter configs of {_type_name(kind)} {name!r}"
+    async def alter(kind: int, name: str, resource: Any) -> dict[str, Any]:
+        _require_configs(ctx, Operation.ALTER_CONFIGS, kind, name)
+        if kind == BROKER:
+            raise InvalidRequestError(
+                f"broker {name!r}: broker settings are read-only (fixed when the broker "
+                "starts, from its flags, environment or settings file)"
             )
-        results.append(answer)
-    return results
+        if kind != TOPIC:
+            raise InvalidRequestError(
+                f"config resource type {_type_name(kind)}: only topic configs can be altered"
+            )
+        await _alter_topic(ctx, name, resource.configs, resolve, bool(body.validate_only))
+        return {}
+
+    twice = repeated((int(r.resource_type), r.resource_name) for r in body.resources)
+    return await _each_resource(body.resources, "alter", alter, twice)
 
 
 async def _alter_topic(
@@ -193,18 +177,14 @@ async def _alter_topic(
 
 def resolve_replacement(current: TopicConfig, entries: Any) -> tuple[dict[str, str], list[str]]:
     """AlterConfigs: set the entries with a value, reset every other override. Pure."""
-    twice = repeated(e.name for e in entries)
-    if twice:
-        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
+    check_configs(entries)
     set_configs = {e.name: e.value for e in entries if e.value is not None}
     return set_configs, [name for name in current.overrides if name not in set_configs]
 
 
 def resolve_changes(current: TopicConfig, changes: Any) -> tuple[dict[str, str], list[str]]:
     """The overrides to set and to remove for a resource's operations. Pure."""
-    twice = repeated(c.name for c in changes)
-    if twice:
-        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
+    check_configs(changes)
     set_configs: dict[str, str] = {}
     delete: list[str] = []
     for change in changes:

@@ -9,24 +9,21 @@ from typing import Any
 
 from lakelog.errors import InvalidRequestError
 from lakelog.security.acl import Operation, ResourceType
-from server.kafka import wire
-from server.kafka.apis import FIND_COORDINATOR
 from server.kafka.authorization import require
-from server.kafka.build import build
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered
 
 GROUP = 0
 BATCHED_VERSION = 4
 
 
 async def find_coordinator(ctx: RequestContext, body: Any) -> Any:
-    schema = wire.response_schema(FIND_COORDINATOR, ctx.version)
     key_type = int(getattr(body, "key_type", GROUP))
     if ctx.version >= BATCHED_VERSION:
-        found = [_find(ctx, key, key_type) for key in body.coordinator_keys]
-        return build(schema, throttle_time=0, coordinators=found)
-    return build(schema, throttle_time=0, **_find(ctx, body.key, key_type))
+        return ctx.response(
+            coordinators=[_find(ctx, key, key_type) for key in body.coordinator_keys]
+        )
+    return ctx.response(**_find(ctx, body.key, key_type))
 
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
@@ -38,7 +35,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         "host": "",
         "port": -1,
     }
-    try:
+    with answered(answer, f"coordinator of {key!r}"):
         if key_type != GROUP:
             raise InvalidRequestError(
                 f"coordinator key type {key_type}: only groups (0) have coordinators; "
@@ -46,8 +43,5 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
             )
         require(ctx, Operation.DESCRIBE, ResourceType.GROUP, key)
         node = ctx.session.cluster.coordinator(key, ctx.session.listener)
-    except Exception as exc:  # answered per key; unexpected ones are logged
-        answer["error_code"], answer["error_message"] = error_code(exc, f"coordinator of {key!r}")
-        return answer
-    answer.update(node_id=node.node_id, host=node.host, port=node.port)
+        answer.update(node_id=node.node_id, host=node.host, port=node.port)
     return answer

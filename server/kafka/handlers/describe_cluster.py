@@ -15,10 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from lakelog.errors import ClusterAuthorizationFailedError
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
-from server.kafka import wire
-from server.kafka.apis import DESCRIBE_CLUSTER
 from server.kafka.authorization import allowed
-from server.kafka.build import build
 from server.kafka.context import RequestContext
 from server.kafka.handlers.metadata import OPERATIONS_OMITTED
 
@@ -27,36 +24,31 @@ BROKERS_ENDPOINT = 1
 
 async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
     session = ctx.session
-    schema = wire.response_schema(DESCRIBE_CLUSTER, ctx.version)
     endpoint_type = int(getattr(body, "endpoint_type", BROKERS_ENDPOINT))
     common: dict[str, Any] = {
-        "throttle_time": 0,
         "endpoint_type": endpoint_type,
         "cluster_id": session.broker.settings.cluster_id,
         "cluster_authorized_operations": OPERATIONS_OMITTED,
     }
+    error: tuple[int, str] | None = None
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return build(
-            schema,
-            **common,
-            error_code=ClusterAuthorizationFailedError.code,
-            error_message=f"principal {ctx.principal} is not authorized to DESCRIBE the cluster",
-            controller_id=-1,
-            brokers=[],
+        error = (
+            ClusterAuthorizationFailedError.code,
+            f"principal {ctx.principal} is not authorized to DESCRIBE the cluster",
         )
-    if endpoint_type != BROKERS_ENDPOINT:
-        return build(
-            schema,
-            **common,
-            error_code=ErrorCode.unsupported_endpoint_type,
-            error_message=f"endpoint type {endpoint_type}: lakelog brokers answer only "
+    elif endpoint_type != BROKERS_ENDPOINT:
+        error = (
+            ErrorCode.unsupported_endpoint_type,
+            f"endpoint type {endpoint_type}: lakelog brokers answer only "
             f"for brokers ({BROKERS_ENDPOINT}); there are no separate controllers",
-            controller_id=-1,
-            brokers=[],
+        )
+    if error is not None:
+        code, message = error
+        return ctx.response(
+            **common, error_code=code, error_message=message, controller_id=-1, brokers=[]
         )
     cluster = session.cluster
-    return build(
-        schema,
+    return ctx.response(
         **common,
         error_code=0,
         error_message=None,

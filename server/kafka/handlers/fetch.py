@@ -9,8 +9,8 @@ sessions are not kept: the answer's session id is 0, so clients send full
 fetch requests, which Kafka's protocol allows.
 
 Partitions of topics the principal may not READ are answered
-TOPIC_AUTHORIZATION_FAILED (``fetch_acls``); the record bytes answered
-count against the principal's fetch byte-rate quota.
+TOPIC_AUTHORIZATION_FAILED with no records (and are not read at all); the
+record bytes answered count against the principal's fetch byte-rate quota.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lakelog.errors import TopicAuthorizationFailedError
 from lakelog.fetch import FetchResult
+from lakelog.security.acl import Operation, ResourceType
 from lakelog.security.quota import QuotaKind
-from server.kafka import wire
-from server.kafka.apis import FETCH
-from server.kafka.build import build
+from server.kafka.authorization import denied
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
-from server.kafka.handlers.fetch_acls import refused_partition, unreadable_topics
 from server.kafka.records import encode_fetch
 
 #: Records a partition answer may hold at most; bytes limit it long before this.
@@ -48,8 +47,8 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         for t in body.topics
         for p in t.partitions
     ]
-    denied = unreadable_topics(ctx, (w.topic for w in wanted))
-    requested, wanted = wanted, [w for w in wanted if w.topic not in denied]
+    unreadable = denied(ctx, Operation.READ, ResourceType.TOPIC, (w.topic for w in wanted))
+    requested, wanted = wanted, [w for w in wanted if w.topic not in unreadable]
     max_wait_s = min(body.max_wait.total_seconds(), broker.settings.fetch_max_wait_ms / 1000)
     deadline = time.monotonic() + max(0.0, max_wait_s)
     interval = broker.settings.refresh_interval_ms / 1000
@@ -62,15 +61,14 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         await broker.wait_for_appends(keys, min(interval, remaining))
     ctx.charge(QuotaKind.FETCH, size)
     read = iter(answers)
-    answers = [
-        refused_partition(w.partition) if w.topic in denied else next(read) for w in requested
-    ]
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for w, answer in zip(requested, answers, strict=True):
+    for w in requested:
+        if w.topic in unreadable:
+            answer = _partition(w.partition, TopicAuthorizationFailedError.code)
+        else:
+            answer = next(read)
         by_topic.setdefault(w.topic, []).append(answer)
-    return build(
-        wire.response_schema(FETCH, ctx.version),
-        throttle_time=0,
+    return ctx.response(
         error_code=0,
         session_id=0,
         responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
@@ -89,16 +87,7 @@ async def _read_all(
     answers = []
     total = 0
     for w in wanted:
-        answer: dict[str, Any] = {
-            "partition_index": w.partition,
-            "error_code": 0,
-            "high_watermark": -1,
-            "last_stable_offset": -1,
-            "log_start_offset": -1,
-            "aborted_transactions": None,
-            "preferred_read_replica": -1,
-            "records": b"",
-        }
+        answer = _partition(w.partition)
         limit = min(w.max_bytes, max_bytes - total)
         try:
             if limit <= 0 and total > 0:
@@ -125,6 +114,20 @@ async def _read_all(
         )
         answers.append(answer)
     return answers, total
+
+
+def _partition(partition: int, code: int = 0) -> dict[str, Any]:
+    """A partition's answer, before any records are read."""
+    return {
+        "partition_index": partition,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
 
 
 async def _bounds_only(ctx: RequestContext, w: _Wanted) -> FetchResult:

@@ -17,8 +17,7 @@ partitions); ListGroups lists only the groups the principal may DESCRIBE.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from lakelog.errors import (
     InvalidRequestError,
@@ -36,25 +35,18 @@ from lakelog.structs import TopicPartition
 from lakelog.topic_config import validate_topic_name
 from server.groups.coordinator import wall_ms
 from server.groups.service import GroupService
-from server.kafka import apis, wire
-from server.kafka.authorization import allowed, describable, require
-from server.kafka.build import build
+from server.kafka.authorization import denied, describable, require
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered, error_code
+from server.kafka.handlers.metadata import OPERATIONS_OMITTED
 
-T = TypeVar("T")
 NO_OFFSET = -1
 STABLE = "Stable"
-OPERATIONS_OMITTED = -(2**31)
 #: The first JoinGroup version with SkipAssignment (KIP-814).
 SKIP_ASSIGNMENT_VERSION = 9
 #: Kafka's offset.metadata.max.bytes, and the HTTP commit's limit.
 MAX_METADATA_CHARS = 4096
 TOPIC_DENIED = TopicAuthorizationFailedError.code
-
-
-def _groups(ctx: RequestContext) -> GroupService:
-    return ctx.broker.groups
 
 
 def _coordinated_here(
@@ -64,7 +56,7 @@ def _coordinated_here(
     is known to coordinate it."""
     validate_group_id(group_id)
     require(ctx, operation, ResourceType.GROUP, group_id)
-    groups = _groups(ctx)
+    groups = ctx.broker.groups
     if not groups.is_local(group_id):
         info = groups.coordinator_of(group_id)
         raise NotCoordinatorError(
@@ -75,22 +67,10 @@ def _coordinated_here(
     return groups
 
 
-async def _answer(
-    ctx: RequestContext, what: str, call: Callable[[], Awaitable[T]]
-) -> tuple[T | None, int, str | None]:
-    """(result, error code, message) of a coordinator call; errors become codes."""
-    try:
-        return await call(), 0, None
-    except Exception as exc:  # answered with its code; unexpected ones are logged
-        code, message = error_code(exc, what)
-        return None, code, message
-
-
 # -- membership ------------------------------------------------------------------------
 
 
 async def join_group(ctx: RequestContext, body: Any) -> Any:
-    schema = wire.response_schema(apis.JOIN_GROUP, ctx.version)
     session_ms = int(body.session_timeout.total_seconds() * 1000)
     rebalance = getattr(body, "rebalance_timeout", None)
     rebalance_ms = session_ms if rebalance is None else int(rebalance.total_seconds() * 1000)
@@ -105,7 +85,6 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
         require_member_id=ctx.version >= 4,
     )
     answer: dict[str, Any] = {
-        "throttle_time": 0,
         "error_code": 0,
         "generation_id": -1,
         "protocol_type": None,
@@ -120,10 +99,10 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
         result = await groups.coordinator.join(body.group_id, body.member_id, request)
     except MemberIdRequiredError as exc:
         answer.update(error_code=exc.code, member_id=str(exc.details.get("member_id", "")))
-        return build(schema, **answer)
+        return ctx.response(**answer)
     except Exception as exc:  # answered with its code; unexpected ones are logged
         answer["error_code"], _ = error_code(exc, f"join of group {body.group_id!r}")
-        return build(schema, **answer)
+        return ctx.response(**answer)
     leader, members, skip = result.leader_id, result.members, False
     if result.former_member_id is not None and result.is_leader:
         # A static leader back without a rebalance keeps the generation's assignment.
@@ -147,16 +126,20 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
             for m in members
         ],
     )
-    return build(schema, **answer)
+    return ctx.response(**answer)
 
 
 async def sync_group(ctx: RequestContext, body: Any) -> Any:
-    schema = wire.response_schema(apis.SYNC_GROUP, ctx.version)
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments} or None
-
-    async def call() -> Any:
+    answer: dict[str, Any] = {
+        "error_code": 0,
+        "protocol_type": None,
+        "protocol_name": None,
+        "assignment": b"",
+    }
+    with answered(answer, f"sync of group {body.group_id!r}"):
         groups = _coordinated_here(ctx, body.group_id)
-        return await groups.coordinator.sync_assignments(
+        result = await groups.coordinator.sync_assignments(
             body.group_id,
             body.member_id,
             body.generation_id,
@@ -164,58 +147,41 @@ async def sync_group(ctx: RequestContext, body: Any) -> Any:
             protocol_type=getattr(body, "protocol_type", None),
             protocol_name=getattr(body, "protocol_name", None),
         )
-
-    result, code, _ = await _answer(ctx, f"sync of group {body.group_id!r}", call)
-    return build(
-        schema,
-        throttle_time=0,
-        error_code=code,
-        protocol_type=None if result is None else result.protocol_type,
-        protocol_name=None if result is None else result.protocol_name,
-        assignment=b"" if result is None else result.assignment,
-    )
+        answer.update(
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+    return ctx.response(**answer)
 
 
 async def heartbeat(ctx: RequestContext, body: Any) -> Any:
-    async def call() -> None:
+    answer: dict[str, Any] = {"error_code": 0}
+    with answered(answer, f"heartbeat of group {body.group_id!r}"):
         groups = _coordinated_here(ctx, body.group_id)
         await groups.coordinator.heartbeat(body.group_id, body.member_id, body.generation_id)
-
-    _, code, _ = await _answer(ctx, f"heartbeat of group {body.group_id!r}", call)
-    return build(
-        wire.response_schema(apis.HEARTBEAT, ctx.version), throttle_time=0, error_code=code
-    )
+    return ctx.response(**answer)
 
 
 async def leave_group(ctx: RequestContext, body: Any) -> Any:
     """v0-2 name one member; v3+ a list (each answered on its own)."""
-    schema = wire.response_schema(apis.LEAVE_GROUP, ctx.version)
     members = getattr(body, "members", None)
     if members is None:
         leaving = [(body.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in members]
     answers = []
-    top_code = 0
     for member_id, instance_id in leaving:
-
-        async def call(member_id: str = member_id) -> None:
+        answer = {"member_id": member_id, "group_instance_id": instance_id, "error_code": 0}
+        with answered(answer, f"leave of group {body.group_id!r}"):
             groups = _coordinated_here(ctx, body.group_id)
             await groups.coordinator.leave(body.group_id, member_id)
-
-        _, code, _ = await _answer(ctx, f"leave of group {body.group_id!r}", call)
-        top_code = top_code or code
-        answers.append(
-            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
-        )
+        answers.append(answer)
     if members is None:
-        return build(schema, throttle_time=0, error_code=top_code, members=[])
+        return ctx.response(error_code=answers[0]["error_code"], members=[])
     not_coordinator = any(a["error_code"] == NotCoordinatorError.code for a in answers)
-    return build(
-        schema,
-        throttle_time=0,
-        error_code=NotCoordinatorError.code if not_coordinator else 0,
-        members=answers,
+    return ctx.response(
+        error_code=NotCoordinatorError.code if not_coordinator else 0, members=answers
     )
 
 
@@ -233,32 +199,24 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
             )
     generation = int(body.generation_id_or_member_epoch)
     repeated = len(offsets) != sum(len(t.partitions) for t in body.topics)
-    unreadable: set[str] = set()
-
-    async def call() -> None:
+    unreadable: frozenset[str] = frozenset()
+    outcome: dict[str, Any] = {"error_code": 0}
+    with answered(outcome, f"offset commit of group {body.group_id!r}"):
         groups = _coordinated_here(ctx, body.group_id)
         if repeated:
             raise InvalidRequestError("the same topic partition appears twice in one commit")
-        unreadable.update(
-            name
-            for name in dict.fromkeys(tp.topic for tp in offsets)
-            if not allowed(ctx, Operation.READ, ResourceType.TOPIC, name)
-        )
+        unreadable = denied(ctx, Operation.READ, ResourceType.TOPIC, (tp.topic for tp in offsets))
         readable = {tp: c for tp, c in offsets.items() if tp.topic not in unreadable}
         check_committed(readable)
-        if not readable:
-            return
-        future = await groups.coordinator.queue_commit(
-            body.group_id, body.member_id, generation, readable
-        )
-        ctx.accepted.set()  # the connection's next commit lands after this one
-        if future is not None:
-            await future
-
-    _, code, _ = await _answer(ctx, f"offset commit of group {body.group_id!r}", call)
-    return build(
-        wire.response_schema(apis.OFFSET_COMMIT, ctx.version),
-        throttle_time=0,
+        if readable:
+            future = await groups.coordinator.queue_commit(
+                body.group_id, body.member_id, generation, readable
+            )
+            ctx.accepted.set()  # the connection's next commit lands after this one
+            if future is not None:
+                await future
+    code = outcome["error_code"]
+    return ctx.response(
         topics=[
             {
                 "name": topic.name,
@@ -292,15 +250,14 @@ def check_committed(offsets: dict[TopicPartition, CommittedOffset]) -> None:
 
 async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
     """Served by any broker, straight from the offsets table (as the HTTP API is)."""
-    schema = wire.response_schema(apis.OFFSET_FETCH, ctx.version)
     try:
         validate_group_id(body.group_id)
         require(ctx, Operation.DESCRIBE, ResourceType.GROUP, body.group_id)
-        committed = await asyncio.to_thread(_groups(ctx).offsets.fetch, body.group_id)
+        committed = await asyncio.to_thread(ctx.broker.groups.offsets.fetch, body.group_id)
     except Exception as exc:  # answered with its code; unexpected ones are logged
         code, _ = error_code(exc, f"offset fetch of group {body.group_id!r}")
-        return build(schema, throttle_time=0, error_code=code, topics=[])
-    hidden: set[str] = set()
+        return ctx.response(error_code=code, topics=[])
+    hidden: frozenset[str] = frozenset()
     if body.topics is None:
         wanted: dict[str, list[int]] = {}
         for tp in sorted(committed):
@@ -308,34 +265,23 @@ async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
         wanted = {n: wanted[n] for n in describable(ctx, ResourceType.TOPIC, wanted)}
     else:
         wanted = {t.name: list(t.partition_indexes) for t in body.topics}
-        hidden = {n for n in wanted if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)}
+        hidden = denied(ctx, Operation.DESCRIBE, ResourceType.TOPIC, wanted)
     topics = []
     for name, partitions in wanted.items():
         answers = []
         for partition in partitions:
-            if name in hidden:
-                answers.append(
-                    {
-                        "partition_index": partition,
-                        "committed_offset": NO_OFFSET,
-                        "committed_leader_epoch": -1,
-                        "metadata": "",
-                        "error_code": TOPIC_DENIED,
-                    }
-                )
-                continue
-            found = committed.get(TopicPartition(name, partition))
+            found = None if name in hidden else committed.get(TopicPartition(name, partition))
             answers.append(
                 {
                     "partition_index": partition,
                     "committed_offset": NO_OFFSET if found is None else found.offset,
                     "committed_leader_epoch": -1,
                     "metadata": "" if found is None else found.metadata,
-                    "error_code": 0,
+                    "error_code": TOPIC_DENIED if name in hidden else 0,
                 }
             )
         topics.append({"name": name, "partitions": answers})
-    return build(schema, throttle_time=0, error_code=0, topics=topics)
+    return ctx.response(error_code=0, topics=topics)
 
 
 # -- administration --------------------------------------------------------------------
@@ -353,40 +299,34 @@ async def describe_groups(ctx: RequestContext, body: Any) -> Any:
             "members": [],
             "authorized_operations": OPERATIONS_OMITTED,
         }
-        try:
+        with answered(entry, f"describe of group {group_id!r}"):
             groups = _coordinated_here(ctx, group_id, Operation.DESCRIBE)
             snap = await groups.coordinator.snapshot(group_id)
-        except Exception as exc:  # answered per group; unexpected ones are logged
-            entry["error_code"], _ = error_code(exc, f"describe of group {group_id!r}")
-            described.append(entry)
-            continue
-        stable = snap.state == STABLE
-        entry.update(
-            group_state=snap.state,
-            protocol_type=snap.protocol_type,
-            protocol_data=snap.protocol or "",
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.host,
-                    # Kafka shows the bytes only while the group is Stable.
-                    "member_metadata": m.metadata if stable else b"",
-                    "member_assignment": m.assignment if stable else b"",
-                }
-                for m in snap.descriptions
-            ],
-        )
+            stable = snap.state == STABLE
+            entry.update(
+                group_state=snap.state,
+                protocol_type=snap.protocol_type,
+                protocol_data=snap.protocol or "",
+                members=[
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.host,
+                        # Kafka shows the bytes only while the group is Stable.
+                        "member_metadata": m.metadata if stable else b"",
+                        "member_assignment": m.assignment if stable else b"",
+                    }
+                    for m in snap.descriptions
+                ],
+            )
         described.append(entry)
-    return build(
-        wire.response_schema(apis.DESCRIBE_GROUPS, ctx.version), throttle_time=0, groups=described
-    )
+    return ctx.response(groups=described)
 
 
 async def list_groups(ctx: RequestContext, body: Any) -> Any:
     """The groups this broker coordinates (Kafka's admin clients ask every broker)."""
-    groups = _groups(ctx)
+    groups = ctx.broker.groups
     states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
     listed: dict[str, dict[str, Any]] = {}
     for snap in groups.coordinator.local_groups():
@@ -400,12 +340,7 @@ async def list_groups(ctx: RequestContext, body: Any) -> Any:
         stored = await asyncio.to_thread(groups.stored_groups)
     except LakelogError as exc:
         code, _ = error_code(exc, "list groups")
-        return build(
-            wire.response_schema(apis.LIST_GROUPS, ctx.version),
-            throttle_time=0,
-            error_code=code,
-            groups=[],
-        )
+        return ctx.response(error_code=code, groups=[])
     for group_id in stored:
         if group_id not in listed and groups.is_local(group_id):
             listed[group_id] = {"group_id": group_id, "protocol_type": "", "group_state": "Empty"}
@@ -415,24 +350,15 @@ async def list_groups(ctx: RequestContext, body: Any) -> Any:
         for g in listed.values()
         if g["group_id"] in visible and (not states or g["group_state"].lower() in states)
     ]
-    return build(
-        wire.response_schema(apis.LIST_GROUPS, ctx.version),
-        throttle_time=0,
-        error_code=0,
-        groups=sorted(chosen, key=lambda g: g["group_id"]),
-    )
+    return ctx.response(error_code=0, groups=sorted(chosen, key=lambda g: g["group_id"]))
 
 
 async def delete_groups(ctx: RequestContext, body: Any) -> Any:
     results = []
     for group_id in body.groups_names:
-
-        async def call(group_id: str = group_id) -> None:
+        result = {"group_id": group_id, "error_code": 0}
+        with answered(result, f"delete of group {group_id!r}"):
             groups = _coordinated_here(ctx, group_id, Operation.DELETE)
             await groups.coordinator.delete(group_id)
-
-        _, code, _ = await _answer(ctx, f"delete of group {group_id!r}", call)
-        results.append({"group_id": group_id, "error_code": code})
-    return build(
-        wire.response_schema(apis.DELETE_GROUPS, ctx.version), throttle_time=0, results=results
-    )
+        results.append(result)
+    return ctx.response(results=results)

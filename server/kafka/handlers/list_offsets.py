@@ -19,12 +19,9 @@ from typing import Any
 from lakelog.errors import UnsupportedVersionError
 from lakelog.security.acl import Operation, ResourceType
 from server.broker import OffsetSpec
-from server.kafka import wire
-from server.kafka.apis import LIST_OFFSETS
-from server.kafka.authorization import allowed, denial
-from server.kafka.build import build
+from server.kafka.authorization import refusal
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered
 
 LATEST = -1
 EARLIEST = -2
@@ -49,9 +46,7 @@ NO_EPOCH = -1
 async def list_offsets(ctx: RequestContext, body: Any) -> Any:
     topics = []
     for topic in body.topics:
-        refusal = None
-        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
-            refusal = denial(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        refused = refusal(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         partitions = []
         for part in topic.partitions:
             answer: dict[str, Any] = {
@@ -61,17 +56,13 @@ async def list_offsets(ctx: RequestContext, body: Any) -> Any:
                 "offset": NO_OFFSET,
                 "leader_epoch": 0,
             }
-            try:
-                if refusal is not None:
-                    raise refusal
+            with answered(answer, f"list offsets of {topic.name}-{part.partition_index}"):
+                if refused is not None:
+                    raise refused
                 answer.update(await _lookup(ctx, topic.name, part.partition_index, part.timestamp))
-            except Exception as exc:  # answered per partition; unexpected ones are logged
-                answer["error_code"], _ = error_code(
-                    exc, f"list offsets of {topic.name}-{part.partition_index}"
-                )
             partitions.append(answer)
         topics.append({"name": topic.name, "partitions": partitions})
-    return build(wire.response_schema(LIST_OFFSETS, ctx.version), throttle_time=0, topics=topics)
+    return ctx.response(topics=topics)
 
 
 async def _lookup(
@@ -86,15 +77,13 @@ async def _lookup(
                 + ", ".join(f"{t} from v{v}" for t, v in SPECIAL_SINCE.items())
                 + ")"
             )
-    if timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL):
+    if timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         topic_log = await broker.topic(topic)
         topic_log.check_partition(partition)
+        if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            return {"offset": NO_OFFSET, "leader_epoch": NO_EPOCH}
         spec: OffsetSpec = "latest" if timestamp == LATEST else "earliest"
         return {"offset": await broker.resolve_offset(topic_log, partition, spec)}
-    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        topic_log = await broker.topic(topic)
-        topic_log.check_partition(partition)
-        return {"offset": NO_OFFSET, "leader_epoch": NO_EPOCH}
     if timestamp == MAX_TIMESTAMP:
         found = await broker.offset_of_max_timestamp(topic, partition)
     else:

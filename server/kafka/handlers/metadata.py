@@ -17,15 +17,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from lakelog.errors import TopicAuthorizationFailedError
 from lakelog.security.acl import Operation, ResourceType
 from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS
-from server.kafka import wire
-from server.kafka.apis import METADATA
-from server.kafka.authorization import allowed, describable
-from server.kafka.build import build
+from server.kafka.authorization import describable, require
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered
 
 #: Kafka's "not requested" value for authorized operations.
 OPERATIONS_OMITTED = -(2**31)
@@ -52,9 +48,7 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
         names = [t.name for t in requested if t.name is not None]
     topics = [await _topic(ctx, name) for name in names]
     cluster = session.cluster
-    return build(
-        wire.response_schema(METADATA, ctx.version),
-        throttle_time=0,
+    return ctx.response(
         brokers=[
             {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
             for n in cluster.nodes(session.listener)
@@ -68,41 +62,36 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
 
 async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
     session = ctx.session
-    try:
-        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
-            raise TopicAuthorizationFailedError(f"not authorized to DESCRIBE topic {name!r}")
+    answer: dict[str, Any] = {
+        "error_code": 0,
+        "name": name,
+        "topic_id": NO_TOPIC_ID,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": [],
+        "topic_authorized_operations": OPERATIONS_OMITTED,
+    }
+    topic_log = None
+    with answered(answer, f"metadata of topic {name!r}"):
+        require(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name)
         if name == CONSUMER_OFFSETS_TOPIC:
             await asyncio.to_thread(session.broker.groups.offsets.table, True)
         topic_log = await session.broker.topic(name)
-    except Exception as exc:  # answered per topic; unexpected ones are logged
-        code, _ = error_code(exc, f"metadata of topic {name!r}")
-        return {
-            "error_code": code,
-            "name": name,
-            "topic_id": NO_TOPIC_ID,
-            "is_internal": name in INTERNAL_TOPICS,
-            "partitions": [],
-            "topic_authorized_operations": OPERATIONS_OMITTED,
+    if topic_log is None:
+        return answer
+    leaders = [
+        session.cluster.leader(name, p, session.listener) for p in range(topic_log.num_partitions)
+    ]
+    answer["topic_id"] = topic_uuid(topic_log.topic_id)
+    answer["partitions"] = [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": leader,
+            "leader_epoch": 0,
+            "replica_nodes": [leader],
+            "isr_nodes": [leader],
+            "offline_replicas": [],
         }
-    partitions = []
-    for p in range(topic_log.num_partitions):
-        leader = session.cluster.leader(name, p, session.listener)
-        partitions.append(
-            {
-                "error_code": 0,
-                "partition_index": p,
-                "leader_id": leader,
-                "leader_epoch": 0,
-                "replica_nodes": [leader],
-                "isr_nodes": [leader],
-                "offline_replicas": [],
-            }
-        )
-    return {
-        "error_code": 0,
-        "name": name,
-        "topic_id": topic_uuid(topic_log.topic_id),
-        "is_internal": name in INTERNAL_TOPICS,
-        "partitions": partitions,
-        "topic_authorized_operations": OPERATIONS_OMITTED,
-    }
+        for p, leader in enumerate(leaders)
+    ]
+    return answer

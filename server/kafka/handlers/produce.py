@@ -20,16 +20,12 @@ from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, Lakelo
 from lakelog.security.acl import Operation, ResourceType
 from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import AppendResult
-from server.kafka import wire
-from server.kafka.apis import PRODUCE
-from server.kafka.authorization import allowed, denial
-from server.kafka.build import build
+from server.kafka.authorization import refusal
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
 from server.kafka.records import decode_produce
 
 NO_TIMESTAMP = -1
-WRITE = Operation.WRITE
 
 
 @dataclass
@@ -43,19 +39,17 @@ class _Pending:
 async def produce(ctx: RequestContext, body: Any) -> Any:
     broker = ctx.broker
     acks = int(body.acks)
-    refusal: LakelogError | None = None
+    refused: LakelogError | None = None
     if acks not in (0, 1, -1):
-        refusal = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
+        refused = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
     elif body.transactional_id is not None:
-        refusal = InvalidRequestError(
+        refused = InvalidRequestError(
             f"transactional id {body.transactional_id!r}: transactions are not supported"
         )
     pending: list[_Pending] = []
     produced_bytes = 0
     for topic in body.topic_data:
-        topic_refusal = refusal
-        if topic_refusal is None and not allowed(ctx, WRITE, ResourceType.TOPIC, topic.name):
-            topic_refusal = denial(ctx, WRITE, ResourceType.TOPIC, topic.name)
+        topic_refusal = refused or refusal(ctx, Operation.WRITE, ResourceType.TOPIC, topic.name)
         for part in topic.partition_data:
             item = _Pending(topic.name, part.index)
             pending.append(item)
@@ -85,12 +79,8 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for item, answer in zip(pending, answers, strict=True):
         by_topic.setdefault(item.topic, []).append(answer)
-    return build(
-        wire.response_schema(PRODUCE, ctx.version),
-        responses=[
-            {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
-        ],
-        throttle_time=0,
+    return ctx.response(
+        responses=[{"name": name, "partition_responses": parts} for name, parts in by_topic.items()]
     )
 
 

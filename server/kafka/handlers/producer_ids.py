@@ -11,24 +11,20 @@ from typing import Any
 
 from lakelog.errors import ClusterAuthorizationFailedError, InvalidRequestError
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
-from server.kafka import wire
-from server.kafka.apis import INIT_PRODUCER_ID
-from server.kafka.authorization import allowed_on_some, quietly_allowed
-from server.kafka.build import build
+from server.kafka.authorization import allowed, allowed_on_some
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
 
 
 async def init_producer_id(ctx: RequestContext, body: Any) -> Any:
     """Every call gets a fresh id at epoch 0: sequences start again, as after Kafka's bump."""
-    schema = wire.response_schema(INIT_PRODUCER_ID, ctx.version)
     try:
         if body.transactional_id is not None:
             raise InvalidRequestError(
                 f"transactional id {body.transactional_id!r}: transactions are not supported"
             )
         if not (
-            quietly_allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+            allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True)
             or allowed_on_some(ctx, Operation.WRITE, ResourceType.TOPIC)
         ):
             raise ClusterAuthorizationFailedError(
@@ -38,5 +34,5 @@ async def init_producer_id(ctx: RequestContext, body: Any) -> Any:
         producer_id = await ctx.broker.producer_ids.next_id_async()
     except Exception as exc:  # answered in the response; unexpected ones are logged
         code, _ = error_code(exc, "InitProducerId")
-        return build(schema, throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
-    return build(schema, throttle_time=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+        return ctx.response(error_code=code, producer_id=-1, producer_epoch=-1)
+    return ctx.response(error_code=0, producer_id=producer_id, producer_epoch=0)

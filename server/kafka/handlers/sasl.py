@@ -3,28 +3,27 @@
 Kafka's order: (ApiVersions,) SaslHandshake naming a mechanism, then one
 SaslAuthenticate carrying the mechanism's bytes (PLAIN and OAUTHBEARER need
 one round). A handshake v0 client sends those bytes as a bare frame instead
-(``server.kafka.authentication.raw_token``). A failed step is answered with
-its error code and message, logged without the credential, counted in
-``lakelog_authentication_failures``, and ends the connection, as Kafka's
-broker does. Re-authentication is not
-offered (session lifetime 0): a second handshake is ILLEGAL_SASL_STATE.
+(``raw_token``). A failed step is answered with its error code and message,
+logged without the credential, counted in ``lakelog_authentication_failures``,
+and ends the connection once the answer is written, as Kafka's broker does.
+Re-authentication is not offered (session lifetime 0): a second handshake is
+ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from lakelog.errors import IllegalSaslStateError, LakelogError
 from server.kafka import wire
-from server.kafka.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from server.kafka.authentication import authenticated, refused
-from server.kafka.build import build
-from server.kafka.context import RequestContext
+from server.kafka.context import RequestContext, Session
+
+log = logging.getLogger("lakelog.security")
 
 
 async def sasl_handshake(ctx: RequestContext, body: Any) -> Any:
     session = ctx.session
-    schema = wire.response_schema(SASL_HANDSHAKE, ctx.version)
     offered = session.sasl.mechanisms() if session.sasl is not None else []
     try:
         if session.sasl is None:
@@ -39,15 +38,14 @@ async def sasl_handshake(ctx: RequestContext, body: Any) -> Any:
         session.sasl.check_mechanism(body.mechanism)
     except LakelogError as exc:
         refused(session, exc, count=session.sasl is not None and not session.authenticated)
-        return build(schema, error_code=exc.code, mechanisms=offered)
+        return ctx.response(error_code=exc.code, mechanisms=offered)
     session.mechanism = body.mechanism
     session.raw_token_next = ctx.version == 0
-    return build(schema, error_code=0, mechanisms=offered)
+    return ctx.response(error_code=0, mechanisms=offered)
 
 
 async def sasl_authenticate(ctx: RequestContext, body: Any) -> Any:
     session = ctx.session
-    schema = wire.response_schema(SASL_AUTHENTICATE, ctx.version)
     try:
         if session.sasl is None or session.authenticated or session.mechanism is None:
             raise IllegalSaslStateError(
@@ -57,12 +55,47 @@ async def sasl_authenticate(ctx: RequestContext, body: Any) -> Any:
         principal = session.sasl.authenticate(session.mechanism, bytes(body.auth_bytes))
     except LakelogError as exc:
         refused(session, exc, count=not isinstance(exc, IllegalSaslStateError))
-        return build(
-            schema,
-            error_code=exc.code,
-            error_message=exc.message,
-            auth_bytes=b"",
-            session_lifetime=0,
+        return ctx.response(
+            error_code=exc.code, error_message=exc.message, auth_bytes=b"", session_lifetime=0
         )
     authenticated(session, principal)
-    return build(schema, error_code=0, error_message=None, auth_bytes=b"", session_lifetime=0)
+    return ctx.response(error_code=0, error_message=None, auth_bytes=b"", session_lifetime=0)
+
+
+def raw_token(session: Session, token: bytes) -> bytes | None:
+    """A handshake v0 client's bare token: the empty challenge frame, or None (connection ends)."""
+    session.raw_token_next = False
+    assert session.sasl is not None and session.mechanism is not None
+    try:
+        principal = session.sasl.authenticate(session.mechanism, token)
+    except LakelogError as exc:
+        refused(session, exc, count=True)
+        return None
+    authenticated(session, principal)
+    return wire.SIZE.pack(0)
+
+
+def refused(session: Session, exc: LakelogError, *, count: bool) -> None:
+    """Log a failed SASL step (never its bytes) and end the connection after the answer."""
+    if count and session.security is not None:
+        session.security.metrics.authentication_failures.inc()
+    log.warning(
+        "Kafka SASL authentication failed on listener %s from %s (mechanism %s): %s",
+        session.listener,
+        session.client_host,
+        session.mechanism or "-",
+        exc.message,
+    )
+    session.close_after_answers(f"SASL authentication failed: {exc.message}")
+
+
+def authenticated(session: Session, principal: str) -> None:
+    session.principal = principal
+    session.authenticated = True
+    log.info(
+        "Kafka client %s authenticated as %s (%s) on listener %s",
+        session.client_host,
+        principal,
+        session.mechanism,
+        session.listener,
+    )

@@ -28,15 +28,11 @@ from typing import Any
 
 from lakelog.errors import InvalidRequestError
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
-from server.kafka import wire
-from server.kafka.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
-from server.kafka.authorization import quietly_allowed, require
-from server.kafka.build import build
+from server.kafka.authorization import allowed, require
 from server.kafka.config_entries import topic_entries
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
 from server.kafka.handlers.metadata import NO_TOPIC_ID, topic_uuid
-from server.kafka.handlers.repeated import refuse_repeated, repeated
 
 #: Partitions of a topic created with ``num_partitions`` -1 (the HTTP API's default).
 DEFAULT_PARTITIONS = 1
@@ -50,7 +46,7 @@ NO_ASSIGNMENTS = (
 
 async def create_topics(ctx: RequestContext, body: Any) -> Any:
     twice = repeated(t.name for t in body.topics)
-    on_cluster = quietly_allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    on_cluster = allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True)
     results = []
     for topic in body.topics:
         answer: dict[str, Any] = {
@@ -62,18 +58,14 @@ async def create_topics(ctx: RequestContext, body: Any) -> Any:
             "replication_factor": -1,
             "configs": None,
         }
-        try:
+        with answered(answer, f"create topic {topic.name!r}"):
             if topic.name in twice:
                 raise refuse_repeated(f"topic {topic.name!r}")
             if not on_cluster:
                 require(ctx, Operation.CREATE, ResourceType.TOPIC, topic.name)
             answer.update(await _create(ctx, topic, bool(body.validate_only)))
-        except Exception as exc:  # answered per topic; unexpected ones are logged
-            answer["error_code"], answer["error_message"] = error_code(
-                exc, f"create topic {topic.name!r}"
-            )
         results.append(answer)
-    return build(wire.response_schema(CREATE_TOPICS, ctx.version), throttle_time=0, topics=results)
+    return ctx.response(topics=results)
 
 
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
@@ -82,7 +74,9 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
         raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give num_partitions instead")
     partitions = DEFAULT_PARTITIONS if topic.num_partitions == -1 else int(topic.num_partitions)
     replication_factor = int(topic.replication_factor)
-    configs = _create_configs(topic.configs)
+    check_configs(topic.configs)
+    # A null value leaves the config at its default.
+    configs = {e.name: e.value for e in topic.configs if e.value is not None}
     if validate_only:
         config = await asyncio.to_thread(
             catalog.check_new_topic, topic.name, partitions, configs, replication_factor
@@ -101,34 +95,20 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     }
 
 
-def _create_configs(entries: Any) -> dict[str, str]:
-    """The overrides of a new topic; a null value leaves the config at its default."""
-    twice = repeated(e.name for e in entries)
-    if twice:
-        raise refuse_repeated(f"config {', '.join(sorted(twice))}")
-    return {e.name: e.value for e in entries if e.value is not None}
-
-
 async def delete_topics(ctx: RequestContext, body: Any) -> Any:
     broker = ctx.broker
     twice = repeated(body.topic_names)
     results = []
     for name in body.topic_names:
         answer: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
-        try:
+        with answered(answer, f"delete topic {name!r}"):
             if name in twice:
                 raise refuse_repeated(f"topic {name!r}")
             require(ctx, Operation.DELETE, ResourceType.TOPIC, name)
             await asyncio.to_thread(broker.catalog.delete_topic, name)
             broker.cache.forget(name)
-        except Exception as exc:  # answered per topic; unexpected ones are logged
-            answer["error_code"], answer["error_message"] = error_code(
-                exc, f"delete topic {name!r}"
-            )
         results.append(answer)
-    return build(
-        wire.response_schema(DELETE_TOPICS, ctx.version), throttle_time=0, responses=results
-    )
+    return ctx.response(responses=results)
 
 
 async def create_partitions(ctx: RequestContext, body: Any) -> Any:
@@ -137,7 +117,7 @@ async def create_partitions(ctx: RequestContext, body: Any) -> Any:
     results = []
     for topic in body.topics:
         answer: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
-        try:
+        with answered(answer, f"create partitions of {topic.name!r}"):
             if topic.name in twice:
                 raise refuse_repeated(f"topic {topic.name!r}")
             require(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name)
@@ -147,11 +127,5 @@ async def create_partitions(ctx: RequestContext, body: Any) -> Any:
                 await asyncio.to_thread(catalog.check_create_partitions, topic.name, topic.count)
             else:
                 await asyncio.to_thread(catalog.create_partitions, topic.name, int(topic.count))
-        except Exception as exc:  # answered per topic; unexpected ones are logged
-            answer["error_code"], answer["error_message"] = error_code(
-                exc, f"create partitions of {topic.name!r}"
-            )
         results.append(answer)
-    return build(
-        wire.response_schema(CREATE_PARTITIONS, ctx.version), throttle_time=0, results=results
-    )
+    return ctx.response(results=results)
