@@ -64,12 +64,12 @@ from server.rest_proxy.consumer_instances import (
     InstanceExists,
     InstanceNotFound,
 )
+from server.rest_proxy.records_models import V2Failure
 from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
     V2_JSON,
     BrokerDep,
-    V2Failure,
     V2JSONResponse,
     from_lakelog,
     v2_router,
