@@ -64,12 +64,12 @@ from server.rest_proxy.consumer_instances import (
     InstanceExists,
     InstanceNotFound,
 )
+from server.rest_proxy.records_models import V2Failure
 from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
     V2_JSON,
     BrokerDep,
-    V2Failure,
     V2JSONResponse,
     from_lakelog,
     v2_router,
@@ -477,50 +477,36 @@ async def seek(target: OwnedInstance, body: PositionsBody, instances: Instances)
     return _no_content()
 
 
-async def _seek_to(
-    where: Literal["beginning", "end"],
-    target: ConsumerInstance,
-    body: Partitions,
-    instances: ConsumerInstances,
-) -> Response:
-    partitions = _tps(body.partitions)
-    if not partitions:
-        raise V2Failure(422, 422, "partitions must name at least one partition")
+def _seek_route(where: Literal["beginning", "end"], summary: str) -> None:
+    async def seek_to(
+        target: OwnedInstance, body: PartitionsBody, instances: Instances
+    ) -> Response:
+        partitions = _tps(body.partitions)
+        if not partitions:
+            raise V2Failure(422, 422, "partitions must name at least one partition")
 
-    def apply(consumer: Consumer) -> None:
-        assigned = consumer.assignment()
-        missing = [str(tp) for tp in partitions if tp not in assigned]
-        if missing:
-            raise ValueError(f"partitions {', '.join(missing)} are not assigned to this instance")
-        if where == "beginning":
-            consumer.seek_to_beginning(*partitions)
-        else:
-            consumer.seek_to_end(*partitions)
+        def apply(consumer: Consumer) -> None:
+            assigned = consumer.assignment()
+            missing = [str(tp) for tp in partitions if tp not in assigned]
+            if missing:
+                raise ValueError(
+                    f"partitions {', '.join(missing)} are not assigned to this instance"
+                )
+            if where == "beginning":
+                consumer.seek_to_beginning(*partitions)
+            else:
+                consumer.seek_to_end(*partitions)
 
-    await _run(instances, target, apply)
-    return _no_content()
+        await _run(instances, target, apply)
+        return _no_content()
 
-
-@router.post(
-    "/consumers/{group}/instances/{instance}/positions/beginning",
-    status_code=204,
-    summary="Seek partitions to their first offset",
-)
-async def seek_to_beginning(
-    target: OwnedInstance, body: PartitionsBody, instances: Instances
-) -> Response:
-    return await _seek_to("beginning", target, body, instances)
+    seek_to.__name__ = f"seek_to_{where}"  # its route's name and OpenAPI operation id
+    path = f"/consumers/{{group}}/instances/{{instance}}/positions/{where}"
+    router.post(path, status_code=204, summary=summary)(seek_to)
 
 
-@router.post(
-    "/consumers/{group}/instances/{instance}/positions/end",
-    status_code=204,
-    summary="Seek partitions to their end",
-)
-async def seek_to_end(
-    target: OwnedInstance, body: PartitionsBody, instances: Instances
-) -> Response:
-    return await _seek_to("end", target, body, instances)
+_seek_route("beginning", "Seek partitions to their first offset")
+_seek_route("end", "Seek partitions to their end")
 
 
 # -- records --------------------------------------------------------------------------

@@ -59,11 +59,10 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Coroutine
 from http import HTTPStatus
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +70,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from lakelog.errors import InternalTopicError, LakelogError
 from lakelog.numerals import is_unsigned_int
@@ -79,32 +78,25 @@ from lakelog.produce_batch import ProduceBatch
 from lakelog.security.acl import ResourceType
 from lakelog.topic_log import TopicLog
 from server.broker import Broker
-from server.codec import decode_data
 from server.content_negotiation import acceptable
 from server.http import get_broker, media_type, read_body
-from server.rest_proxy.fast_produce import V2Columns, decode_v2, v2_offsets_json
 from server.rest_proxy.records_models import (
+    V2_BODIES,
+    EmbeddedFormat,
     V2BrokerList,
     V2Error,
+    V2Failure,
     V2Partition,
     V2PartitionOffset,
     V2PartitionOffsets,
-    V2PartitionProduceRequest,
     V2ProduceResponse,
     V2Replica,
     V2Topic,
-    V2TopicProduceRequest,
-    describe_validation_error,
-    inline_schema,
+    body_schema,
+    decode_v2,
+    v2_offsets_json,
 )
-from server.rest_proxy.v3_records import (
-    AllWritten,
-    Decoded,
-    Outcome,
-    Written,
-    decoded_batch,
-    write,
-)
+from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
 from server.rest_proxy.v3_resources import v3_broker_id
 from server.security.enforce import describable
 
@@ -113,10 +105,8 @@ log = logging.getLogger(__name__)
 V2_JSON = "application/vnd.kafka.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
-EmbeddedFormat = Literal["base64", "json"]
 #: The REST Proxy's embedded formats (only binary and json can be produced here).
 EMBEDDED_FORMATS = ("binary", "json", "avro", "jsonschema", "protobuf")
-Body = TypeVar("Body", V2TopicProduceRequest, V2PartitionProduceRequest)
 #: Produce content types and the codec format of their keys and values.
 PRODUCE_TYPES: dict[str, EmbeddedFormat] = {BINARY_V2: "base64", JSON_V2: "json", V2_JSON: "base64"}
 
@@ -133,8 +123,6 @@ NOT_ACCEPTABLE = 406
 
 TOPIC_NOT_FOUND = 40401
 PARTITION_NOT_FOUND = 40402
-KEY_SCHEMA_REFUSED = 42201
-VALUE_SCHEMA_REFUSED = 42202
 
 #: lakelog error code -> (HTTP status, v2 error_code) for errors that refuse a whole
 #: request. Codes not listed are failures of the storage or the commit:
@@ -162,16 +150,6 @@ NON_RETRIABLE_ERROR = 50002
 #: ``offsets[i].error_code`` of a record whose commit failed.
 RECORD_RETRIABLE = 2
 RECORD_NON_RETRIABLE = 1
-
-
-class V2Failure(Exception):
-    """An error answered in the v2 shape with the given HTTP status and v2 code."""
-
-    def __init__(self, status: int, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_code = error_code
-        self.message = message
 
 
 def topic_not_found(topic: str) -> V2Failure:
@@ -283,8 +261,8 @@ def _documented(model: Any, *, produce: bool = False) -> dict[int | str, dict[st
     return {200: {"model": model}, **(PRODUCE_ERRORS if produce else {})}
 
 
-def _produce_body(model: type[BaseModel]) -> dict[str, Any]:
-    schema = inline_schema(model)
+def _produce_body(with_partition: bool) -> dict[str, Any]:
+    schema = body_schema(V2_BODIES[with_partition])
     return {
         "requestBody": {
             "required": True,
@@ -413,32 +391,6 @@ def embedded_format(request: Request) -> EmbeddedFormat:
     return fmt
 
 
-def parse_body(raw: bytes, model: type[Body]) -> Body:
-    try:
-        decoded = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise V2Failure(400, 400, f"Malformed JSON: {exc}") from None
-    try:
-        body = model.model_validate(decoded)
-    except ValidationError as exc:
-        raise V2Failure(422, 422, describe_validation_error(exc)) from None
-    if body.key_schema is not None or body.key_schema_id is not None:
-        raise V2Failure(
-            422,
-            KEY_SCHEMA_REFUSED,
-            "key_schema/key_schema_id cannot be used: this proxy has no schema registry; "
-            "send keys with the binary or json embedded format",
-        )
-    if body.value_schema is not None or body.value_schema_id is not None:
-        raise V2Failure(
-            422,
-            VALUE_SCHEMA_REFUSED,
-            "value_schema/value_schema_id cannot be used: this proxy has no schema registry; "
-            "send values with the binary or json embedded format",
-        )
-    return body
-
-
 async def produce(
     request: Request,
     broker: Broker,
@@ -448,36 +400,7 @@ async def produce(
     fmt = embedded_format(request)
     raw = await read_body(request, broker.settings.max_request_bytes)
     broker.metrics.bytes_in.inc(len(raw))
-    fast = decode_v2(raw, fmt, with_partition=path_partition is None)
-    if fast is not None:
-        return await produce_columns(broker, topic, path_partition, fast)
-    body: V2TopicProduceRequest | V2PartitionProduceRequest
-    if path_partition is None:
-        body = parse_body(raw, V2TopicProduceRequest)
-        wanted: list[int | None] = [r.partition for r in body.records]
-    else:
-        body = parse_body(raw, V2PartitionProduceRequest)
-        wanted = []
-    keys = [decode_data(r.key, fmt, f"records[{i}].key") for i, r in enumerate(body.records)]
-    values = [decode_data(r.value, fmt, f"records[{i}].value") for i, r in enumerate(body.records)]
-    topic_log = await fresh_topic(broker, topic)
-    if path_partition is not None:
-        chosen = parse_partition(topic_log, path_partition)
-        wanted = [chosen for _ in body.records]
-    for p in wanted:
-        if p is not None and p >= topic_log.num_partitions:
-            raise partition_not_found(topic, p)
-    rows = [
-        Decoded(partition=p, timestamp_ms=None, key=k, value=v)
-        for p, k, v in zip(wanted, keys, values, strict=True)
-    ]
-    return answer(topic, await write(broker, topic_log, decoded_batch(rows)))
-
-
-async def produce_columns(
-    broker: Broker, topic: str, path_partition: str | None, columns: V2Columns
-) -> Response:
-    """``produce`` of a body the fast decoder took: the same checks, in the same order."""
+    columns = decode_v2(raw, fmt, with_partition=path_partition is None)
     topic_log = await fresh_topic(broker, topic)
     n = len(columns)
     partitions: pa.Array | None = None
@@ -534,7 +457,7 @@ def offset_out(topic: str, outcome: Outcome) -> V2PartitionOffset:
 @router.post(
     "/topics/{topic}",
     responses=_documented(V2ProduceResponse, produce=True),
-    openapi_extra=_produce_body(V2TopicProduceRequest),
+    openapi_extra=_produce_body(True),
     summary="Produce records (partition per record, else by key)",
 )
 async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
@@ -551,7 +474,7 @@ async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> R
 @router.post(
     "/topics/{topic}/partitions/{partition}",
     responses=_documented(V2ProduceResponse, produce=True),
-    openapi_extra=_produce_body(V2PartitionProduceRequest),
+    openapi_extra=_produce_body(False),
     summary="Produce records to one partition",
 )
 async def produce_to_partition(

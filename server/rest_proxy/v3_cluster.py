@@ -115,7 +115,7 @@ async def on_broker(request: Request, broker: Broker, cluster_id: str, number: i
 async def list_brokers(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     data = [broker_out(urls, n, info) for n, info in sorted((await live_brokers(broker)).items())]
-    return answer(V3BrokerList(**listing(urls, "KafkaBrokerList", "brokers"), data=data))
+    return listing(urls, V3BrokerList, data, "brokers")
 
 
 @router.get(
@@ -125,8 +125,7 @@ async def list_brokers(cluster_id: str, broker: BrokerDep) -> Response:
 )
 async def list_dynamic_broker_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    path = ("brokers", "-", "configs")
-    return answer(V3BrokerConfigList(**listing(urls, "KafkaBrokerConfigList", *path), data=[]))
+    return listing(urls, V3BrokerConfigList, [], "brokers", "-", "configs")
 
 
 @router.get(BROKER, responses={200: {"model": V3Broker}}, summary="One live broker")
@@ -160,8 +159,7 @@ async def list_broker_configs(
 ) -> Response:
     urls = await on_broker(request, broker, cluster_id, broker_id)
     data = own_configs(urls, broker)
-    path = ("brokers", broker_id, "configs")
-    return answer(V3BrokerConfigList(**listing(urls, "KafkaBrokerConfigList", *path), data=data))
+    return listing(urls, V3BrokerConfigList, data, "brokers", broker_id, "configs")
 
 
 @router.get(
@@ -196,8 +194,7 @@ async def list_broker_replicas(
         except V3Failure:
             continue  # deleted while listing
         data += [replica_data(urls, name, p, broker_id) for p in range(count)]
-    path = ("brokers", broker_id, "partition-replicas")
-    return answer(V3ReplicaList(**listing(urls, "KafkaReplicaList", *path), data=data))
+    return listing(urls, V3ReplicaList, data, "brokers", broker_id, "partition-replicas")
 
 
 @router.get(
@@ -207,9 +204,7 @@ async def list_broker_replicas(
 )
 async def list_cluster_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    return answer(
-        V3ClusterConfigList(**listing(urls, "KafkaClusterConfigList", "broker-configs"), data=[])
-    )
+    return listing(urls, V3ClusterConfigList, [], "broker-configs")
 
 
 @router.get(CLUSTER + "/broker-configs/{name}", summary="A dynamic cluster-wide config (404)")

@@ -205,9 +205,7 @@ async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> R
         *(list_entry(request, broker, urls, g) for g in found if g.group_id in visible)
     )
     data = [e for e in entries if e is not None]
-    return answer(
-        V3ConsumerGroupList(**listing(urls, "KafkaConsumerGroupList", "consumer-groups"), data=data)
-    )
+    return listing(urls, V3ConsumerGroupList, data, "consumer-groups")
 
 
 @router.get(GROUP, responses={200: {"model": V3ConsumerGroup}}, summary="Describe a group")
@@ -229,8 +227,7 @@ async def list_consumers(
 ) -> Response:
     urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     data = [consumer_data(urls, consumer_group_id, m) for m in found.members]
-    path = ("consumer-groups", consumer_group_id, "consumers")
-    return answer(V3ConsumerList(**listing(urls, "KafkaConsumerList", *path), data=data))
+    return listing(urls, V3ConsumerList, data, "consumer-groups", consumer_group_id, "consumers")
 
 
 @router.get(CONSUMER, responses={200: {"model": V3Consumer}}, summary="One member of a group")
@@ -260,9 +257,15 @@ async def list_assignments(
         assignment_data(urls, consumer_group_id, consumer_id, tp.topic, tp.partition)
         for tp in assigned(member)
     ]
-    path = ("consumer-groups", consumer_group_id, "consumers", consumer_id, "assignments")
-    return answer(
-        V3ConsumerAssignmentList(**listing(urls, "KafkaConsumerAssignmentList", *path), data=data)
+    return listing(
+        urls,
+        V3ConsumerAssignmentList,
+        data,
+        "consumer-groups",
+        consumer_group_id,
+        "consumers",
+        consumer_id,
+        "assignments",
     )
 
 
@@ -302,8 +305,7 @@ async def list_lags(
 ) -> Response:
     urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
     data = [lag_data(urls, consumer_group_id, row) for row in found.lags]
-    path = ("consumer-groups", consumer_group_id, "lags")
-    return answer(V3ConsumerLagList(**listing(urls, "KafkaConsumerLagList", *path), data=data))
+    return listing(urls, V3ConsumerLagList, data, "consumer-groups", consumer_group_id, "lags")
 
 
 @router.get(

@@ -10,9 +10,9 @@ that have no value are left out of the JSON rather than sent as null.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from lakelog.catalog import MAX_PARTITIONS
 from server.rest_proxy.records_models import V3Error
@@ -63,6 +63,19 @@ class V3Collection(_Out):
     metadata: V3CollectionMetadata
 
 
+def kind_of(model: type[BaseModel]) -> str:
+    """A resource's or collection's ``kind``: ``KafkaTopic`` for ``V3Topic``."""
+    return "Kafka" + model.__name__.removeprefix("V3")
+
+
+def collection_of(item: type[V3Resource], description: str | None = None) -> type[V3Collection]:
+    """The collection of ``item`` resources, named after it (``V3TopicList``)."""
+    data: Any = list[item]  # type: ignore[valid-type]
+    if description is not None:
+        data = Annotated[data, Field(description=description)]
+    return create_model(f"{item.__name__}List", __base__=V3Collection, data=(data, ...))
+
+
 # -- topics, partitions, replicas -----------------------------------------------------
 
 
@@ -77,10 +90,6 @@ class V3Topic(V3Resource):
     partition_reassignments: V3Relationship
 
 
-class V3TopicList(V3Collection):
-    data: list[V3Topic]
-
-
 class V3Partition(V3Resource):
     cluster_id: str
     topic_name: str
@@ -88,10 +97,6 @@ class V3Partition(V3Resource):
     leader: V3Relationship
     replicas: V3Relationship
     reassignment: V3Relationship
-
-
-class V3PartitionList(V3Collection):
-    data: list[V3Partition]
 
 
 class V3Replica(V3Resource):
@@ -104,10 +109,6 @@ class V3Replica(V3Resource):
     broker: V3Relationship
 
 
-class V3ReplicaList(V3Collection):
-    data: list[V3Replica]
-
-
 class V3Reassignment(V3Resource):
     cluster_id: str
     topic_name: str
@@ -115,10 +116,6 @@ class V3Reassignment(V3Resource):
     adding_replicas: list[int]
     removing_replicas: list[int]
     replicas: V3Relationship
-
-
-class V3ReassignmentList(V3Collection):
-    data: list[V3Reassignment] = Field(description="Always empty: replicas never move")
 
 
 # -- configs ------------------------------------------------------------------------------
@@ -145,24 +142,12 @@ class V3TopicConfig(V3Config):
     topic_name: str
 
 
-class V3TopicConfigList(V3Collection):
-    data: list[V3TopicConfig]
-
-
 class V3BrokerConfig(V3Config):
     broker_id: int
 
 
-class V3BrokerConfigList(V3Collection):
-    data: list[V3BrokerConfig]
-
-
 class V3ClusterConfig(V3Config):
     config_type: str
-
-
-class V3ClusterConfigList(V3Collection):
-    data: list[V3ClusterConfig] = Field(description="Always empty: no dynamic broker configs")
 
 
 # -- brokers --------------------------------------------------------------------------------
@@ -176,10 +161,6 @@ class V3Broker(V3Resource):
     rack: str | None = None
     configs: V3Relationship
     partition_replicas: V3Relationship
-
-
-class V3BrokerList(V3Collection):
-    data: list[V3Broker]
 
 
 # -- consumer groups --------------------------------------------------------------------------
@@ -198,10 +179,6 @@ class V3ConsumerGroup(V3Resource):
     lag_summary: V3Relationship
 
 
-class V3ConsumerGroupList(V3Collection):
-    data: list[V3ConsumerGroup]
-
-
 class V3Consumer(V3Resource):
     cluster_id: str
     consumer_group_id: str
@@ -209,10 +186,6 @@ class V3Consumer(V3Resource):
     instance_id: str | None = None
     client_id: str
     assignments: V3Relationship
-
-
-class V3ConsumerList(V3Collection):
-    data: list[V3Consumer]
 
 
 class V3ConsumerAssignment(V3Resource):
@@ -223,10 +196,6 @@ class V3ConsumerAssignment(V3Resource):
     partition_id: int
     partition: V3Relationship
     lag: V3Relationship
-
-
-class V3ConsumerAssignmentList(V3Collection):
-    data: list[V3ConsumerAssignment]
 
 
 class V3ConsumerLag(V3Resource):
@@ -240,10 +209,6 @@ class V3ConsumerLag(V3Resource):
     consumer_id: str = Field(description="Empty when no member owns the partition")
     instance_id: str | None = None
     client_id: str
-
-
-class V3ConsumerLagList(V3Collection):
-    data: list[V3ConsumerLag]
 
 
 class V3ConsumerGroupLagSummary(V3Resource):
@@ -274,12 +239,25 @@ class V3Acl(V3Resource):
     permission: str
 
 
-class V3AclList(V3Collection):
-    data: list[V3Acl]
-
-
 class V3DeletedAcls(_Out):
     data: list[V3Acl]
+
+
+# -- collections ------------------------------------------------------------------------------
+
+V3TopicList = collection_of(V3Topic)
+V3PartitionList = collection_of(V3Partition)
+V3ReplicaList = collection_of(V3Replica)
+V3ReassignmentList = collection_of(V3Reassignment, "Always empty: replicas never move")
+V3TopicConfigList = collection_of(V3TopicConfig)
+V3BrokerConfigList = collection_of(V3BrokerConfig)
+V3ClusterConfigList = collection_of(V3ClusterConfig, "Always empty: no dynamic broker configs")
+V3BrokerList = collection_of(V3Broker)
+V3ConsumerGroupList = collection_of(V3ConsumerGroup)
+V3ConsumerList = collection_of(V3Consumer)
+V3ConsumerAssignmentList = collection_of(V3ConsumerAssignment)
+V3ConsumerLagList = collection_of(V3ConsumerLag)
+V3AclList = collection_of(V3Acl)
 
 
 # -- requests ----------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -68,7 +69,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.column_buffers import binary_lengths
@@ -79,19 +80,21 @@ from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.codec import DataFormat, decode_data
 from server.http import get_broker, media_type, read_body
-from server.rest_proxy.fast_produce import V3Columns, decode_v3_stream, v3_report_json
 from server.rest_proxy.records_models import (
     V3BatchEntry,
     V3BatchFailure,
     V3BatchResponse,
     V3BatchSuccess,
+    V3Columns,
     V3Error,
     V3ProduceData,
     V3ProduceRecord,
     V3ProduceResponse,
     V3ProduceResponseData,
-    describe_validation_error,
-    inline_schema,
+    body_schema,
+    decode_v3_stream,
+    describe,
+    v3_report_json,
 )
 from server.settings import BrokerSettings
 
@@ -308,9 +311,9 @@ def decode_record(obj: Any, model: type[V3ProduceRecord] = V3ProduceRecord) -> D
     if not isinstance(obj, dict):
         raise RecordRefused(f"a record must be a JSON object, got {json.dumps(obj)[:80]}")
     try:
-        record = model.model_validate(obj)
-    except ValidationError as exc:
-        raise RecordRefused(describe_validation_error(exc)) from None
+        record = msgspec.convert(obj, model, strict=False)
+    except msgspec.ValidationError as exc:
+        raise RecordRefused(describe(exc)) from None
     key, key_info = decode_part(record.key, "key")
     value, value_info = decode_part(record.value, "value")
     headers = []
@@ -537,7 +540,7 @@ def produce_body() -> dict[str, Any]:
         "requestBody": {
             "required": True,
             "description": "One record, or several as concatenated JSON objects",
-            "content": {JSON: {"schema": inline_schema(V3ProduceRecord)}},
+            "content": {JSON: {"schema": body_schema(V3ProduceRecord)}},
         }
     }
 
@@ -671,7 +674,7 @@ def batch_body() -> dict[str, Any]:
     schema = {
         "type": "object",
         "required": ["entries"],
-        "properties": {"entries": {"type": "array", "items": inline_schema(V3BatchEntry)}},
+        "properties": {"entries": {"type": "array", "items": body_schema(V3BatchEntry)}},
     }
     return {"requestBody": {"required": True, "content": {JSON: {"schema": schema}}}}
 

@@ -7,14 +7,15 @@ way they answer a resource or a collection.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from server.broker import Broker
-from server.rest_proxy.v3_models import V3_ERRORS, V3CollectionMetadata
+from server.rest_proxy.v3_models import V3_ERRORS, V3Collection, V3CollectionMetadata, kind_of
 from server.rest_proxy.v3_records import V3Route, check_cluster
 from server.rest_proxy.v3_resources import V3Urls
 
@@ -36,5 +37,9 @@ def answer(model: BaseModel, status: int = 200) -> JSONResponse:
     return JSONResponse(model.model_dump(mode="json", by_alias=True, exclude_none=True), status)
 
 
-def listing(urls: V3Urls, kind: str, *path: str | int) -> dict[str, Any]:
-    return {"kind": kind, "metadata": V3CollectionMetadata(self_=urls.at(*path))}
+def listing(
+    urls: V3Urls, model: type[V3Collection], data: Sequence[BaseModel], *path: str | int
+) -> JSONResponse:
+    """The collection at ``path`` holding ``data``."""
+    metadata = V3CollectionMetadata(self_=urls.at(*path))
+    return answer(model(**{"kind": kind_of(model), "metadata": metadata, "data": data}))

@@ -134,7 +134,7 @@ async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> R
             data.append(topic_data(urls, name, await partition_count(broker, name)))
         except V3Failure:
             continue  # deleted while listing
-    return answer(V3TopicList(**listing(urls, "KafkaTopicList", "topics"), data=data))
+    return listing(urls, V3TopicList, data, "topics")
 
 
 def _create_configs(body: V3CreateTopic) -> dict[str, str]:
@@ -227,8 +227,7 @@ async def list_partitions(cluster_id: str, topic_name: str, broker: BrokerDep) -
     urls = urls_of(broker, cluster_id)
     count = await partition_count(broker, topic_name)
     data = [partition_data(urls, topic_name, p, own_id(broker)) for p in range(count)]
-    path = ("topics", topic_name, "partitions")
-    return answer(V3PartitionList(**listing(urls, "KafkaPartitionList", *path), data=data))
+    return listing(urls, V3PartitionList, data, "topics", topic_name, "partitions")
 
 
 @router.get(
@@ -253,8 +252,9 @@ async def list_replicas(
 ) -> Response:
     urls = await partition_urls(broker, cluster_id, topic_name, partition_id)
     data = [replica_data(urls, topic_name, partition_id, own_id(broker))]
-    path = ("topics", topic_name, "partitions", partition_id, "replicas")
-    return answer(V3ReplicaList(**listing(urls, "KafkaReplicaList", *path), data=data))
+    return listing(
+        urls, V3ReplicaList, data, "topics", topic_name, "partitions", partition_id, "replicas"
+    )
 
 
 @router.get(
@@ -284,8 +284,7 @@ async def get_replica(
 )
 async def list_all_reassignments(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    path = ("topics", "-", "partitions", "-", "reassignment")
-    return answer(V3ReassignmentList(**listing(urls, "KafkaReassignmentList", *path), data=[]))
+    return listing(urls, V3ReassignmentList, [], "topics", "-", "partitions", "-", "reassignment")
 
 
 @router.get(
@@ -296,8 +295,9 @@ async def list_all_reassignments(cluster_id: str, broker: BrokerDep) -> Response
 async def list_topic_reassignments(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     await partition_count(broker, topic_name)
-    path = ("topics", topic_name, "partitions", "-", "reassignment")
-    return answer(V3ReassignmentList(**listing(urls, "KafkaReassignmentList", *path), data=[]))
+    return listing(
+        urls, V3ReassignmentList, [], "topics", topic_name, "partitions", "-", "reassignment"
+    )
 
 
 @router.get(
@@ -341,8 +341,7 @@ async def list_all_topic_configs(cluster_id: str, request: Request, broker: Brok
         except V3Failure:
             continue  # deleted while listing
         data.extend(topic_configs(urls, name, described.config))
-    path = ("topics", "-", "configs")
-    return answer(V3TopicConfigList(**listing(urls, "KafkaTopicConfigList", *path), data=data))
+    return listing(urls, V3TopicConfigList, data, "topics", "-", "configs")
 
 
 @router.get(
@@ -352,8 +351,7 @@ async def list_topic_configs(cluster_id: str, topic_name: str, broker: BrokerDep
     urls = urls_of(broker, cluster_id)
     described = await describe(broker, topic_name)
     data = topic_configs(urls, topic_name, described.config)
-    path = ("topics", topic_name, "configs")
-    return answer(V3TopicConfigList(**listing(urls, "KafkaTopicConfigList", *path), data=data))
+    return listing(urls, V3TopicConfigList, data, "topics", topic_name, "configs")
 
 
 @router.get(

@@ -32,7 +32,7 @@ from benchmarks.common import (
 )
 from lakelog.testing.brokers import free_port
 from server import codec
-from server.rest_proxy import fast_produce
+from server.rest_proxy import records_models
 
 LOG_BENCHMARKS = {bench_log.APPEND, bench_log.COMMIT, bench_log.READ, bench_log.OPEN}
 
@@ -346,7 +346,7 @@ def test_every_shape_body_takes_the_fast_path(plan: bench_broker.ShapePlan) -> N
         got_partitions = batch.column("partition").to_pylist()
     elif plan.api in ("v2-binary", "v2-json"):
         fmt: Literal["base64", "json"] = "base64" if plan.api == "v2-binary" else "json"
-        columns = fast_produce.decode_v2(body, fmt, with_partition=True)
+        columns = records_models.decode_v2(body, fmt, with_partition=True)
         assert columns is not None
         got_keys, got_values = columns.keys.to_pylist(), columns.values.to_pylist()
         named = columns.partitions.tolist() if columns.partitions is not None else None
@@ -357,7 +357,7 @@ def test_every_shape_body_takes_the_fast_path(plan: bench_broker.ShapePlan) -> N
             ]
             keys = [json.dumps(k.decode()).encode() for k in keys] if keys is not None else None
     else:
-        stream = fast_produce.decode_v3_stream(body)
+        stream = records_models.decode_v3_stream(body)
         assert stream is not None
         got_keys, got_values = stream.keys.to_pylist(), stream.values.to_pylist()
         got_partitions = stream.partitions

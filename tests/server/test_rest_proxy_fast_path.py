@@ -1,12 +1,13 @@
-"""The REST Proxy's columnar produce decoding agrees with the model-validating path it shortcuts.
+"""REST Proxy produce bodies decode to what their records say, or to their documented refusal.
 
-Pure logic, as for the native fast path: every body has a known route. The
-fast decoder takes it (and the models accept it and would store the very
-same bytes, partitions and timestamps, and report the same key and value
-types and sizes), or it declines (None) and the models accept it or refuse it
-with their documented error. A change of route either way fails, as does any
-disagreement. The answers rendered from columns are compared with the
-models' renderings byte for byte.
+Pure logic, as for the native fast path. A v2 body has one decoder per
+embedded format: every body below is either stored as its records say (the
+bytes, partitions) or refused with its documented code. A v3 stream of the
+usual shapes is decoded whole (the fast path), any other record by record as
+``V3ProduceRecord``; the fast path takes a stream exactly when the record path
+accepts it and would store the very same bytes, partitions and timestamps, and
+report the same key and value types and sizes. The answers rendered from
+columns are compared with the models' renderings byte for byte.
 """
 
 from __future__ import annotations
@@ -15,30 +16,26 @@ import base64
 import json
 import random
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytest
 from starlette.responses import JSONResponse
 
-from lakelog.errors import LakelogError
+from lakelog.errors import InvalidRecordError
 from server.codec import decode_data
-from server.rest_proxy.fast_produce import (
+from server.rest_proxy.records_models import (
+    V2Failure,
+    V2PartitionOffset,
+    V2ProduceResponse,
     V3Columns,
+    V3ProduceResponse,
+    V3ProduceResponseData,
     decode_v2,
     decode_v3_stream,
     v2_offsets_json,
     v3_report_json,
 )
-from server.rest_proxy.records_models import (
-    V2PartitionOffset,
-    V2PartitionProduceRequest,
-    V2ProduceResponse,
-    V2TopicProduceRequest,
-    V3ProduceResponse,
-    V3ProduceResponseData,
-)
-from server.rest_proxy.v2_records import V2Failure, parse_body
 from server.rest_proxy.v3_records import (
     Decoded,
     RecordRefused,
@@ -52,6 +49,7 @@ from server.rest_proxy.v3_records import (
 
 Route = Literal["fast", "models", "refused"]
 V2Format = Literal["base64", "json"]
+STORED = None  # the body is stored (else: the v2 error_code it is refused with)
 
 
 def _b64(data: bytes) -> str:
@@ -63,28 +61,23 @@ def _b64(data: bytes) -> str:
 V2Rows = tuple[list[bytes | None], list[bytes | None], list[int | None]]
 
 
-def _slow_v2(raw: bytes, fmt: V2Format, with_partition: bool) -> V2Rows | None:
-    """What the validating path stores for a body, or None when it refuses it."""
-    try:
-        if with_partition:
-            topic_body = parse_body(raw, V2TopicProduceRequest)
-            records: list[object] = list(topic_body.records)
-            partitions = [r.partition for r in topic_body.records]
-        else:
-            partition_body = parse_body(raw, V2PartitionProduceRequest)
-            records = list(partition_body.records)
-            partitions = [None] * len(records)
-        keys = [decode_data(r.key, fmt, f"records[{i}].key") for i, r in enumerate(records)]  # type: ignore[attr-defined]
-        values = [decode_data(r.value, fmt, f"records[{i}].value") for i, r in enumerate(records)]  # type: ignore[attr-defined]
-    except (V2Failure, LakelogError):
-        return None
+def _records_say(raw: bytes, fmt: V2Format) -> V2Rows:
+    """What an accepted body's records say: the bytes of each key and value, each partition."""
+    records: list[dict[str, Any]] = json.loads(raw)["records"]
+    keys = [decode_data(r.get("key"), fmt, "key") for r in records]
+    values = [decode_data(r.get("value"), fmt, "value") for r in records]
+    partitions = [None if r.get("partition") is None else int(r["partition"]) for r in records]
     return keys, values, partitions
 
 
-def _fast_v2(raw: bytes, fmt: V2Format, with_partition: bool) -> V2Rows | None:
-    columns = decode_v2(raw, fmt, with_partition)
-    if columns is None:
-        return None
+def _decoded_v2(raw: bytes, fmt: V2Format, with_partition: bool) -> V2Rows | int:
+    """What the decoder stores for a body, or the v2 error_code of its refusal."""
+    try:
+        columns = decode_v2(raw, fmt, with_partition)
+    except V2Failure as failure:
+        return failure.error_code
+    except InvalidRecordError:
+        return 42203
     partitions: list[int | None] = [None] * len(columns)
     if columns.partitions is not None and columns.named is not None:
         partitions = [
@@ -94,53 +87,57 @@ def _fast_v2(raw: bytes, fmt: V2Format, with_partition: bool) -> V2Rows | None:
     return columns.keys.to_pylist(), columns.values.to_pylist(), partitions
 
 
-V2_EDGE_CASES: list[tuple[bytes, V2Format, bool, Route]] = [
-    (b'{"records":[{"value":"QQ=="}]}', "base64", True, "fast"),
-    (b'{"records":[{"key":"a2V5","value":"QQ==","partition":2147483647}]}', "base64", True, "fast"),
-    (b'{"records":[{"value":"QQ==","partition":1}]}', "base64", False, "refused"),
-    (b'{"records":[{"value":"QQ=="}]}', "base64", False, "fast"),
-    (b'{"records":[]}', "base64", True, "refused"),
-    (b'{"records":[null]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ"}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"a-_b"}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":3}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ==","partition":-1}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ==","partition":2147483648}]}', "base64", True, "refused"),
-    # the models are lax: a float or a numeric string is a partition there
-    (b'{"records":[{"value":"QQ==","partition":1.0}]}', "base64", True, "models"),
-    (b'{"records":[{"value":"QQ==","partition":"1"}]}', "base64", True, "models"),
+V2_EDGE_CASES: list[tuple[bytes, V2Format, bool, int | None]] = [
+    (b'{"records":[{"value":"QQ=="}]}', "base64", True, STORED),
+    (b'{"records":[{"key":"a2V5","value":"QQ==","partition":2147483647}]}', "base64", True, STORED),
+    (b'{"records":[{"value":"QQ==","partition":1}]}', "base64", False, 422),
+    (b'{"records":[{"value":"QQ=="}]}', "base64", False, STORED),
+    (b'{"records":[]}', "base64", True, 422),
+    (b'{"records":[null]}', "base64", True, 422),
+    (b'{"records":[{"value":"QQ"}]}', "base64", True, 42203),
+    (b'{"records":[{"value":"a-_b"}]}', "base64", True, 42203),
+    (b'{"records":[{"value":3}]}', "base64", True, 42203),
+    (b'{"records":[{"value":"QQ==","partition":-1}]}', "base64", True, 422),
+    (b'{"records":[{"value":"QQ==","partition":2147483648}]}', "base64", True, 422),
+    # a float with no fraction or a numeric string is a partition, as for Jackson
+    (b'{"records":[{"value":"QQ==","partition":1.0}]}', "base64", True, STORED),
+    (b'{"records":[{"value":"QQ==","partition":"1"}]}', "base64", True, STORED),
     (
         b'{"records":[{"value":"QQ=="}],"key_schema":null,"value_schema_id":null}',
         "base64",
         True,
-        "fast",
+        STORED,
     ),
-    (b'{"records":[{"value":"QQ=="}],"key_schema":"s"}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ=="}],"value_schema_id":1}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ==","extra":1}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ=="}],"extra":1}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ=="}]} x', "base64", True, "refused"),
-    (b'{"records":[{"value":"\xff"}]}', "base64", True, "refused"),
-    (b'{"records":[{"value":"QQ==","value":"Qg=="}]}', "base64", True, "fast"),
-    (b'{"records":[{"value":{"b":1,"a":[1.5,"\xc3\xa9",null]},"key":"k"}]}', "json", True, "fast"),
-    (b'{"records":[{"value":1e400}]}', "json", True, "refused"),
-    (b'{"records":[{"value":NaN}]}', "json", True, "refused"),
-    (b'{"records":[{"value":"\\ud800"}]}', "json", True, "refused"),
-    (b'{"records":[{"value":"a\\u0000\\n\\"\\u2028"}]}', "json", True, "fast"),
-    (b'{"records":[{"value":{"a":1,"a":2,"b":3}}]}', "json", True, "fast"),
-    (b'{"records":[{"value":123456789012345678901234567890}]}', "json", True, "fast"),
-    (b'{"records":[{"value":-0.0},{"value":1e16},{"value":1E-7}]}', "json", True, "fast"),
+    (b'{"records":[{"value":"QQ=="}],"key_schema":"s"}', "base64", True, 42201),
+    (b'{"records":[{"value":"QQ=="}],"value_schema_id":1}', "base64", True, 42202),
+    # the schema refusal comes before the data's, a shape refusal before both
+    (b'{"records":[{"value":"QQ"}],"value_schema":"s"}', "base64", True, 42202),
+    (b'{"records":[{"value":"QQ","x":1}],"value_schema":"s"}', "base64", True, 422),
+    (b'{"records":[{"value":"QQ==","extra":1}]}', "base64", True, 422),
+    (b'{"records":[{"value":"QQ=="}],"extra":1}', "base64", True, 422),
+    (b'{"records":[{"value":"QQ=="}]} x', "base64", True, 400),
+    (b'{"records":[{"value":"\xff"}]}', "base64", True, 400),
+    (b'{"records":[{"value":"QQ==","value":"Qg=="}]}', "base64", True, STORED),
+    (b'{"records":[{"value":{"b":1,"a":[1.5,"\xc3\xa9",null]},"key":"k"}]}', "json", True, STORED),
+    (b'{"records":[{"value":1e400}]}', "json", True, 42203),
+    (b'{"records":[{"value":NaN}]}', "json", True, 42203),
+    (b'{"records":[{"value":NaN}]}', "base64", True, 42203),
+    (b'{"records":[{"value":"\\ud800"}]}', "json", True, 42203),
+    (b'{"records":[{"value":"a\\u0000\\n\\"\\u2028"}]}', "json", True, STORED),
+    (b'{"records":[{"value":{"a":1,"a":2,"b":3}}]}', "json", True, STORED),
+    (b'{"records":[{"value":123456789012345678901234567890}]}', "json", True, STORED),
+    (b'{"records":[{"value":-0.0},{"value":1e16},{"value":1E-7}]}', "json", True, STORED),
 ]
 
 
-def _random_v2(count: int) -> list[tuple[bytes, V2Format, bool, Route]]:
-    """Random bodies, each with its route known by construction (see the edge cases)."""
+def _random_v2(count: int) -> list[tuple[bytes, V2Format, bool, int | None]]:
+    """Random bodies, each with its outcome known by construction (see the edge cases)."""
     rnd = random.Random(11)
-    bodies: list[tuple[bytes, V2Format, bool, Route]] = []
+    bodies: list[tuple[bytes, V2Format, bool, int | None]] = []
     for _ in range(count):
         fmt: V2Format = rnd.choice(["base64", "json"])
         with_partition = rnd.random() < 0.7
-        refused = models_only = False
+        misshapen = bad_data = False
         records = []
         for _ in range(rnd.randint(1, 6)):
             record: dict[str, object] = {}
@@ -149,41 +146,37 @@ def _random_v2(count: int) -> list[tuple[bytes, V2Format, bool, Route]]:
                     data: object
                     if fmt == "base64":
                         data = rnd.choice([None, _b64(rnd.randbytes(rnd.randint(0, 9))), "QQ", 3])
-                        refused |= data in ("QQ", 3)
+                        bad_data |= data in ("QQ", 3)
                     else:
                         data = rnd.choice([None, "s", 3, 2.5, [1, {"x": None}], {"é": True}])
                     record[field] = data
             if rnd.random() < 0.4:
                 partition = rnd.choice([0, 1, 7, None, -2, 2.0])
-                if with_partition:
-                    refused |= partition == -2
-                    models_only |= isinstance(partition, float)
-                else:
-                    refused = True  # the partition route's records have no partition field
+                # the partition route's records have no partition field
+                misshapen |= partition == -2 or not with_partition
                 record["partition"] = partition
             records.append(record)
-        route: Route = "refused" if refused else "models" if models_only else "fast"
-        bodies.append((json.dumps({"records": records}).encode(), fmt, with_partition, route))
+        outcome = 422 if misshapen else 42203 if bad_data else STORED
+        bodies.append((json.dumps({"records": records}).encode(), fmt, with_partition, outcome))
     return bodies
 
 
 RANDOM_V2 = _random_v2(150)
 
 
-@pytest.mark.parametrize(("raw", "fmt", "with_partition", "route"), V2_EDGE_CASES + RANDOM_V2)
-def test_v2_body_takes_its_route_and_both_paths_agree(
-    raw: bytes, fmt: V2Format, with_partition: bool, route: Route
+@pytest.mark.parametrize(("raw", "fmt", "with_partition", "outcome"), V2_EDGE_CASES + RANDOM_V2)
+def test_v2_body_is_stored_as_sent_or_refused_as_documented(
+    raw: bytes, fmt: V2Format, with_partition: bool, outcome: int | None
 ) -> None:
-    fast = _fast_v2(raw, fmt, with_partition)
-    slow = _slow_v2(raw, fmt, with_partition)
-    taken: Route = "fast" if fast is not None else "models" if slow is not None else "refused"
-    assert taken == route
-    if fast is not None:
-        assert fast == slow
+    decoded = _decoded_v2(raw, fmt, with_partition)
+    if outcome is STORED:
+        assert decoded == _records_say(raw, fmt)
+    else:
+        assert decoded == outcome
 
 
-def test_v2_random_bodies_take_every_route() -> None:
-    assert set(Counter(route for *_, route in RANDOM_V2)) == {"fast", "models", "refused"}
+def test_v2_random_bodies_take_every_outcome() -> None:
+    assert set(Counter(outcome for *_, outcome in RANDOM_V2)) == {STORED, 422, 42203}
 
 
 def test_v2_answer_is_the_models_rendering() -> None:
@@ -420,7 +413,6 @@ def test_refusals_are_the_models_own() -> None:
     (refused,) = decode_each(split_concatenated('{"value":{"data":"QQ"}}'))
     assert isinstance(refused, RecordRefused)
     assert decode_v3_stream(b'{"value":{"data":"QQ"}}') is None
-    assert decode_v2(b'{"records":[{"value":"QQ"}]}', "base64", True) is None
 
 
 @pytest.mark.parametrize(
