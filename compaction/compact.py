@@ -40,7 +40,6 @@ from compaction.native_read import (
     checked_segment_files,
     native_action,
     read_path_for,
-    s3a_enabled,
 )
 from compaction.planner import CompactionPlan, SegmentGroup, plan_compaction
 from compaction.report import JobReport
@@ -449,20 +448,15 @@ def compact_topic(
     say(f"{topic}: planning")
     plans = plan_topic(topic_log, now, force)
     if not plans:
-        report.status, report.message = "skipped", "no partition is due for cleaning"
-        return report.finish(started)
+        return report.skip("no partition is due for cleaning", started)
     inputs = [s for plan in plans for s in plan.segments]
-    report.partitions = len(plans)
-    report.records_in = sum(s.num_records for s in inputs)
-    report.bytes_before = sum(s.size_bytes for s in inputs)
-    report.segments_removed = len(inputs)
     report.message = ", ".join(
         f"p{p.partition}: dirty {p.dirty_ratio:.2f}{' (forced)' if p.forced else ''}" for p in plans
     )
 
     latest_by = latest_by or LatestBy.SEMI_JOIN
     session = session_of(spark)
-    path = read_path_for(topic_log.storage, s3a_enabled(session))
+    path = read_path_for(session, topic_log.storage)
     say(f"{topic}: rewriting {len(inputs)} segments of {len(plans)} partitions ({path.value})")
     cutoff = now - int(config.get("delete.retention.ms"))
     # Only the latest record of a key can survive; expired tombstones travel on
@@ -501,8 +495,6 @@ def compact_topic(
         "COMPACT",
         extra=[Txn(cleaned_txn(p.partition), p.cleaned_up_to, wall) for p in plans],
     )
-    report.records_out = sum(s.num_records for s in outputs)
-    report.bytes_after = sum(s.size_bytes for s in outputs)
-    report.segments_added = len(outputs)
+    report.count(len(plans), inputs, outputs)
     report.table_version = version
     return report.finish(started)
