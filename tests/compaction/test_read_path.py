@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from compaction.compact import LatestBy, compact_topic, record_id
+from compaction.compact import compact_topic, record_id
 from compaction.native_read import ReadPath, read_path_for
 from lakelog import Catalog, Record
 from lakelog.errors import CorruptRecordError
@@ -49,15 +49,12 @@ def _keyed_topic(catalog: Catalog, name: str) -> list[str]:
     return [s.path for s in log.segments(0)]
 
 
-@pytest.mark.parametrize("latest_by", list(LatestBy))
-def test_every_way_to_pick_the_latest_gives_the_same_log(
-    root: RootSpec, catalog: Catalog, spark: SparkSession, latest_by: LatestBy
+def test_both_read_paths_keep_each_keys_latest_record(
+    root: RootSpec, catalog: Catalog, spark: SparkSession
 ) -> None:
     _keyed_topic(catalog, "same")
     messages: list[str] = []
-    report = compact_topic(
-        catalog, "same", spark, force=True, latest_by=latest_by, progress=messages.append
-    )
+    report = compact_topic(catalog, "same", spark, force=True, progress=messages.append)
     assert report.status == "ok", report.message
     expected = "spark parquet" if root.s3 is None else "storage layer"
     assert any(f"({expected})" in m for m in messages), messages
