@@ -13,6 +13,7 @@ failed, with each failure's message on stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 import traceback
@@ -58,24 +59,11 @@ def register_job_command(sub: SubParsers, name: str) -> None:
 
 
 # The ``lakelog.commands`` entry points: one per command (see pyproject.toml).
-def register_compact(sub: SubParsers) -> None:
-    register_job_command(sub, "compact")
-
-
-def register_retention(sub: SubParsers) -> None:
-    register_job_command(sub, "retention")
-
-
-def register_merge(sub: SubParsers) -> None:
-    register_job_command(sub, "merge")
-
-
-def register_vacuum(sub: SubParsers) -> None:
-    register_job_command(sub, "vacuum")
-
-
-def register_maintain(sub: SubParsers) -> None:
-    register_job_command(sub, "maintain")
+register_compact = functools.partial(register_job_command, name="compact")
+register_retention = functools.partial(register_job_command, name="retention")
+register_merge = functools.partial(register_job_command, name="merge")
+register_vacuum = functools.partial(register_job_command, name="vacuum")
+register_maintain = functools.partial(register_job_command, name="maintain")
 
 
 def register_scheduler(sub: SubParsers) -> None:
@@ -156,10 +144,6 @@ def add_job_arguments(parser: argparse.ArgumentParser, jobs: tuple[str, ...]) ->
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def root_of(args: argparse.Namespace) -> str:
-    return storage_root(args)
-
-
 def lazy_spark(master: str | None) -> Callable[[], SparkSession]:
     """A factory that starts (or joins) Spark on first use only: planning needs no cluster."""
     from compaction.spark_session import spark_session
@@ -185,7 +169,7 @@ def run_command(args: argparse.Namespace) -> int:
         orphan_grace_ms=getattr(args, "orphan_grace_ms", None),
         now_ms=getattr(args, "now_ms", None),
     )
-    catalog = Catalog(root_of(args))
+    catalog = Catalog(storage_root(args))
     try:
         return run_jobs(
             catalog,

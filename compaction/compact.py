@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from enum import Enum
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
@@ -40,7 +39,6 @@ from compaction.native_read import (
     checked_segment_files,
     native_action,
     read_path_for,
-    s3a_enabled,
 )
 from compaction.planner import CompactionPlan, SegmentGroup, plan_compaction
 from compaction.report import JobReport
@@ -133,38 +131,8 @@ def read_rows(spark: SparkSession, topic_log: TopicLog, refs: Sequence[SegmentRe
     return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ROWS_DDL)
 
 
-def latest_per_key(rows: DataFrame, tombstone_cutoff_ms: int) -> DataFrame:
-    """Flag each row: ``_latest`` for its key, and ``_keep`` unless an expired tombstone.
-
-    A window over (partition, key): for rows that come from Python tasks,
-    which a second pass would read again. Records without a key are never
-    latest, so they are dropped.
-    """
-    latest = F.max("offset").over(Window.partitionBy("partition", "key"))
-    is_latest = (F.col("offset") == latest) & F.col("key").isNotNull()
-    return rows.withColumn("_latest", is_latest).withColumn(
-        KEEP_COLUMN, is_latest & ~expired_tombstone(tombstone_cutoff_ms)
-    )
-
-
 def expired_tombstone(tombstone_cutoff_ms: int) -> Column:
     return F.col("value").isNull() & (F.col("ts_ms") < F.lit(tombstone_cutoff_ms))
-
-
-class LatestBy(Enum):
-    """How the natively read rows are narrowed to each key's latest record."""
-
-    #: max(offset) per (partition, key) over the narrow columns, then a broadcast
-    #: semi-join on (partition, offset) back to the rows: values are never shuffled.
-    #: The narrow rows are shuffled by key before aggregating: a compacted topic's
-    #: keys are mostly spread over its segments, so a map-side partial aggregate
-    #: would hash every row for little reduction (10 M records with 1 M keys:
-    #: 3.1-3.5 s instead of 4.0-4.3 s; with 100 k keys 2.3-2.6 s instead of 2.2-2.3 s).
-    SEMI_JOIN = "semi-join"
-    #: groupBy (partition, key) with max_by(struct of the row, offset).
-    MAX_BY = "max_by"
-    #: max(offset) over a window per (partition, key), as the storage-layer path does.
-    WINDOW = "window"
 
 
 #: (lowest offset, highest offset, partition count) of the rows a job reads.
@@ -201,40 +169,31 @@ def record_id(offsets: OffsetSpan | None) -> Column | None:
     )
 
 
-def latest_rows(rows: DataFrame, how: LatestBy, offsets: OffsetSpan | None = None) -> DataFrame:
-    """Each key's record with the highest offset; keyless records are dropped."""
-    keyed = rows.where(F.col("key").isNotNull())
-    if how is LatestBy.SEMI_JOIN:
-        latest = (
-            keyed.select("partition", "key", "offset")
-            .repartition("partition", "key")
-            .groupBy("partition", "key")
-            .agg(F.max("offset").alias("offset"))
+def latest_rows(rows: DataFrame, offsets: OffsetSpan | None = None) -> DataFrame:
+    """Each key's record with the highest offset; keyless records are dropped.
+
+    max(offset) per (partition, key) over the narrow columns, then a broadcast
+    semi-join on (partition, offset) back to the rows: values are never shuffled.
+    The narrow rows are shuffled by key before aggregating: a compacted topic's
+    keys are mostly spread over its segments, so a map-side partial aggregate
+    would hash every row for little reduction (10 M records with 1 M keys:
+    3.1-3.5 s instead of 4.0-4.3 s; with 100 k keys 2.3-2.6 s instead of 2.2-2.3 s).
+    """
+    latest = (
+        rows.where(F.col("key").isNotNull())
+        .select("partition", "key", "offset")
+        .repartition("partition", "key")
+        .groupBy("partition", "key")
+        .agg(F.max("offset").alias("offset"))
+    )
+    packed = record_id(offsets)
+    if packed is None:
+        return rows.join(
+            F.broadcast(latest.select("partition", "offset")), ["partition", "offset"], "left_semi"
         )
-        packed = record_id(offsets)
-        if packed is None:
-            return rows.join(
-                F.broadcast(latest.select("partition", "offset")),
-                ["partition", "offset"],
-                "left_semi",
-            )
-        survivors = F.broadcast(latest.select(packed.alias("_record")))
-        return (
-            rows.withColumn("_record", packed)
-            .join(survivors, "_record", "left_semi")
-            .drop("_record")
-        )
-    if how is LatestBy.MAX_BY:
-        others = [c for c in rows.columns if c not in ("partition", "key")]
-        picked = keyed.groupBy("partition", "key").agg(
-            F.max_by(F.struct(*others), "offset").alias("_row")
-        )
-        return picked.select("partition", "key", *[F.col(f"_row.{c}").alias(c) for c in others])
-    newest = F.max("offset").over(Window.partitionBy("partition", "key"))
+    survivors = F.broadcast(latest.select(packed.alias("_record")))
     return (
-        keyed.withColumn("_newest", newest)
-        .where(F.col("offset") == F.col("_newest"))
-        .drop("_newest")
+        rows.withColumn("_record", packed).join(survivors, "_record", "left_semi").drop("_record")
     )
 
 
@@ -307,7 +266,6 @@ def native_survivors(
     topic_log: TopicLog,
     plans: Sequence[CompactionPlan],
     tombstone_cutoff_ms: int,
-    how: LatestBy,
 ) -> DataFrame:
     """Writer input from Spark's Parquet scan: each key's latest row, its group, ``_keep``.
 
@@ -321,7 +279,7 @@ def native_survivors(
         topic_log.table_path,
         refs,
     )
-    latest = latest_rows(rows, how, offset_span(plans)).alias("r")
+    latest = latest_rows(rows, offset_span(plans)).alias("r")
     groups = F.broadcast(group_table(spark, plans)).alias("g")
     placed = latest.join(
         groups,
@@ -350,11 +308,18 @@ def python_survivors(
     plans: Sequence[CompactionPlan],
     tombstone_cutoff_ms: int,
 ) -> DataFrame:
-    """Writer input from segments read in Python tasks through lakelog's storage layer."""
+    """Writer input from segments read in Python tasks through lakelog's storage layer.
+
+    Each key's latest row by a window over (partition, key): these rows come
+    from Python tasks, which a second pass (the semi-join) would read again.
+    """
+    rows = read_rows(spark, topic_log, refs_for(plans)).where(F.col("key").isNotNull())
+    newest = F.max("offset").over(Window.partitionBy("partition", "key"))
     return (
-        latest_per_key(read_rows(spark, topic_log, refs_for(plans)), tombstone_cutoff_ms)
-        .filter(F.col("_latest"))
-        .drop("_latest")
+        rows.withColumn("_newest", newest)
+        .where(F.col("offset") == F.col("_newest"))
+        .drop("_newest")
+        .withColumn(KEEP_COLUMN, ~expired_tombstone(tombstone_cutoff_ms))
     )
 
 
@@ -425,14 +390,11 @@ def compact_topic(
     now_ms: int | None = None,
     force: bool = False,
     progress: Progress | None = None,
-    latest_by: LatestBy | None = None,
 ) -> JobReport:
     """Compact one topic; returns the report (status "skipped" if nothing was due).
 
     ``now_ms`` is the clock the time-based rules (lags, delete.retention.ms)
     are evaluated against; Spark is only started when some partition is due.
-    ``latest_by`` picks how rows read by Spark's Parquet reader are narrowed to
-    each key's latest (the measured fastest by default).
     """
     started = time.perf_counter()
     say = progress or (lambda _: None)
@@ -449,26 +411,20 @@ def compact_topic(
     say(f"{topic}: planning")
     plans = plan_topic(topic_log, now, force)
     if not plans:
-        report.status, report.message = "skipped", "no partition is due for cleaning"
-        return report.finish(started)
+        return report.skip("no partition is due for cleaning", started)
     inputs = [s for plan in plans for s in plan.segments]
-    report.partitions = len(plans)
-    report.records_in = sum(s.num_records for s in inputs)
-    report.bytes_before = sum(s.size_bytes for s in inputs)
-    report.segments_removed = len(inputs)
     report.message = ", ".join(
         f"p{p.partition}: dirty {p.dirty_ratio:.2f}{' (forced)' if p.forced else ''}" for p in plans
     )
 
-    latest_by = latest_by or LatestBy.SEMI_JOIN
     session = session_of(spark)
-    path = read_path_for(topic_log.storage, s3a_enabled(session))
+    path = read_path_for(session, topic_log.storage)
     say(f"{topic}: rewriting {len(inputs)} segments of {len(plans)} partitions ({path.value})")
     cutoff = now - int(config.get("delete.retention.ms"))
     # Only the latest record of a key can survive; expired tombstones travel on
     # (flagged, not written) so the writers can count them.
     if path is ReadPath.SPARK_PARQUET:
-        survivors = native_survivors(session, topic_log, plans, cutoff, latest_by)
+        survivors = native_survivors(session, topic_log, plans, cutoff)
     else:
         survivors = python_survivors(session, topic_log, plans, cutoff)
     tasks = task_count(session, sum(len(p.groups) for p in plans))
@@ -501,8 +457,6 @@ def compact_topic(
         "COMPACT",
         extra=[Txn(cleaned_txn(p.partition), p.cleaned_up_to, wall) for p in plans],
     )
-    report.records_out = sum(s.num_records for s in outputs)
-    report.bytes_after = sum(s.size_bytes for s in outputs)
-    report.segments_added = len(outputs)
+    report.count(len(plans), inputs, outputs)
     report.table_version = version
     return report.finish(started)

@@ -62,8 +62,7 @@ def merge_topic(
         if groups:
             by_partition.append((p, groups))
     if not by_partition:
-        report.status, report.message = "skipped", "no run of small segments to merge"
-        return report.finish(started)
+        return report.skip("no run of small segments to merge", started)
     runs: list[list[SegmentRef]] = []
     for p, groups in by_partition:
         refs = refs_for_groups(p, groups)
@@ -88,13 +87,7 @@ def merge_topic(
     written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
     outputs = complete_groups(topic_log, by_partition, written)
     check_counts(topic_log, by_partition, written, outputs)
-    report.partitions = len(by_partition)
-    report.records_in = sum(s.num_records for s in inputs)
-    report.records_out = sum(s.num_records for s in outputs)
-    report.bytes_before = sum(s.size_bytes for s in inputs)
-    report.bytes_after = sum(s.size_bytes for s in outputs)
-    report.segments_removed = len(inputs)
-    report.segments_added = len(outputs)
+    report.count(len(by_partition), inputs, outputs)
     report.table_version = commit_rewrite(
         topic_log, inputs, outputs, "MERGE SEGMENTS", data_change=False
     )

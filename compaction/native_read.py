@@ -2,13 +2,11 @@
 
 The maintenance jobs know exactly which files to read (the segments the Delta
 snapshot lists), so Spark's Parquet scan of that file list reads the rows in
-the JVM, column-pruned, with no row crossing into Python. Spark opens a
-local root (``file:``) and HDFS with the filesystems it ships. It has no
-``s3a`` filesystem unless the deployment adds hadoop-aws and its settings, so
-an S3 root is read natively only when the session says so
-(``spark.lakelog.s3a.enabled=true``, paths become ``s3a://bucket/...``);
-otherwise, and for process-local ``memory://`` roots, the jobs read through
-lakelog's storage layer in Python tasks (``segment_tasks``).
+the JVM, column-pruned, with no row crossing into Python. Whether Spark can
+open a root is the connector's rule (``spark_connector.native_scan.not_native``:
+local and HDFS roots always, ``s3://`` as ``s3a://`` when hadoop-aws is on the
+classpath); otherwise, and for process-local ``memory://`` roots, the jobs
+read through lakelog's storage layer in Python tasks (``segment_tasks``).
 
 Inputs are checked on the driver before Spark reads them (``check_footers``):
 a segment that is missing, not Parquet, or holds offsets outside its Delta
@@ -28,50 +26,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from compaction.segment_tasks import SegmentRef
 from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
 from lakelog.storage import Storage, join
-from lakelog.storage.fsspec_backend import HdfsStorage, S3Storage
-from lakelog.storage.local import LocalStorage
+from lakelog.storage.fsspec_backend import S3Storage
+from spark_connector.native_scan import not_native, s3a_options, segment_files
 
 T = TypeVar("T")
 
 #: Footers read at once on the driver (each read is one small request).
 FOOTER_THREADS = 8
-
-#: Session setting that says the deployment gave Spark a working ``s3a`` filesystem.
-S3A_ENABLED = "spark.lakelog.s3a.enabled"
-
-#: The columns of a segment file as Spark reads them, plus the ``partition`` path column.
-SEGMENT_SPARK_SCHEMA = StructType(
-    [
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestamp_type", IntegerType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
-        StructField("producer_id", LongType()),
-        StructField("sequence", IntegerType()),
-        StructField("partition", IntegerType()),
-    ]
-)
 
 
 class ReadPath(Enum):
@@ -81,42 +46,27 @@ class ReadPath(Enum):
     STORAGE_LAYER = "storage layer"
 
 
-def spark_uri(storage: Storage, path: str, s3a_enabled: bool) -> str | None:
-    """The URI under which Spark's own filesystems open ``path`` of ``storage``, if any."""
-    if isinstance(storage, LocalStorage):
-        return "file://" + storage.arrow_path(path)
-    if isinstance(storage, HdfsStorage):
-        return storage.delta_uri(path)
-    if isinstance(storage, S3Storage) and s3a_enabled:
-        return "s3a://" + storage.arrow_path(path)
-    return None
-
-
-def read_path_for(storage: Storage, s3a_enabled: bool) -> ReadPath:
+def read_path_for(spark: SparkSession, storage: Storage) -> ReadPath:
     """Spark's reader wherever Spark can open the root, else lakelog's storage layer."""
-    if spark_uri(storage, "probe", s3a_enabled) is None:
-        return ReadPath.STORAGE_LAYER
-    return ReadPath.SPARK_PARQUET
-
-
-def s3a_enabled(spark: SparkSession) -> bool:
-    return (spark.conf.get(S3A_ENABLED, "false") or "false").strip().lower() == "true"
+    if not_native(spark, storage.url) is None:
+        return ReadPath.SPARK_PARQUET
+    return ReadPath.STORAGE_LAYER
 
 
 def read_segment_files(
     spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
 ) -> DataFrame:
-    """Every row of the given segments, with ``partition`` from the Delta partition path."""
-    enabled = s3a_enabled(spark)
-    base = spark_uri(storage, table_path, enabled)
-    uris = [spark_uri(storage, join(table_path, ref.path), enabled) for ref in refs]
-    if base is None or any(uri is None for uri in uris):
-        raise KafkaStorageError(f"Spark cannot open {storage!r} with its own filesystems")
-    return (
-        spark.read.schema(SEGMENT_SPARK_SCHEMA)
-        .option("basePath", base)
-        .parquet(*[u for u in uris if u is not None])
-    )
+    """Every row of the given segments, with ``partition`` from the Delta partition path.
+
+    An S3 root is read with the endpoint and credentials lakelog opened it with.
+    """
+    options: dict[str, str] = {}
+    if isinstance(storage, S3Storage):
+        s = storage.settings
+        options = s3a_options(
+            s.endpoint_url, s.access_key_id, s.secret_access_key, s.region, s.session_token
+        )
+    return segment_files(spark, storage, table_path, [ref.path for ref in refs], options)
 
 
 def file_name() -> Column:

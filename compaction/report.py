@@ -9,35 +9,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from lakelog.offset_index import Segment
 from lakelog.storage import Storage
 
 HISTORY_TABLE = "_jobs/history"
-
-HISTORY_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string()),
-        pa.field("job", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("status", pa.string()),
-        pa.field("message", pa.string()),
-        pa.field("started_ms", pa.int64()),
-        pa.field("duration_ms", pa.int64()),
-        pa.field("partitions", pa.int64()),
-        pa.field("records_in", pa.int64()),
-        pa.field("records_out", pa.int64()),
-        pa.field("tombstones_dropped", pa.int64()),
-        pa.field("bytes_before", pa.int64()),
-        pa.field("bytes_after", pa.int64()),
-        pa.field("segments_removed", pa.int64()),
-        pa.field("segments_added", pa.int64()),
-        pa.field("table_version", pa.int64()),
-    ]
-)
 
 
 @dataclass
@@ -65,6 +46,22 @@ class JobReport:
         self.duration_ms = int((time.perf_counter() - started) * 1000)
         return self
 
+    def skip(self, message: str, started: float) -> JobReport:
+        self.status, self.message = "skipped", message
+        return self.finish(started)
+
+    def count(
+        self, partitions: int, removed: Sequence[Segment], added: Sequence[Segment] = ()
+    ) -> None:
+        """The partitions a job changed, and the segments it removed and added."""
+        self.partitions = partitions
+        self.records_in = sum(s.num_records for s in removed)
+        self.records_out = sum(s.num_records for s in added)
+        self.bytes_before = sum(s.size_bytes for s in removed)
+        self.bytes_after = sum(s.size_bytes for s in added)
+        self.segments_removed = len(removed)
+        self.segments_added = len(added)
+
     def render(self) -> str:
         """One human line per report, as the CLI prints it."""
         if self.status != "ok":
@@ -78,6 +75,15 @@ class JobReport:
             f"in {self.duration_ms / 1000:.2f}s (version {self.table_version})"
             + (f"; {self.message}" if self.message else "")
         )
+
+
+#: A column per ``JobReport`` field, ``run_id`` first.
+HISTORY_SCHEMA = pa.schema(
+    [
+        pa.field(f.name, pa.string() if f.type == "str" else pa.int64())
+        for f in sorted(fields(JobReport), key=lambda f: f.name != "run_id")
+    ]
+)
 
 
 def append_history(storage: Storage, reports: list[JobReport]) -> None:

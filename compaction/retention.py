@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from compaction.compact import Progress
+from compaction.compact import Progress, wall_ms
 from compaction.planner import plan_retention
 from compaction.report import JobReport
 from lakelog.catalog import Catalog
@@ -30,25 +30,21 @@ def apply_retention(
     topic_log.refresh()
     config = topic_log.config
     if "delete" not in config.cleanup_policy:
-        report.status = "skipped"
-        report.message = f"cleanup.policy={config.get('cleanup.policy')} has no 'delete'"
-        return report.finish(started)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+        return report.skip(
+            f"cleanup.policy={config.get('cleanup.policy')} has no 'delete'", started
+        )
+    now = now_ms if now_ms is not None else wall_ms()
     plans = [
         plan
         for p in range(topic_log.num_partitions)
         if (plan := plan_retention(p, topic_log.segments(p), config, now)) is not None
     ]
     if not plans:
-        report.status, report.message = "skipped", "nothing is past retention"
-        return report.finish(started)
+        return report.skip("nothing is past retention", started)
     removed = [s for plan in plans for s in plan.remove]
     if progress:
         progress(f"{topic}: removing {len(removed)} segments of {len(plans)} partitions")
-    report.partitions = len(plans)
-    report.records_in = sum(s.num_records for s in removed)
-    report.bytes_before = sum(s.size_bytes for s in removed)
-    report.segments_removed = len(removed)
+    report.count(len(plans), removed)
     report.message = ", ".join(
         f"p{plan.partition}: log start -> {plan.new_log_start} ({plan.reason})" for plan in plans
     )

@@ -36,16 +36,14 @@ ROWS_SCHEMA = pa.schema(
         pa.field("group", pa.int32(), nullable=False),
         pa.field("group_base", pa.int64(), nullable=False),
         pa.field("group_last", pa.int64(), nullable=False),
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("ts_ms", pa.int64(), nullable=False),
-        pa.field("timestamp_type", pa.int32(), nullable=False),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("headers", HEADERS_TYPE),
-        pa.field("producer_id", pa.int64()),
-        pa.field("sequence", pa.int32()),
+        *(
+            pa.field("ts_ms", pa.int64(), nullable=False) if f.name == "timestamp" else f
+            for f in SEGMENT_SCHEMA
+        ),
     ]
 )
+#: The columns ``ROWS_SCHEMA`` adds to a segment's: the group a row belongs to.
+GROUP_COLUMNS = ("partition", "group", "group_base", "group_last")
 ROWS_DDL = (
     "partition int, group int, group_base long, group_last long, offset long, ts_ms long, "
     "timestamp_type int, key binary, value binary, "
@@ -180,23 +178,10 @@ def read_segment(reader: SegmentReader, ref: SegmentRef) -> pa.Table:
 
 def _tagged(rows: pa.Table, ref: SegmentRef) -> pa.Table:
     n = rows.num_rows
-    return pa.table(
-        {
-            "partition": pa.array([ref.partition] * n, pa.int32()),
-            "group": pa.array([ref.group] * n, pa.int32()),
-            "group_base": pa.array([ref.group_base] * n, pa.int64()),
-            "group_last": pa.array([ref.group_last] * n, pa.int64()),
-            "offset": rows.column("offset"),
-            "ts_ms": rows.column("timestamp").cast(pa.int64()),
-            "timestamp_type": rows.column("timestamp_type"),
-            "key": rows.column("key"),
-            "value": rows.column("value"),
-            "headers": rows.column("headers"),
-            "producer_id": rows.column("producer_id"),
-            "sequence": rows.column("sequence"),
-        },
-        schema=ROWS_SCHEMA,
-    )
+    columns = {name: pa.repeat(getattr(ref, name), n) for name in GROUP_COLUMNS}
+    columns.update({name: rows.column(name) for name in SEGMENT_SCHEMA.names})
+    columns["ts_ms"] = columns.pop("timestamp").cast(pa.int64())
+    return pa.table(columns, schema=ROWS_SCHEMA)
 
 
 def read_segments(
@@ -269,15 +254,8 @@ def write_group(
     taken from the rows.
     """
     if ref is None:
-        ref = SegmentRef(
-            partition=int(table.column("partition")[0].as_py()),
-            group=int(table.column("group")[0].as_py()),
-            group_base=int(table.column("group_base")[0].as_py()),
-            group_last=int(table.column("group_last")[0].as_py()),
-            path="",
-            base_offset=0,
-            last_offset=0,
-        )
+        first = {name: int(table.column(name)[0].as_py()) for name in GROUP_COLUMNS}
+        ref = SegmentRef(**first, path="", base_offset=0, last_offset=0)
     dropped = 0
     if KEEP_COLUMN in table.column_names:
         keep = pc.fill_null(table.column(KEEP_COLUMN), False)
@@ -286,19 +264,9 @@ def write_group(
     headers = table.column("headers")
     if pa.types.is_string(headers.type) or pa.types.is_large_string(headers.type):
         headers = headers_from_json(headers)
-    rows = pa.table(
-        {
-            "offset": table.column("offset"),
-            "timestamp": table.column("ts_ms").cast(TIMESTAMP_TYPE),
-            "timestamp_type": table.column("timestamp_type"),
-            "key": table.column("key"),
-            "value": table.column("value"),
-            "headers": headers,
-            "producer_id": table.column("producer_id"),
-            "sequence": table.column("sequence"),
-        },
-        schema=SEGMENT_SCHEMA,
-    )
+    columns = {name: table.column(name) for name in SEGMENT_SCHEMA.names if name != "timestamp"}
+    columns.update(timestamp=table.column("ts_ms").cast(TIMESTAMP_TYPE), headers=headers)
+    rows = pa.table(columns, schema=SEGMENT_SCHEMA)
     segment = write_segment(
         storage,
         table_path,

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from spark_connector.offsets import check_end, check_start, resolve
+from spark_connector.offsets import check_end, resolve, start_offsets
 from spark_connector.options import Latest, ReadOptions
 from spark_connector.planning import (
     PartitionSnapshot,
@@ -49,17 +49,8 @@ def plan_batch(
 def batch_ranges(
     opts: ReadOptions, source: TopicSource, snapshots: Sequence[PartitionSnapshot]
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    start_option = opts.starting.option if opts.starting else "startingOffsets"
+    starts = start_offsets(opts, snapshots, source.offset_for_timestamp)
     end_option = opts.ending.option if opts.ending else "endingOffsets"
-    starts = resolve(
-        opts.starting,
-        opts.default_start,
-        snapshots,
-        source.offset_for_timestamp,
-        is_start=True,
-        timestamp_strategy=opts.timestamp_strategy,
-    )
-    starts = check_start(starts, snapshots, start_option, opts.fail_on_data_loss)
     ends = resolve(opts.ending, Latest(), snapshots, source.offset_for_timestamp, is_start=False)
     ends = check_end(starts, ends, snapshots, end_option)
     return {key: (starts[key], ends[key]) for key in starts}

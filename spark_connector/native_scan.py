@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakelog.storage import Storage, join
 from spark_connector.batch_reader import batch_ranges
 from spark_connector.file_plan import TopicFiles, plan_files
-from spark_connector.options import ReadOptions, StorageSpec, parse_read_options
+from spark_connector.options import ReadOptions, parse_read_options
 from spark_connector.registration import register
-from spark_connector.schema import spark_schema
+from spark_connector.schema import SEGMENT_DDL, spark_schema
 from spark_connector.source import FORMAT
 from spark_connector.topics import open_topics
 
@@ -46,10 +47,15 @@ log = logging.getLogger(__name__)
 #: scan splits by bytes instead, so a read that gives them keeps the Python path.
 PYTHON_ONLY_OPTIONS = ("maxRecordsPerPartition", "minPartitions")
 
-_STORED_DDL = (
-    "offset long, timestamp timestamp, timestamp_type int, key binary, value binary, partition int"
-)
-_HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
+#: Root URL scheme -> the Hadoop filesystem scheme Spark would open it with.
+_HADOOP_SCHEMES = {"": "file", "file": "file", "hdfs": "hdfs", "s3": "s3a", "s3a": "s3a"}
+
+#: Hadoop's own filesystem classes, used when the session's conf names none.
+_FILESYSTEMS = {
+    "file": "org.apache.hadoop.fs.LocalFileSystem",
+    "hdfs": "org.apache.hadoop.hdfs.DistributedFileSystem",
+    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+}
 
 
 @dataclass(frozen=True)
@@ -60,24 +66,9 @@ class ScanChoice:
     reason: str
 
 
-def _hadoop_scheme(spec: StorageSpec) -> str | None:
-    """The Hadoop filesystem scheme that reads the root, or None if only lakelog can."""
-    scheme = urlparse(spec.url).scheme.lower()
-    if scheme in ("", "file"):
-        return "file"
-    if scheme == "hdfs":
-        return "hdfs"
-    if scheme in ("s3", "s3a"):
-        return "s3a"
-    return None
-
-
-#: Hadoop's own filesystem classes, used when the session's conf names none.
-_FILESYSTEMS = {
-    "file": "org.apache.hadoop.fs.LocalFileSystem",
-    "hdfs": "org.apache.hadoop.hdfs.DistributedFileSystem",
-    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-}
+def hadoop_scheme(url: str) -> str | None:
+    """The Hadoop filesystem scheme that reads a root URL, or None if only lakelog can."""
+    return _HADOOP_SCHEMES.get(urlparse(url).scheme.lower())
 
 
 def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
@@ -90,6 +81,29 @@ def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(configured or _FILESYSTEMS[scheme]))
 
 
+def not_native(spark: SparkSession, url: str) -> str | None:
+    """Why Spark cannot read the root at ``url`` with its own filesystems; None if it can.
+
+    The one rule of the connector's native scan and the maintenance jobs: Spark
+    reads a root itself when the session's Hadoop can load a filesystem class
+    for its scheme (``fs.<scheme>.impl``, else Hadoop's own). Local and HDFS
+    filesystems ship with Spark; ``s3://`` is read as ``s3a://`` only when the
+    deployment put hadoop-aws on the classpath.
+    """
+    scheme = hadoop_scheme(url)
+    if scheme is None:
+        return f"root {url!r} is readable only through lakelog's storage layer"
+    has = _hadoop_has(spark, scheme)
+    if has is None:
+        return "the session has no JVM gateway (Spark Connect)"
+    if not has:
+        return (
+            f"Spark's Hadoop has no filesystem for {scheme}:// (for S3, hadoop-aws is not on "
+            "the classpath); lakelog's storage layer reads the root instead"
+        )
+    return None
+
+
 def scan_choice(spark: SparkSession, opts: ReadOptions, options: Mapping[str, str]) -> ScanChoice:
     """Native when Spark can read the root itself and no option needs the Python source."""
     lowered = {k.lower() for k in options}
@@ -99,47 +113,63 @@ def scan_choice(spark: SparkSession, opts: ReadOptions, options: Mapping[str, st
                 False,
                 f"option '{name}' shapes the input partitions the Python data source plans",
             )
-    scheme = _hadoop_scheme(opts.storage)
-    if scheme is None:
-        return ScanChoice(
-            False, f"root {opts.storage.url!r} is readable only through lakelog's storage layer"
-        )
-    has = _hadoop_has(spark, scheme)
-    if has is None:
-        return ScanChoice(False, "the session has no JVM gateway (Spark Connect)")
-    if not has:
-        return ScanChoice(
-            False,
-            f"Spark's Hadoop has no filesystem for {scheme}:// (for S3, hadoop-aws is not on "
-            "the classpath); lakelog's storage layer reads the root instead",
-        )
+    why_not = not_native(spark, opts.storage.url)
+    if why_not is not None:
+        return ScanChoice(False, why_not)
+    scheme = hadoop_scheme(opts.storage.url)
     return ScanChoice(True, f"Spark's Parquet scan of the snapshot's files ({scheme}://)")
 
 
-def spark_url(spec: StorageSpec, delta_uri: str) -> str:
-    """The URL Spark's Hadoop layer reads a table at (``delta_uri`` from the storage layer)."""
-    scheme = _hadoop_scheme(spec)
+def spark_uri(storage: Storage, path: str) -> str:
+    """The URI under which Spark's Hadoop layer opens ``path`` of ``storage``."""
+    uri = storage.delta_uri(path)
+    scheme = hadoop_scheme(storage.url)
     if scheme == "file":
-        return "file://" + delta_uri if delta_uri.startswith("/") else delta_uri
+        return "file://" + uri
     if scheme == "s3a":
-        return "s3a://" + delta_uri.split("://", 1)[1]
-    return delta_uri
+        return "s3a://" + uri.split("://", 1)[1]
+    return uri
 
 
-def _hadoop_options(spec: StorageSpec) -> dict[str, str]:
-    """S3 options as per-read Hadoop settings (Spark passes ``fs.*`` read options to Hadoop)."""
-    if not spec.is_s3:
-        return {}
+def s3a_options(
+    endpoint: str | None,
+    access_key_id: str | None,
+    secret_access_key: str | None,
+    region: str | None,
+    session_token: str | None = None,
+) -> dict[str, str]:
+    """S3 settings as per-read Hadoop settings (Spark passes ``fs.*`` read options to Hadoop)."""
     given = {
-        "fs.s3a.endpoint": spec.endpoint,
-        "fs.s3a.access.key": spec.access_key_id,
-        "fs.s3a.secret.key": spec.secret_access_key,
-        "fs.s3a.endpoint.region": spec.region,
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.access.key": access_key_id,
+        "fs.s3a.secret.key": secret_access_key,
+        "fs.s3a.endpoint.region": region,
+        "fs.s3a.session.token": session_token,
     }
     out = {k: v for k, v in given.items() if v}
-    if spec.endpoint:
+    if endpoint:
         out["fs.s3a.path.style.access"] = "true"
+    if session_token:
+        out["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        )
     return out
+
+
+def segment_files(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    paths: Iterable[str],
+    options: Mapping[str, str],
+) -> DataFrame:
+    """Segment files of one table on Spark's Parquet reader, ``partition`` from their paths."""
+    return (
+        spark.read.schema(SEGMENT_DDL)
+        .options(**options)
+        .option("basePath", spark_uri(storage, table_path))
+        .parquet(*[spark_uri(storage, join(table_path, p)) for p in paths])
+    )
 
 
 def _row_filter(files: TopicFiles) -> Column | None:
@@ -161,15 +191,18 @@ def _row_filter(files: TopicFiles) -> Column | None:
 
 
 def _topic_frame(
-    spark: SparkSession, opts: ReadOptions, table_url: str, files: TopicFiles
+    spark: SparkSession, opts: ReadOptions, storage: Storage, files: TopicFiles
 ) -> DataFrame:
-    ddl = f"{_STORED_DDL}, {_HEADERS_DDL}" if opts.include_headers else _STORED_DDL
-    reader = spark.read.schema(ddl).option("basePath", table_url)
-    reader = reader.options(**_hadoop_options(opts.storage))
+    spec = opts.storage
+    options = (
+        s3a_options(spec.endpoint, spec.access_key_id, spec.secret_access_key, spec.region)
+        if spec.is_s3
+        else {}
+    )
     if not opts.fail_on_data_loss:
-        reader = reader.option("ignoreMissingFiles", "true")
-    paths = [f"{table_url}/{path}" for p in files.partitions for path in p.paths]
-    stored = reader.parquet(*paths)
+        options["ignoreMissingFiles"] = "true"
+    paths = [path for p in files.partitions for path in p.paths]
+    stored = segment_files(spark, storage, files.table_path, paths, options)
     keep = _row_filter(files)
     if keep is not None:
         stored = stored.where(keep)
@@ -196,15 +229,13 @@ def native_frame(spark: SparkSession, opts: ReadOptions) -> DataFrame:
         topics = source.topics(opts.subscription)
         snapshots = source.snapshots(opts.subscription, topics)
         ranges = batch_ranges(opts, source, snapshots)
-        plan = [
-            (spark_url(opts.storage, source.catalog.storage.delta_uri(t.table_path)), t)
-            for t in plan_files(snapshots, ranges)
-            if t.partitions
+        frames = [
+            _topic_frame(spark, opts, source.catalog.storage, files)
+            for files in plan_files(snapshots, ranges)
+            if files.partitions
         ]
-    schema = spark_schema(opts.include_headers)
-    frames = [_topic_frame(spark, opts, url, files) for url, files in plan]
     if not frames:
-        return spark.createDataFrame([], schema)
+        return spark.createDataFrame([], spark_schema(opts.include_headers))
     return functools.reduce(DataFrame.union, frames)
 
 

@@ -24,6 +24,7 @@ from spark_connector.options import (
     Latest,
     OffsetSpec,
     PartitionTimestamps,
+    ReadOptions,
     SpecificOffsets,
     option_error,
 )
@@ -65,45 +66,56 @@ def resolve(
         _check_named(bound, named, snapshots)
     out: dict[TopicPartition, int] = {}
     for snap in snapshots:
-        if isinstance(spec, Earliest):
-            out[snap.key] = snap.log_start
-        elif isinstance(spec, Latest):
-            out[snap.key] = snap.high_watermark
-        elif isinstance(spec, SpecificOffsets):
+        edges = {EARLIEST: snap.log_start, LATEST: snap.high_watermark}
+        fallback = edges[EARLIEST if isinstance(default, Earliest) else LATEST]
+        if isinstance(spec, Earliest | Latest):
+            out[snap.key] = edges[EARLIEST if isinstance(spec, Earliest) else LATEST]
+            continue
+        if isinstance(spec, SpecificOffsets):
             value = named.get(snap.key)
-            if value is None:
-                value = LATEST if isinstance(default, Latest) else EARLIEST
-            out[snap.key] = (
-                snap.log_start
-                if value == EARLIEST
-                else snap.high_watermark
-                if value == LATEST
-                else value
-            )
+            out[snap.key] = fallback if value is None else edges.get(value, value)
+            continue
+        assert bound is not None
+        stamp = spec.timestamp_ms if isinstance(spec, GlobalTimestamp) else named.get(snap.key)
+        found = None if stamp is None else lookup(snap.topic, snap.partition, stamp)
+        if stamp is None:
+            out[snap.key] = fallback
+        elif found is not None:
+            out[snap.key] = found
+        elif not is_start or timestamp_strategy == "latest":
+            out[snap.key] = snap.high_watermark
         else:
-            assert bound is not None
-            if isinstance(spec, GlobalTimestamp):
-                stamp: int | None = spec.timestamp_ms
-            else:
-                stamp = named.get(snap.key)
-            if stamp is None:
-                out[snap.key] = (
-                    snap.log_start if isinstance(default, Earliest) else (snap.high_watermark)
-                )
-                continue
-            found = lookup(snap.topic, snap.partition, stamp)
-            if found is not None:
-                out[snap.key] = found
-            elif not is_start or timestamp_strategy == "latest":
-                out[snap.key] = snap.high_watermark
-            else:
-                raise option_error(
-                    bound.option,
-                    f"no record of {snap.topic}-{snap.partition} has a timestamp at or after "
-                    f"{stamp}; set startingOffsetsByTimestampStrategy=latest to start at the "
-                    "end of such partitions instead",
-                )
+            raise option_error(
+                bound.option,
+                f"no record of {snap.topic}-{snap.partition} has a timestamp at or after "
+                f"{stamp}; set startingOffsetsByTimestampStrategy=latest to start at the "
+                "end of such partitions instead",
+            )
     return out
+
+
+def _check_not_past_end(option: str, offset: int, snap: PartitionSnapshot) -> None:
+    if offset > snap.high_watermark:
+        raise OffsetOutOfRangeError(
+            f"option '{option}': offset {offset} of {snap.topic}-{snap.partition} is past "
+            f"its end (high watermark {snap.high_watermark})"
+        )
+
+
+def start_offsets(
+    opts: ReadOptions, snapshots: Sequence[PartitionSnapshot], lookup: TimestampLookup
+) -> dict[TopicPartition, int]:
+    """Where a batch or stream starts in each partition, resolved and checked."""
+    starts = resolve(
+        opts.starting,
+        opts.default_start,
+        snapshots,
+        lookup,
+        is_start=True,
+        timestamp_strategy=opts.timestamp_strategy,
+    )
+    option = opts.starting.option if opts.starting else "startingOffsets"
+    return check_start(starts, snapshots, option, opts.fail_on_data_loss)
 
 
 def check_start(
@@ -116,11 +128,7 @@ def check_start(
     out = dict(starts)
     for snap in snapshots:
         start = starts[snap.key]
-        if start > snap.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"option '{option}': offset {start} of {snap.topic}-{snap.partition} is past "
-                f"its end (high watermark {snap.high_watermark})"
-            )
+        _check_not_past_end(option, start, snap)
         if start < snap.log_start:
             out[snap.key] = data_loss(
                 snap, start, fail_on_data_loss, f"option '{option}' asks for offset {start}"
@@ -152,11 +160,7 @@ def check_end(
     out = dict(ends)
     for snap in snapshots:
         end = ends[snap.key]
-        if end > snap.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"option '{option}': offset {end} of {snap.topic}-{snap.partition} is past "
-                f"its end (high watermark {snap.high_watermark})"
-            )
+        _check_not_past_end(option, end, snap)
         if end < starts[snap.key]:
             raise InvalidConfigError(
                 f"option '{option}': {snap.topic}-{snap.partition} would end at {end}, before "

@@ -330,26 +330,15 @@ def parse_positive_int(options: Mapping[str, str], name: str) -> int | None:
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
 _UNIT_MS = {
-    "": 1,
-    "ms": 1,
-    "milli": 1,
-    "millis": 1,
-    "millisecond": 1,
-    "milliseconds": 1,
-    "s": 1000,
-    "sec": 1000,
-    "second": 1000,
-    "seconds": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "minute": 60_000,
-    "minutes": 60_000,
-    "h": 3_600_000,
-    "hour": 3_600_000,
-    "hours": 3_600_000,
-    "d": 86_400_000,
-    "day": 86_400_000,
-    "days": 86_400_000,
+    unit: ms
+    for ms, units in (
+        (1, ("", "ms", "milli", "millis", "millisecond", "milliseconds")),
+        (1000, ("s", "sec", "second", "seconds")),
+        (60_000, ("m", "min", "minute", "minutes")),
+        (3_600_000, ("h", "hour", "hours")),
+        (86_400_000, ("d", "day", "days")),
+    )
+    for unit in units
 }
 
 
@@ -443,21 +432,18 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
 
 def _check_batch_bounds(starting: Bound | None, ending: Bound | None) -> None:
     """Spark's rules: a batch cannot start at latest nor end at earliest."""
-    if starting is not None:
-        spec = starting.spec
-        if isinstance(spec, Latest) or (
-            isinstance(spec, SpecificOffsets) and LATEST in spec.as_dict().values()
+    for bound, kind, special, word, where in (
+        (starting, Latest, LATEST, "'latest' (-1)", "start"),
+        (ending, Earliest, EARLIEST, "'earliest' (-2)", "end"),
+    ):
+        if bound is None:
+            continue
+        spec = bound.spec
+        if isinstance(spec, kind) or (
+            isinstance(spec, SpecificOffsets) and special in spec.as_dict().values()
         ):
             raise option_error(
-                starting.option, "'latest' (-1) is not allowed as the start of a batch query"
-            )
-    if ending is not None:
-        spec = ending.spec
-        if isinstance(spec, Earliest) or (
-            isinstance(spec, SpecificOffsets) and EARLIEST in spec.as_dict().values()
-        ):
-            raise option_error(
-                ending.option, "'earliest' (-2) is not allowed as the end of a batch query"
+                bound.option, f"{word} is not allowed as the {where} of a batch query"
             )
 
 

@@ -197,32 +197,28 @@ def _push_one(bounds: ScanBounds, f: Filter) -> tuple[ScanBounds, bool] | None:
             return None
         topics = frozenset(names if bounds.topics is None else bounds.topics & names)
         return replace(bounds, topics=topics), True
-    if column == "partition":
+    if column in ("partition", "offset"):
         if isinstance(f, In):
             values = [_int(v) for v in listed if v is not None]
-            if any(v is None for v in values):
-                return None
-            wanted = frozenset(v for v in values if v is not None)
-            parts = wanted if bounds.partitions is None else bounds.partitions & wanted
-            return replace(bounds, partitions=parts), True
-        number = _int(value)
-        if number is None:
-            return None
-        narrowed = _range(bounds.partition_range, f, number)
-        return (replace(bounds, partition_range=narrowed), True) if narrowed else None
-    if column == "offset":
-        if isinstance(f, In):
-            values = [_int(v) for v in listed if v is not None]
-            if not values or any(v is None for v in values):
-                return None
             ints = [v for v in values if v is not None]
+            if len(ints) < len(values):
+                return None
+            if column == "partition":
+                wanted = frozenset(ints)
+                parts = wanted if bounds.partitions is None else bounds.partitions & wanted
+                return replace(bounds, partitions=parts), True
+            if not ints:
+                return None
             lo, hi = bounds.offsets
             return replace(bounds, offsets=(max(lo, min(ints)), min(hi, max(ints) + 1))), False
         number = _int(value)
-        if number is None:
+        current = bounds.partition_range if column == "partition" else bounds.offsets
+        narrowed = None if number is None else _range(current, f, number)
+        if narrowed is None:
             return None
-        narrowed = _range(bounds.offsets, f, number)
-        return (replace(bounds, offsets=narrowed), True) if narrowed else None
+        if column == "partition":
+            return replace(bounds, partition_range=narrowed), True
+        return replace(bounds, offsets=narrowed), True
     if column == "timestamp":
         micros = _micros(value)
         if micros is None or isinstance(f, In):

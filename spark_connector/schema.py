@@ -27,6 +27,11 @@ BASE_DDL = (
     "timestamp timestamp, timestampType int"
 )
 HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
+#: A segment file's columns as Spark's Parquet reader reads them, ``partition`` from the path.
+SEGMENT_DDL = (
+    "offset long, timestamp timestamp, timestamp_type int, key binary, value binary, "
+    f"{HEADERS_DDL}, producer_id long, sequence int, partition int"
+)
 
 SPARK_HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 SPARK_HEADERS_TYPE = pa.list_(pa.field("element", SPARK_HEADER_TYPE))

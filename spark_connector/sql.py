@@ -32,7 +32,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
 from spark_connector.native_scan import native_frame, scan_choice
-from spark_connector.options import StorageSpec, parse_read_options
+from spark_connector.options import parse_read_options, parse_storage
 from spark_connector.registration import register
 from spark_connector.source import FORMAT
 
@@ -83,14 +83,7 @@ def register_topics(
     """
     extra = {str(k): str(v) for k, v in (options or {}).items()}
     if topics is None:
-        lowered = {k.lower(): v for k, v in extra.items()}
-        spec = StorageSpec(
-            url=root,
-            endpoint=lowered.get("s3.endpoint"),
-            access_key_id=lowered.get("s3.accesskeyid"),
-            secret_access_key=lowered.get("s3.secretaccesskey"),
-            region=lowered.get("s3.region"),
-        )
+        spec = parse_storage({**{k.lower(): v for k, v in extra.items()}, "root": root})
         catalog = Catalog(spec.open())
         try:
             topics = catalog.list_topics()

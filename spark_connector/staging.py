@@ -17,8 +17,9 @@ running brokers), then deletes them.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -71,18 +72,6 @@ class StagedFiles(WriterCommitMessage):
 # -- schema (driver, before any task runs) ---------------------------------
 
 
-def _is_bytes(t: DataType) -> bool:
-    return isinstance(t, StringType | BinaryType)
-
-
-def _is_string(t: DataType) -> bool:
-    return isinstance(t, StringType)
-
-
-def _is_integer(t: DataType) -> bool:
-    return isinstance(t, INTEGER_TYPES)
-
-
 def _is_headers(t: DataType) -> bool:
     if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
         return False
@@ -103,10 +92,10 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
             f"its columns are: {', '.join(f.name for f in schema.fields)}"
         )
     expectations: dict[str, tuple[Callable[[DataType], bool], str]] = {
-        "value": (_is_bytes, "string or binary"),
-        "key": (_is_bytes, "string or binary"),
-        "topic": (_is_string, "string"),
-        "partition": (_is_integer, "an integer type"),
+        "value": (lambda t: isinstance(t, StringType | BinaryType), "string or binary"),
+        "key": (lambda t: isinstance(t, StringType | BinaryType), "string or binary"),
+        "topic": (lambda t: isinstance(t, StringType), "string"),
+        "partition": (lambda t: isinstance(t, INTEGER_TYPES), "an integer type"),
         "headers": (_is_headers, "array<struct<key:string,value:binary>>"),
     }
     for name, (ok, wanted) in expectations.items():
@@ -175,17 +164,12 @@ def stage_batches(
     def write(sink: BinaryIO) -> None:
         nonlocal count
         with pq.ParquetWriter(sink, STAGED_SCHEMA, compression="snappy") as out:
-            for batch in _chain(first, rows):
+            for batch in itertools.chain([first], rows):
                 out.write_batch(batch)
                 count += batch.num_rows
 
     storage.write_new(path, write)
     return count
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
 
 
 def new_staging_path(write_id: str) -> str:

@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 
 from lakelog.errors import OffsetOutOfRangeError
 from lakelog.structs import TopicPartition
-from spark_connector.offsets import check_start, data_loss, resolve
+from spark_connector.offsets import data_loss, start_offsets
 from spark_connector.options import ReadOptions, SubscribePattern
 from spark_connector.planning import (
     PartitionSnapshot,
@@ -156,17 +156,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def initialOffset(self) -> dict[str, Any]:
-        snapshots = self._snapshots()
-        option = self.opts.starting.option if self.opts.starting else "startingOffsets"
-        starts = resolve(
-            self.opts.starting,
-            self.opts.default_start,
-            snapshots,
-            self.source.offset_for_timestamp,
-            is_start=True,
-            timestamp_strategy=self.opts.timestamp_strategy,
-        )
-        starts = check_start(starts, snapshots, option, self.opts.fail_on_data_loss)
+        starts = start_offsets(self.opts, self._snapshots(), self.source.offset_for_timestamp)
         return offsets_to_json(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:

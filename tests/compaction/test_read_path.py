@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from compaction.compact import LatestBy, compact_topic, record_id
-from compaction.native_read import ReadPath, read_path_for, spark_uri
+from compaction.compact import compact_topic, record_id
+from compaction.native_read import ReadPath, read_path_for
 from lakelog import Catalog, Record
 from lakelog.errors import CorruptRecordError
 from lakelog.records import SEGMENT_SCHEMA
@@ -17,26 +17,28 @@ from lakelog.storage import join
 from lakelog.storage.fsspec_backend import MemoryStorage, S3Storage
 from lakelog.storage.local import LocalStorage
 from lakelog.storage.settings import S3Settings
+from spark_connector.native_scan import hadoop_scheme, spark_uri
 from tests.compaction.helpers import data_files, read_all, snapshot
 from tests.fixtures.roots import RootSpec
 
 
-def test_spark_reads_local_roots_itself_and_s3_only_with_s3a(tmp_path: object) -> None:
+def test_spark_opens_local_roots_itself_and_s3_only_as_s3a(tmp_path: object) -> None:
     local = LocalStorage(str(tmp_path))
-    assert read_path_for(local, s3a_enabled=False) is ReadPath.SPARK_PARQUET
+    assert hadoop_scheme(local.url) == "file"
     assert (
-        spark_uri(local, "t/partition=0/a.parquet", False)
-        == f"file://{tmp_path}/t/partition=0/a.parquet"
+        spark_uri(local, "t/partition=0/a.parquet") == f"file://{tmp_path}/t/partition=0/a.parquet"
     )
-
     s3 = S3Storage("s3://bucket/root", S3Settings(endpoint_url="http://127.0.0.1:1"))
-    assert read_path_for(s3, s3a_enabled=False) is ReadPath.STORAGE_LAYER
-    assert spark_uri(s3, "t/a.parquet", False) is None
-    assert read_path_for(s3, s3a_enabled=True) is ReadPath.SPARK_PARQUET
-    assert spark_uri(s3, "t/a.parquet", True) == "s3a://bucket/root/t/a.parquet"
+    assert hadoop_scheme(s3.url) == "s3a"
+    assert spark_uri(s3, "t/a.parquet") == "s3a://bucket/root/t/a.parquet"
+    assert hadoop_scheme(MemoryStorage("memory://read-path").url) is None
 
-    memory = MemoryStorage("memory://read-path")
-    assert read_path_for(memory, s3a_enabled=True) is ReadPath.STORAGE_LAYER
+
+def test_spark_reads_the_roots_its_hadoop_opens(spark: SparkSession, tmp_path: object) -> None:
+    assert read_path_for(spark, LocalStorage(str(tmp_path))) is ReadPath.SPARK_PARQUET
+    assert read_path_for(spark, MemoryStorage("memory://read-path")) is ReadPath.STORAGE_LAYER
+    s3 = S3Storage("s3://bucket/root", S3Settings(endpoint_url="http://127.0.0.1:1"))
+    assert read_path_for(spark, s3) is ReadPath.STORAGE_LAYER  # no hadoop-aws in this Spark
 
 
 def _keyed_topic(catalog: Catalog, name: str) -> list[str]:
@@ -47,15 +49,12 @@ def _keyed_topic(catalog: Catalog, name: str) -> list[str]:
     return [s.path for s in log.segments(0)]
 
 
-@pytest.mark.parametrize("latest_by", list(LatestBy))
-def test_every_way_to_pick_the_latest_gives_the_same_log(
-    root: RootSpec, catalog: Catalog, spark: SparkSession, latest_by: LatestBy
+def test_both_read_paths_keep_each_keys_latest_record(
+    root: RootSpec, catalog: Catalog, spark: SparkSession
 ) -> None:
     _keyed_topic(catalog, "same")
     messages: list[str] = []
-    report = compact_topic(
-        catalog, "same", spark, force=True, latest_by=latest_by, progress=messages.append
-    )
+    report = compact_topic(catalog, "same", spark, force=True, progress=messages.append)
     assert report.status == "ok", report.message
     expected = "spark parquet" if root.s3 is None else "storage layer"
     assert any(f"({expected})" in m for m in messages), messages
