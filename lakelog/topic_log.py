@@ -5,8 +5,9 @@ the parts, each with one job:
 
 - ``lakelog.topic_table``: the table conventions and ``TopicTable`` (the
   table's committer, ``lakelog.delta.table.TableCommitter``, and the offset
-  index it keeps current);
-- ``lakelog.append``: prepare, stage and commit produce requests;
+  index it keeps current), whose answers the log gives as its own;
+- ``lakelog.produce``: a request validated against the topic (``prepare``);
+- ``lakelog.append``: stage and commit prepared requests (``appender``);
 - ``lakelog.fetch``: read a partition from an offset, offsets by time;
 - ``lakelog.segments``: segment files and the pool that writes them.
 """
@@ -14,30 +15,19 @@ the parts, each with one job:
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Sequence
 
-from lakelog.append import (
-    Appender,
-    AppendListener,
-    AppendResult,
-    PartitionBatch,
-    StagedAppend,
-)
-from lakelog.append import (
-    prepare as prepare_request,
-)
+from lakelog.append import Appender, AppendResult, StagedAppend
 from lakelog.commit_stats import CommitStats
-from lakelog.delta.actions import Action, Metadata
-from lakelog.delta.state import TableState
-from lakelog.delta.table import COMMIT_ID, ENGINE, CheckpointRequester, TableCommitter
+from lakelog.delta.actions import Metadata
+from lakelog.delta.table import CheckpointRequester, TableCommitter
 from lakelog.errors import LakelogError
 from lakelog.fetch import FetchResult, offset_for_timestamp, offset_of_max_timestamp
 from lakelog.fetch import read as read_partition
 from lakelog.internal_topics import InternalWriter
-from lakelog.offset_index import Segment
-from lakelog.partition_state import PartitionState
-from lakelog.partitioner import Partitioner, make_keyless_partitioner
-from lakelog.produce import PreparedBatch
+from lakelog.partitioner import make_keyless_partitioner
+from lakelog.produce import PreparedBatch, prepare_batch
 from lakelog.produce_batch import ProduceInput
 from lakelog.segments import (
     DEFAULT_COMPRESSION,
@@ -47,35 +37,9 @@ from lakelog.segments import (
 )
 from lakelog.storage import Storage
 from lakelog.topic_config import TopicConfig
-from lakelog.topic_table import (
-    CONFIG_PARTITIONS,
-    CONFIG_PREFIX,
-    PARTITION_TXN_PREFIX,
-    TopicTable,
-    partition_txn,
-    table_configuration,
-    topic_config_of,
-)
+from lakelog.topic_table import TopicTable
 
-__all__ = [
-    "COMMIT_ID",
-    "CONFIG_PARTITIONS",
-    "CONFIG_PREFIX",
-    "ENGINE",
-    "PARTITION_TXN_PREFIX",
-    "SEGMENT_IO_THREADS",
-    "AppendListener",
-    "AppendResult",
-    "CheckpointRequester",
-    "FetchResult",
-    "PartitionBatch",
-    "PartitionState",
-    "StagedAppend",
-    "TopicLog",
-    "partition_txn",
-    "table_configuration",
-    "topic_config_of",
-]
+__all__ = ["SEGMENT_IO_THREADS", "AppendResult", "FetchResult", "StagedAppend", "TopicLog"]
 
 
 class TopicLog:
@@ -88,42 +52,37 @@ class TopicLog:
         table_path: str,
         *,
         checkpoint_interval: int = 100,
-        keyless_partitioner: Partitioner | None = None,
-        compression: str = DEFAULT_COMPRESSION,
-        commit_timeout_s: float = 30.0,
         checkpointer: CheckpointRequester | None = None,
     ) -> None:
         self.storage = storage
         self.name = name
         self.table_path = table_path
-        self.compression = compression
-        self.table = TopicTable(
+        self.compression = DEFAULT_COMPRESSION
+        self.table = table = TopicTable(
             storage,
             name,
             table_path,
             checkpoint_interval=checkpoint_interval,
-            commit_timeout_s=commit_timeout_s,
             checkpointer=checkpointer,
         )
-        self._keyless = keyless_partitioner or make_keyless_partitioner("sticky")
+        #: The table's committer: every change to the table is committed through it.
+        self.committer: TableCommitter = table.committer
+        self.refresh = table.refresh
+        self.check_partition = table.check_partition
+        self.txn_version = table.txn_version
+        self.live_paths = table.live_paths
+        self.high_watermark = table.high_watermark
+        self.log_start_offset = table.log_start_offset
+        self.partition_state = table.partition_state
+        self.segments = table.segments
+        #: Block until a background checkpoint (if any) has finished; for tests and shutdown.
+        self.wait_for_checkpoints = table.committer.wait_for_checkpoints
+        self._keyless = make_keyless_partitioner("sticky")
         self._reader = SegmentReader(storage, table_path)
-        self._writer = SegmentWriter(storage, table_path, name, compression)
-        self._appender = Appender(self.table, self._writer, self._reader)
-
-    # -- snapshot ------------------------------------------------------------
-
-    @property
-    def checkpoint_interval(self) -> int:
-        return self.committer.checkpoint_interval
-
-    @property
-    def commit_timeout_s(self) -> float:
-        return self.committer.commit_timeout_s
-
-    @property
-    def committer(self) -> TableCommitter:
-        """The table's committer: every change to the table is committed through it."""
-        return self.table.committer
+        self._writer = SegmentWriter(storage, table_path, name, self.compression)
+        #: Stages and commits prepared requests (``stage``, ``commit_staged``, ``abandon``),
+        #: and tells its listeners of each commit (``add_listener``).
+        self.appender = Appender(table, self._writer, self._reader)
 
     @property
     def version(self) -> int:
@@ -149,49 +108,6 @@ class TopicLog:
     @property
     def topic_id(self) -> str:
         return self.table.topic_id
-
-    def refresh(self) -> bool:
-        """Pick up commits made by other processes; True if anything new was found."""
-        return self.table.refresh()
-
-    def check_partition(self, partition: int) -> None:
-        self.table.check_partition(partition)
-
-    def txn_version(self, app_id: str) -> int | None:
-        """The latest version of a Delta app transaction (None if never written)."""
-        return self.table.txn_version(app_id)
-
-    def live_paths(self) -> set[str]:
-        """Paths of the segments in the current snapshot."""
-        return self.table.live_paths()
-
-    def high_watermark(self, partition: int) -> int:
-        return self.table.high_watermark(partition)
-
-    def log_start_offset(self, partition: int) -> int:
-        return self.table.log_start_offset(partition)
-
-    def partition_state(self, partition: int) -> PartitionState:
-        return self.table.partition_state(partition)
-
-    def segments(self, partition: int) -> list[Segment]:
-        return self.table.segments(partition)
-
-    # -- commit protocol -----------------------------------------------------
-
-    def commit(
-        self,
-        build: Callable[[TableState], list[Action]],
-        operation: str,
-        parameters: dict[str, str] | None = None,
-        ready: Callable[[], None] | None = None,
-    ) -> int:
-        """Commit what ``build`` derives from the latest state (``TableCommitter.commit``)."""
-        return self.committer.commit(build, operation, parameters, ready)
-
-    def wait_for_checkpoints(self) -> None:
-        """Block until a background checkpoint (if any) has finished; for tests and shutdown."""
-        self.committer.wait_for_checkpoints()
 
     def close(self) -> None:
         """Stop the background pools. The log stays usable: a caller still holding it gets
@@ -225,12 +141,15 @@ class TopicLog:
         numbers its records per partition (Kafka's protocol) names the
         partition in ``sequence_partition``.
         """
-        return prepare_request(
-            self.table,
-            self._keyless,
+        return prepare_batch(
             records,
-            producer_id,
-            base_sequence,
+            topic=self.name,
+            num_partitions=self.table.num_partitions,
+            config=self.table.config,
+            keyless=self._keyless,
+            now_ms=int(time.time() * 1000),
+            producer_id=producer_id,
+            base_sequence=base_sequence,
             writer=writer,
             sequence_partition=sequence_partition,
         )
@@ -249,10 +168,7 @@ class TopicLog:
         producer id and base sequence, a retry of an append that was already
         committed returns the original offsets instead of writing twice.
         """
-        (result,) = self.append_prepared([self.prepare(records, producer_id, base_sequence)])
-        if isinstance(result, LakelogError):
-            raise result
-        return result
+        return self._append_one(self.prepare(records, producer_id, base_sequence))
 
     def append_once(self, records: ProduceInput, app_id: str, version: int) -> AppendResult:
         """Append exactly once per (app_id, version): a repeat is a no-op (``duplicate``).
@@ -262,7 +178,12 @@ class TopicLog:
         streaming micro-batch, say) cannot write the batch twice. Versions of
         one app id must increase.
         """
-        (result,) = self.append_prepared([self.prepare(records)], app_transaction=(app_id, version))
+        return self._append_one(self.prepare(records), (app_id, version))
+
+    def _append_one(
+        self, batch: PreparedBatch, app_transaction: tuple[str, int] | None = None
+    ) -> AppendResult:
+        (result,) = self.append_prepared([batch], app_transaction)
         if isinstance(result, LakelogError):
             raise result
         return result
@@ -280,49 +201,7 @@ class TopicLog:
         ``app_transaction`` the whole commit happens at most once (see
         ``append_once``).
         """
-        return self._appender.append(batches, app_transaction)
-
-    def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
-        """Write the segments of a group commit at predicted offsets; nothing is visible yet.
-
-        The prediction continues after every append staged before and not yet
-        committed, so successive stages line up. Follow with ``commit_staged``
-        (in staging order, for the predictions to hold) or ``abandon``.
-        Every append passes here, so this is where an internal topic refuses
-        batches that do not carry its owner's writer, however they were made.
-        """
-        return self._appender.stage(batches)
-
-    def abandon(self, staged: StagedAppend) -> None:
-        """Drop a staged append that will not be committed (its segments were never visible)."""
-        self._appender.abandon(staged)
-
-    def commit_staged(
-        self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
-    ) -> list[AppendResult | LakelogError]:
-        """Commit a staged append (see ``append_prepared`` for the per-request outcomes)."""
-        return self._appender.commit_staged(staged, app_transaction)
-
-    def find_producer_records(
-        self,
-        producer_id: int,
-        base_sequence: int,
-        count: int,
-        max_segments: int = 64,
-        partitions: Sequence[int] | None = None,
-    ) -> AppendResult | None:
-        """Look up records of a producer's sequence range in the newest segments."""
-        return self._appender.find_producer_records(
-            producer_id, base_sequence, count, max_segments, partitions
-        )
-
-    def add_append_listener(self, listener: AppendListener) -> None:
-        """Call ``listener(partition, rows_with_offsets)`` after each append of this process.
-
-        Lets a broker keep recent batches in memory for caught-up consumers and
-        wake long polls without touching storage (see ``AppendListener``).
-        """
-        self._appender.add_listener(listener)
+        return self.appender.commit_staged(self.appender.stage(batches), app_transaction)
 
     # -- read ----------------------------------------------------------------
 

@@ -94,7 +94,6 @@ class TopicTable:
         table_path: str,
         *,
         checkpoint_interval: int = 100,
-        commit_timeout_s: float = 30.0,
         checkpointer: CheckpointRequester | None = None,
     ) -> None:
         self.name = name
@@ -104,7 +103,6 @@ class TopicTable:
             table_path,
             name,
             checkpoint_interval=checkpoint_interval,
-            commit_timeout_s=commit_timeout_s,
             checkpointer=checkpointer,
             view=self,
         )
@@ -118,14 +116,6 @@ class TopicTable:
         self._index.apply(actions)
 
     # -- snapshot ------------------------------------------------------------------
-
-    @property
-    def storage(self) -> Storage:
-        return self.committer.storage
-
-    @property
-    def table_path(self) -> str:
-        return self.committer.table_path
 
     @property
     def state(self) -> TableState:

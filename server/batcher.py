@@ -11,8 +11,8 @@ Measured in the broker benchmark's shapes phase, three runs of each build in
 one sitting: without the wait, native JSON keyed 1,000-record requests reach
 0.76x the records/s, REST v2 binary keyed 0.86x, Arrow 10,000-record requests
 to explicit partitions 0.83x-0.88x.
-A group commit is staged (``TopicLog.stage``: its segments are encoded and
-made durable) and then committed (``TopicLog.commit_staged``), each on a
+A group commit is staged (``Appender.stage``: its segments are encoded and
+made durable) and then committed (``Appender.commit_staged``), each on a
 worker thread. Up to ``max_in_flight_commits`` run at once: while one
 commits, the next stages, and the commits land in the order the groups were
 taken, so offsets follow arrival order. New requests queue up meanwhile and form the next group, so
@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from lakelog.errors import (
 from lakelog.produce import PreparedBatch
 from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 from server.settings import BrokerSettings
+
+if TYPE_CHECKING:
+    from server.commit_leader.router import CommitRouter
 
 log = logging.getLogger(__name__)
 
@@ -151,27 +154,6 @@ CommitObserver = Callable[[str, int, int, float], None]
 PhaseObserver = Callable[[str, str, float], None]
 #: The phases a ``PhaseObserver`` is told of, in the order they happen.
 COMMIT_PHASES = ("stage", "wait", "commit")
-
-
-class CommitRouter(Protocol):
-    """Where a topic's group commits go (``server.commit_leader.router``)."""
-
-    def leader_url(self, topic: str) -> str | None:
-        """The commit leader's URL, or None when this broker commits the topic itself."""
-        ...
-
-    async def hand_off(
-        self,
-        url: str,
-        topic: str,
-        batches: Sequence[PreparedBatch],
-        on_taken: Callable[[], None],
-    ) -> list[AppendResult | LakelogError]:
-        """The leader's outcome per request; ``CommitLeaderUnreachableError`` if not taken.
-
-        ``on_taken`` runs once the leader has queued the whole group.
-        """
-        ...
 
 
 class ProduceBatcher:
@@ -450,17 +432,18 @@ class ProduceBatcher:
                 group.handed_off = False
                 log.warning("committing here: %s", exc)
         started = time.perf_counter()
-        staged: StagedAppend = await asyncio.to_thread(topic_log.stage, [i.batch for i in items])
+        appender = topic_log.appender
+        staged: StagedAppend = await asyncio.to_thread(appender.stage, [i.batch for i in items])
         group.staged.set()
         staged_at = time.perf_counter()
         try:
             if previous is not None:  # its outcome is its own requests' business
                 await _until_set([previous.committed], previous.task)
         except BaseException:  # cancelled while waiting: the segments were never visible
-            await asyncio.to_thread(topic_log.abandon, staged)
+            await asyncio.to_thread(appender.abandon, staged)
             raise
         waited_at = time.perf_counter()
-        outcomes = await asyncio.to_thread(topic_log.commit_staged, staged)
+        outcomes = await asyncio.to_thread(appender.commit_staged, staged)
         group.committed.set()
         durations = (staged_at - started, waited_at - staged_at, time.perf_counter() - waited_at)
         group.phases = dict(zip(COMMIT_PHASES, durations, strict=True))

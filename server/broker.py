@@ -163,7 +163,7 @@ class Broker:
         if wired is None or wired() is not topic_log:
             self._wired[name] = weakref.ref(topic_log)
             self.cache.forget(name)
-            topic_log.add_append_listener(functools.partial(self._on_append, name))
+            topic_log.appender.add_listener(functools.partial(self._on_append, name))
         return topic_log
 
     def _on_append(self, topic: str, partition: int, rows: pa.Table) -> None:
@@ -208,21 +208,6 @@ class Broker:
         (``ProduceBatcher.receiving``): a full group of the topic waits for it."""
         return self.batcher.receiving(topic)
 
-    async def produce(
-        self,
-        topic: str,
-        records: ProduceInput,
-        acks: Acks = -1,
-        producer_id: int | None = None,
-        base_sequence: int | None = None,
-        sequence_partition: int | None = None,
-    ) -> AppendResult | None:
-        """Validate, queue for the next group commit, and (acks != 0) wait until durable."""
-        future = await self.submit(
-            topic, records, acks, producer_id, base_sequence, sequence_partition
-        )
-        return None if future is None else await future
-
     async def submit(
         self,
         topic: str,
@@ -231,11 +216,12 @@ class Broker:
         producer_id: int | None = None,
         base_sequence: int | None = None,
         sequence_partition: int | None = None,
-    ) -> asyncio.Future[AppendResult] | None:
+    ) -> asyncio.Future[AppendResult]:
         """Validate and queue for the next group commit; the future of the durable result.
 
         Once this returns the request holds its place in the topic's queue, so
-        requests submitted one after another commit in that order. acks=0: None.
+        requests submitted one after another commit in that order. Nobody
+        waits for the future of an acks=0 request: its failure is logged here.
         A client's write to an internal topic is refused before the topic is
         looked up, so the refusal is the same whether or not it exists yet.
         """
@@ -245,21 +231,7 @@ class Broker:
             records, producer_id, base_sequence, sequence_partition=sequence_partition
         )
         future = await self.batcher.submit(topic_log, batch)
-        if acks == 0:
-            future.add_done_callback(
-                functools.partial(self._after_unacknowledged, topic, batch.num_records)
-            )
-            return None
-        return self._counted(topic, batch.num_records, future)
-
-    def _counted(
-        self, topic: str, records: int, future: asyncio.Future[AppendResult]
-    ) -> asyncio.Future[AppendResult]:
-        def count(done: asyncio.Future[AppendResult]) -> None:
-            if not done.cancelled() and done.exception() is None:
-                self._count_written(topic, records, done.result())
-
-        future.add_done_callback(count)
+        future.add_done_callback(functools.partial(self._produced, topic, batch.num_records, acks))
         return future
 
     async def take_handoff(
@@ -284,35 +256,31 @@ class Broker:
                 taken.append(exc)
         return taken
 
-    def _count_written(self, topic: str, records: int, result: AppendResult) -> None:
-        # Counted only after the commit and only for new records: refused requests
-        # (out-of-order sequence, failed commit) and duplicate retries wrote nothing.
-        if not result.duplicate:
-            self.metrics.records_in.labels(topic).inc(records)
-
-    def _after_unacknowledged(
-        self, topic: str, records: int, future: asyncio.Future[AppendResult]
+    def _produced(
+        self, topic: str, records: int, acks: Acks, future: asyncio.Future[AppendResult]
     ) -> None:
-        """acks=0 callers are gone; a failure must still be visible to operators."""
+        """Counts the records once durable. Refused requests (out-of-order sequence, failed
+        commit) and duplicate retries wrote nothing; an acks=0 caller is gone, so its
+        failure must still be visible to operators."""
         if future.cancelled():
             return
         exc = future.exception()
-        if exc is not None:
+        if exc is None:
+            if not future.result().duplicate:
+                self.metrics.records_in.labels(topic).inc(records)
+        elif acks == 0:
             self.metrics.acks0_failures.inc()
             log.warning("acks=0 produce failed: %s", exc)
-        else:
-            self._count_written(topic, records, future.result())
 
     # -- fetch -----------------------------------------------------------------
 
     async def resolve_offset(self, topic_log: TopicLog, partition: int, spec: OffsetSpec) -> int:
+        if isinstance(spec, int):
+            return spec
+        await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
         if spec == "earliest":
-            await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
             return topic_log.log_start_offset(partition)
-        if spec == "latest":
-            await self.refresh(topic_log, self.settings.refresh_interval_ms / 1000)
-            return topic_log.high_watermark(partition)
-        return spec
+        return topic_log.high_watermark(partition)
 
     async def fetch(
         self,
@@ -333,10 +301,8 @@ class Broker:
             raise InvalidRequestError(
                 f"max_wait_ms must be between 0 and {self.settings.fetch_max_wait_ms}"
             )
-        topic_log = await self.topic(topic)
-        topic_log.check_partition(partition)
+        topic_log = await self.fresh_topic(topic, partition)
         interval = self.settings.refresh_interval_ms / 1000
-        await self.refresh(topic_log, interval)
         position = await self.resolve_offset(topic_log, partition, offset)
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
@@ -349,9 +315,8 @@ class Broker:
                 result = await self._read(topic_log, partition, position, max_records, max_bytes)
                 self.metrics.records_out.labels(topic).inc(result.records.num_rows)
                 return result
-            await self._wait_for_append(
-                topic, partition, min(interval, deadline - time.monotonic())
-            )
+            timeout = min(interval, deadline - time.monotonic())
+            await self.wait_for_appends([(topic, partition)], timeout)
 
     async def _read(
         self, topic_log: TopicLog, partition: int, offset: int, max_records: int, max_bytes: int
@@ -371,9 +336,6 @@ class Broker:
                 next_offset = int(cached.column("offset")[-1].as_py()) + 1
                 return FetchResult(partition, cached, hwm, start, next_offset)
         return await asyncio.to_thread(topic_log.read, partition, offset, max_records, max_bytes)
-
-    async def _wait_for_append(self, topic: str, partition: int, timeout: float) -> None:
-        await self.wait_for_appends([(topic, partition)], timeout)
 
     async def wait_for_appends(self, partitions: list[tuple[str, int]], timeout: float) -> None:
         """Until a commit this broker sees lands in any of ``partitions``, or ``timeout``."""

@@ -1,12 +1,11 @@
-"""The append pipeline: prepare, stage and commit produce requests to one topic.
+"""The append pipeline: stage and commit prepared produce requests to one topic.
 
-``pipeline`` holds the steps (``prepare``, ``Appender``) and the one
-interface up to what runs the core (``AppendListener``); ``staging`` the
-rows and segments of a group commit between stage and commit; ``result``
-where the records landed.
+``pipeline`` holds the steps (``Appender``) and the one interface up to what
+runs the core (``AppendListener``); ``staging`` the rows and segments of a
+group commit between stage and commit; ``result`` where the records landed.
 """
 
-from lakelog.append.pipeline import Appender, AppendListener, prepare
+from lakelog.append.pipeline import Appender, AppendListener
 from lakelog.append.result import AppendResult, PartitionBatch
 from lakelog.append.staging import StagedAppend
 
@@ -16,5 +15,4 @@ __all__ = [
     "Appender",
     "PartitionBatch",
     "StagedAppend",
-    "prepare",
 ]

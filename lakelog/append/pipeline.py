@@ -1,6 +1,5 @@
-"""The append pipeline of one topic: prepare, stage, commit a group of produce requests.
+"""The append pipeline of one topic: stage and commit a group of prepared produce requests.
 
-``prepare`` validates one request against the topic (nothing is written).
 ``Appender.stage`` groups the prepared requests' rows by partition, numbers
 them ONCE from predicted base offsets and writes one segment per partition
 (unflushed: the flush runs while the commit is prepared).
@@ -36,16 +35,9 @@ from lakelog.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.internal_topics import InternalWriter, check_append
+from lakelog.internal_topics import check_append
 from lakelog.offset_index import Segment
-from lakelog.partitioner import Partitioner
-from lakelog.produce import (
-    PreparedBatch,
-    SequenceCheck,
-    check_sequences,
-    prepare_batch,
-)
-from lakelog.produce_batch import ProduceInput
+from lakelog.produce import PreparedBatch, SequenceCheck, check_sequences
 from lakelog.records import with_offsets
 from lakelog.segments import SegmentReader, SegmentWriter, add_action
 from lakelog.topic_table import CONFIG_PARTITIONS, TopicTable, partition_txn
@@ -63,35 +55,6 @@ class AppendListener(Protocol):
     """
 
     def __call__(self, partition: int, rows: pa.Table, /) -> None: ...
-
-
-def prepare(
-    table: TopicTable,
-    keyless: Partitioner,
-    records: ProduceInput,
-    producer_id: int | None = None,
-    base_sequence: int | None = None,
-    *,
-    writer: InternalWriter | None = None,
-    sequence_partition: int | None = None,
-) -> PreparedBatch:
-    """Validate one request's records against the topic; nothing is written.
-
-    An internal topic refuses every request but its owner's, which carry
-    the owner's ``writer`` (``lakelog.internal_topics``).
-    """
-    return prepare_batch(
-        records,
-        topic=table.name,
-        num_partitions=table.num_partitions,
-        config=table.config,
-        keyless=keyless,
-        now_ms=int(time.time() * 1000),
-        producer_id=producer_id,
-        base_sequence=base_sequence,
-        writer=writer,
-        sequence_partition=sequence_partition,
-    )
 
 
 class _AlreadyCommitted(Exception):
@@ -128,16 +91,15 @@ class Appender:
     def add_listener(self, listener: AppendListener) -> None:
         self._listeners.append(listener)
 
-    def append(
-        self,
-        batches: Sequence[PreparedBatch],
-        app_transaction: tuple[str, int] | None = None,
-    ) -> list[AppendResult | LakelogError]:
-        """Stage and commit (see ``TopicLog.append_prepared``)."""
-        return self.commit_staged(self.stage(batches), app_transaction)
-
     def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
-        """Write the segments of a group commit at predicted offsets (``TopicLog.stage``)."""
+        """Write the segments of a group commit at predicted offsets; nothing is visible yet.
+
+        The prediction continues after every append staged before and not yet
+        committed, so successive stages line up. Follow with ``commit_staged``
+        (in staging order, for the predictions to hold) or ``abandon``.
+        Every append passes here, so this is where an internal topic refuses
+        batches that do not carry its owner's writer, however they were made.
+        """
         for batch in batches:
             check_append(self.table.name, batch.writer)
         by_partition, locate = group_by_partition(batches)
@@ -188,7 +150,7 @@ class Appender:
     def commit_staged(
         self, staged: StagedAppend, app_transaction: tuple[str, int] | None = None
     ) -> list[AppendResult | LakelogError]:
-        """Commit a staged append (see ``TopicLog.append_prepared`` for the outcomes).
+        """Commit a staged append; one outcome per request (``TopicLog.append_prepared``).
 
         A retried request is answered from memory when its batch is one of its
         stream's last remembered ones; otherwise its first offsets are searched

@@ -56,6 +56,7 @@ class CommitRouter:
         return choose_commit_leader(topic, list(live)) if live else self.broker_id
 
     def leader_url(self, topic: str) -> str | None:
+        """The commit leader's URL, or None when this broker commits the topic itself."""
         live = self._live()
         if len(live) < 2:
             return None
@@ -69,6 +70,10 @@ class CommitRouter:
         batches: Sequence[PreparedBatch],
         on_taken: Callable[[], None],
     ) -> list[AppendResult | LakelogError]:
+        """The leader's outcome per request; ``CommitLeaderUnreachableError`` if not taken.
+
+        ``on_taken`` runs once the leader has queued the whole group.
+        """
         self._metrics.handoffs.labels(topic, "sent").inc()
         try:
             results = await self._client.send(url, topic, batches, on_taken)

@@ -133,12 +133,12 @@ async def produce(
             )
         if partition is not None:
             batch = batch.with_partition(partition)
-        result = await broker.produce(topic, batch, required_acks, producer_id, sequence)
-    if result is None:
+        future = await broker.submit(topic, batch, required_acks, producer_id, sequence)
+    if required_acks == 0:
         return AcceptedResponse(topic=topic, accepted=batch.num_rows, throttle_time_ms=throttle_ms)
     # ProduceResponse's shape, written directly: no model per record (see the codec).
     return Response(
-        produce_response_json(topic, result, throttle_ms), media_type="application/json"
+        produce_response_json(topic, await future, throttle_ms), media_type="application/json"
     )
 
 

@@ -176,7 +176,7 @@ def test_a_group_commit_answers_a_retry_it_does_not_remember_from_the_log(
     reads = _count_segment_reads(monkeypatch)
     retry = log.prepare(records, producer_id=7, base_sequence=0)
     fresh = log.prepare(_records(2, "new"), producer_id=8, base_sequence=0)
-    answer, written = log.commit_staged(log.stage([retry, fresh]))
+    answer, written = log.appender.commit_staged(log.appender.stage([retry, fresh]))
     assert isinstance(written, AppendResult) and not written.duplicate
     assert isinstance(answer, AppendResult) and answer.duplicate
     assert (answer.partitions, answer.offsets) == (original.partitions, original.offsets)

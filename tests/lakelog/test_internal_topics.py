@@ -72,7 +72,7 @@ def test_every_public_append_to_the_offsets_table_is_refused(
             offsets.append_prepared([batch])
         refused(error)
         with pytest.raises(LakelogError) as error:
-            offsets.stage([batch])
+            offsets.appender.stage([batch])
         refused(error)
     assert isinstance(error.value, InternalTopicError)
     assert snapshots.take() == before, "a refused append changed stored files"

@@ -26,7 +26,9 @@ from lakelog.topic_log import AppendResult, StagedAppend, TopicLog
 
 
 def _stage(log: TopicLog, tag: str, n: int = 3) -> StagedAppend:
-    return log.stage([log.prepare([Record(f"{tag}{i}".encode(), partition=0) for i in range(n)])])
+    return log.appender.stage(
+        [log.prepare([Record(f"{tag}{i}".encode(), partition=0) for i in range(n)])]
+    )
 
 
 def _offsets(results: Sequence[AppendResult | LakelogError]) -> list[int]:
@@ -50,8 +52,8 @@ def test_stages_committed_in_order_line_up_without_rewriting(catalog: Catalog) -
     log = catalog.topic("t")
     first, second = _stage(log, "a"), _stage(log, "b")
     assert second.prepared.bases == {0: 3}  # predicted after the first, not yet committed
-    assert _offsets(log.commit_staged(first)) == [0, 1, 2]
-    assert _offsets(log.commit_staged(second)) == [3, 4, 5]
+    assert _offsets(log.appender.commit_staged(first)) == [0, 1, 2]
+    assert _offsets(log.appender.commit_staged(second)) == [3, 4, 5]
     assert _values(log) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2"]
     assert _segment_files(log) == 2
 
@@ -60,8 +62,8 @@ def test_an_abandoned_stage_leaves_no_gap_and_no_file(catalog: Catalog) -> None:
     catalog.create_topic("t", 1)
     log = catalog.topic("t")
     first, second = _stage(log, "a"), _stage(log, "b")
-    log.abandon(first)
-    assert _offsets(log.commit_staged(second)) == [0, 1, 2]  # rewritten at the real end
+    log.appender.abandon(first)
+    assert _offsets(log.appender.commit_staged(second)) == [0, 1, 2]  # rewritten at the real end
     assert _values(log) == [b"b0", b"b1", b"b2"]
     assert _segment_files(log) == 1
     assert _stage(log, "c").prepared.bases == {0: 3}  # promises ended with the stages
@@ -71,8 +73,8 @@ def test_stages_committed_out_of_order_are_rewritten_not_overlapped(catalog: Cat
     catalog.create_topic("t", 1)
     log = catalog.topic("t")
     first, second = _stage(log, "a"), _stage(log, "b")
-    assert _offsets(log.commit_staged(second)) == [0, 1, 2]
-    assert _offsets(log.commit_staged(first)) == [3, 4, 5]
+    assert _offsets(log.appender.commit_staged(second)) == [0, 1, 2]
+    assert _offsets(log.appender.commit_staged(first)) == [3, 4, 5]
     assert _values(log) == [b"b0", b"b1", b"b2", b"a0", b"a1", b"a2"]
     assert _segment_files(log) == 2
 
@@ -86,7 +88,7 @@ def test_a_stage_is_rewritten_after_another_writers_commit(
     staged = _stage(log, "a")
     other = make_catalog().topic("t")  # a second writer on the same table
     other.append([Record(b"x", partition=0)])
-    assert _offsets(log.commit_staged(staged)) == [1, 2, 3]
+    assert _offsets(log.appender.commit_staged(staged)) == [1, 2, 3]
     assert _values(log) == [b"x", b"a0", b"a1", b"a2"]
 
 
@@ -96,7 +98,7 @@ def test_a_log_closed_while_in_use_keeps_appending(catalog: Catalog) -> None:
     log = catalog.topic("t")
     staged = _stage(log, "a")
     log.close()
-    assert _offsets(log.commit_staged(staged)) == [0, 1, 2]
+    assert _offsets(log.appender.commit_staged(staged)) == [0, 1, 2]
     log.close()
     both = [Record(b"x", partition=0), Record(b"y", partition=1)]
     assert [int(o) for o in log.append(both).offsets] == [3, 0]
@@ -111,14 +113,16 @@ def test_listeners_get_the_rows_as_committed_also_after_a_renumbering(
     first.create_topic("t", 2)
     log = first.topic("t")
     told: list[tuple[int, list[int], list[bytes]]] = []
-    log.add_append_listener(
+    log.appender.add_listener(
         lambda p, rows: told.append(
             (p, rows.column("offset").to_pylist(), rows.column("value").to_pylist())
         )
     )
-    staged = log.stage([log.prepare([Record(b"a0", partition=0), Record(b"a1", partition=1)])])
+    staged = log.appender.stage(
+        [log.prepare([Record(b"a0", partition=0), Record(b"a1", partition=1)])]
+    )
     make_catalog().topic("t").append([Record(b"x0", partition=0), Record(b"x1", partition=0)])
-    (result,) = log.commit_staged(staged)
+    (result,) = log.appender.commit_staged(staged)
     assert isinstance(result, AppendResult)
     assert log.commit_stats.renumbered_segments == 1
     assert sorted(told) == [(0, [2], [b"a0"]), (1, [0], [b"a1"])]

@@ -32,7 +32,8 @@ GUARD = 30  # seconds; only reached when the batcher hangs
 
 
 class FakeLog:
-    """Just enough of a TopicLog: ``name``, ``stage`` and ``commit_staged``, scripted.
+    """Just enough of a TopicLog and its appender: ``name``, ``stage`` and ``commit_staged``,
+    scripted.
 
     ``calls`` lists the group commits in the order they were committed.
     """
@@ -48,6 +49,7 @@ class FakeLog:
         self.per_request: Callable[[int, PreparedBatch], LakelogError | None] | None = None
         self.staged: list[list[PreparedBatch]] = []
         self.abandoned: list[list[PreparedBatch]] = []
+        self.appender = self
 
     def stage(self, batches: Sequence[PreparedBatch]) -> list[PreparedBatch]:
         self.staged.append(list(batches))
@@ -600,7 +602,7 @@ def test_a_group_for_the_commit_leader_does_not_linger_here() -> None:
     router = FakeRouter()
 
     async def main() -> None:
-        batcher = ProduceBatcher(settings(linger_ms=60_000), router=router)
+        batcher = ProduceBatcher(settings(linger_ms=60_000), router=router)  # type: ignore[arg-type]
         result = await asyncio.wait_for(await batcher.submit(as_log(fake), batch(2)), GUARD / 2)
         assert result.offsets == [0, 1]
         assert router.groups == [1] and fake.calls == []

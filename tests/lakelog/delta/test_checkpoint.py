@@ -38,7 +38,9 @@ def _delta_table(storage: Storage, log: TopicLog, version: int | None = None) ->
 def _retire_first_segment(log: TopicLog, partition: int) -> str:
     """Remove the oldest segment of a partition (what retention does); returns its path."""
     path = log.segments(partition)[0].path
-    log.commit(lambda state: [state.files[path].remove(int(time.time() * 1000))], "DELETE")
+    log.committer.commit(
+        lambda state: [state.files[path].remove(int(time.time() * 1000))], "DELETE"
+    )
     return path
 
 
