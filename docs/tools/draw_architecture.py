@@ -56,8 +56,8 @@ BOXES = (
         4.2,
         1.6,
         "Clients",
-        "lakelog.client Producer / Consumer / Admin\nlakelog CLI (Kafka's tools)\n"
-        "curl, Confluent REST Proxy v2/v3 clients",
+        "Kafka clients: confluent-kafka, kafka-python,\naiokafka, kcat, kafkajs (unmodified)\n"
+        "lakelog.client, lakelog CLI, curl, REST Proxy clients",
         CLIENT,
     ),
     Box(
@@ -88,18 +88,19 @@ BOXES = (
         3.2,
         6.0,
         2.2,
-        "Brokers (server/, N stateless FastAPI processes)",
-        "native /v1 API, REST Proxy v2/v3, /metrics, /healthz\n"
+        "Brokers (server/, N stateless processes)",
+        "Kafka listener (server/kafka/) + FastAPI: /v1, REST Proxy v2/v3\n"
         "validate -> group commit per topic -> one Delta commit\n"
-        "long-poll fetch, recent-batch cache, consumer groups\n"
-        "registry heartbeat in _meta/brokers/",
+        "commit leader per topic: other brokers hand it their groups\n"
+        "group coordinator per group; long-poll fetch, batch cache\n"
+        "heartbeat in _meta/brokers/ (who leads, who coordinates)",
         BROKER,
     ),
     Box(
         "jobs",
-        8.3,
+        8.9,
         3.2,
-        5.4,
+        4.8,
         2.2,
         "Maintenance jobs (compaction/, on Spark)",
         "pure planners (Kafka's rules) -> Spark tasks\n"
@@ -124,7 +125,7 @@ BOXES = (
 )
 
 ARROWS = (
-    Arrow("clients", "brokers", "HTTP: produce, fetch, admin, groups"),
+    Arrow("clients", "brokers", "Kafka protocol :9092, HTTP :8082\nproduce, fetch, admin, groups"),
     Arrow("spark", "root", "lakelog.storage\n(direct)", end_side="top"),
     Arrow("ops", "jobs", "run"),
     Arrow("brokers", "root", "Parquet PUT + commit PUT\n(conditional put)"),
