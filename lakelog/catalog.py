@@ -1,12 +1,9 @@
 """Topics of a storage root: create, list, describe, alter, add partitions, delete.
 
-A topic is a pointer ``_meta/topics/<name>.json`` (created with put-if-absent,
-so two creators cannot both win) naming its Delta table
-``topics/<name>/<topic-id>``. The partition count and config overrides live in
-the table's Delta metadata, so they change atomically and in order with the
-data, through the same commit protocol as appends. The topic id in the path
-plays the role of Kafka's topic ids: a topic deleted and created again never
-sees, or is damaged by, the files of its predecessor.
+A topic is a pointer ``_meta/topics/<name>.json`` (put-if-absent: one creator
+wins) naming its Delta table ``topics/<name>/<topic-id>``; partition count and
+config live in the table's metadata, so they change in order with the data. The
+topic id plays the role of Kafka's: a recreated topic never sees its predecessor's files.
 """
 
 from __future__ import annotations
@@ -141,9 +138,8 @@ class Catalog:
     still holds it, and is closed once nothing does.
     """
 
-    # Closing on the last reference (``weakref.finalize``) rather than on an explicit
-    # release: callers hold a log across awaits and threads, and none has to remember
-    # to give it back.
+    # Closed on the last reference (``weakref.finalize``), not on a release: callers hold
+    # a log across awaits and threads, and none has to remember to give it back.
 
     def __init__(
         self,
@@ -201,11 +197,7 @@ class Catalog:
         configs: Mapping[str, object] | None = None,
         replication_factor: int | None = None,
     ) -> TopicConfig:
-        """Everything ``create_topic`` checks before it writes, writing nothing.
-
-        For the admin APIs' ``validate_only``: the same errors in the same order
-        as a real creation would give, and the topic's resolved configuration.
-        """
+        """Everything ``create_topic`` checks, in its order, writing nothing (``validate_only``)."""
         validate_topic_name(name)
         exists = self.storage.exists(self._pointer_path(name))
         if name in INTERNAL_TOPICS and not exists:
@@ -232,8 +224,7 @@ class Catalog:
     ) -> TopicDescription:
         """Create a topic; TOPIC_ALREADY_EXISTS if the name is taken, nothing written on error.
 
-        Internal topics are created by their owner (the offsets store), never
-        by a client: a client's table under that name would take their place.
+        Internal topics are created by their owner (the offsets store), never by a client.
         """
         config = self.check_new_topic(name, partitions, configs, replication_factor)
         topic_id = uuid.uuid4().hex
@@ -249,14 +240,12 @@ class Catalog:
         return self.describe_topic(name)
 
     def cached_topic(self, name: str) -> TopicLog | None:
-        """The open log ``topic(name)`` would return without any I/O, else None.
-
-        Lets an event loop skip a worker-thread hop per request while the
-        pointer is fresh, and still go through ``topic`` (which may read
-        storage) whenever it is not.
-        """
+        """The open log ``topic(name)`` would return without any I/O, else None: an event
+        loop skips a worker-thread hop while the pointer is fresh."""
         with self._lock:
-            cached = self._logs.get(name)
+            return self._fresh(self._logs.get(name))
+
+    def _fresh(self, cached: _Cached | None) -> TopicLog | None:
         if cached is not None and time.monotonic() - cached.checked_at < self.pointer_max_age_s:
             return cached.log
         return None
@@ -264,16 +253,15 @@ class Catalog:
     def topic(self, name: str) -> TopicLog:
         """The open log of a topic; re-checks the pointer now and then to notice deletion.
 
-        A process opens a topic once however many callers ask at once: each
-        instance has its own write lock, so two instances of one topic in one
-        process would race each other for Delta versions. The first caller
-        reads the pointer (and opens the table if it is new or changed); the
-        others wait for its answer, a failure included, which is not kept.
+        Opened once however many callers ask at once (two instances in one process would
+        race each other for Delta versions): the first reads the pointer, the others
+        wait for its answer, a failure included, which is not kept.
         """
         with self._lock:
             cached = self._logs.get(name)
-            if cached is not None and time.monotonic() - cached.checked_at < self.pointer_max_age_s:
-                return cached.log
+            fresh = self._fresh(cached)
+            if fresh is not None:
+                return fresh
             deletions = self._deletions[name]
             pending = self._opening.get(name)
             first = pending is None
@@ -296,10 +284,8 @@ class Catalog:
     def _check_or_open(self, name: str, cached: TopicLog | None, deletions: int) -> TopicLog:
         """Read the pointer; keep ``cached`` if it still names its table, else open anew.
 
-        Called by one thread per name at a time (``topic``); the answer is
-        cached and the name's pending open cleared in one step, so a caller
-        never sees neither. A topic deleted by this catalog meanwhile is not
-        cached: the pointer read may predate the deletion.
+        One thread per name at a time (``topic``). A topic deleted by this catalog
+        meanwhile is not cached: the pointer read may predate the deletion.
         """
         pointer = self._read_pointer(name)
         if cached is None or cached.table_path != pointer.table_path:
@@ -326,11 +312,8 @@ class Catalog:
         return topic_log
 
     def _forget_closed(self) -> None:
-        """Drop the logs closed since (let go by their last holder), keeping their counts.
-
-        Called with the lock held. The finalizer itself takes no lock: it runs
-        wherever the last reference goes, which may be under this very lock.
-        """
+        """Drop the logs closed since, keeping their counts; with the lock held (the
+        finalizer takes none: it may run under this very lock)."""
         for name, opened in list(self._open_logs.items()):
             if all(o.closer.alive for o in opened):
                 continue
@@ -352,12 +335,8 @@ class Catalog:
             return len(self._open_logs.get(name, ()))
 
     def commit_stats(self) -> dict[str, CommitStats]:
-        """Each topic's commits through this catalog, over every log it opened for the name.
-
-        Counts only grow: a log replaced (the topic deleted or recreated)
-        counts on while requests still hold it, and its counts stay in the
-        total once it is closed.
-        """
+        """Each topic's commits through this catalog, over every log it opened for the name
+        (counts only grow: a closed log's counts stay in the total)."""
         with self._lock:
             self._forget_closed()
             totals = dict(self._closed_stats)
@@ -426,8 +405,7 @@ class Catalog:
     def delete_topic(self, name: str) -> None:
         """Remove a topic: its pointer first (it is gone at once), then its files.
 
-        Internal topics are refused, as Kafka refuses to delete
-        ``__consumer_offsets``: every group's committed offsets live there.
+        Internal topics are refused, as Kafka refuses to delete ``__consumer_offsets``.
         """
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"topic {name!r} is an internal topic and cannot be deleted")

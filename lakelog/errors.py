@@ -70,12 +70,8 @@ class UnknownServerError(LakelogError):
 
 # ``name`` is Kafka's error name here (ImportError's module ``name`` is not used).
 class MissingDependencyError(UnknownServerError, ImportError):  # type: ignore[misc]
-    """A part of lakelog was imported or run without the packages it needs.
-
-    Also an ``ImportError``, so code that probes for optional parts with
-    ``except ImportError`` keeps working. The message names what to install
-    (the pip extra) or, in a Spark Python worker, which interpreter to set.
-    """
+    """A part of lakelog was imported or run without the packages it needs (the message
+    names the pip extra); also an ``ImportError``, for code probing optional parts."""
 
     def __str__(self) -> str:
         return self.message
@@ -113,9 +109,8 @@ class InvalidTopicError(LakelogError, code=17, name="INVALID_TOPIC_EXCEPTION", h
 class InternalTopicError(InvalidTopicError):
     """A client append to an internal topic, which only lakelog itself writes.
 
-    Kafka answers it with INVALID_TOPIC_EXCEPTION ("cannot append to internal
-    topic") in the produce response; the REST Proxy front ends report it per
-    record accordingly, while a bad topic *name* refuses the whole request.
+    Kafka's INVALID_TOPIC_EXCEPTION, but reported per record by the REST Proxy front
+    ends, where a bad topic *name* refuses the whole request.
     """
 
 
@@ -152,20 +147,14 @@ class InvalidRequestError(LakelogError, code=42, name="INVALID_REQUEST", http_st
 
 
 class SchemaMismatchError(InvalidRequestError, http_status=422):
-    """Well-formed JSON or a parameter that does not match the route's schema: a wrong type,
-    a missing or unknown field, a value out of range.
+    """Well-formed JSON or a parameter that does not match the route's schema.
 
-    Still Kafka's INVALID_REQUEST (42), but HTTP 422 as the routes document, so an HTTP
-    client tells "the body is not JSON" (400) from "the JSON is not what this route takes".
+    INVALID_REQUEST, but HTTP 422, so a client tells "not JSON" (400) from "not this route's".
     """
 
 
 class UnsupportedContentTypeError(InvalidRequestError, http_status=415):
-    """A body in a content type the route does not read.
-
-    Still Kafka's INVALID_REQUEST (42), but HTTP 415, so an HTTP client learns that the
-    ``Content-Type`` rather than the body is at fault.
-    """
+    """A body in a content type the route does not read (INVALID_REQUEST, but HTTP 415)."""
 
 
 class KafkaStorageError(
@@ -175,20 +164,14 @@ class KafkaStorageError(
 
 
 class AmbiguousCommitError(KafkaStorageError):
-    """A commit's outcome is unknown (its write failed and the log could not be read back).
-
-    Retriable; whoever wrote files for it must keep them, since a landed
-    commit may reference them (vacuum removes them later if not).
-    """
+    """A commit's outcome is unknown (its write failed and the log could not be read back);
+    its files must be kept, since a landed commit may reference them."""
 
 
 class CommitLeaderUnreachableError(
     LakelogError, code=6, name="NOT_LEADER_OR_FOLLOWER", retriable=True, http_status=503
 ):
-    """The topic's commit leader did not take a handoff: nothing was sent to it.
-
-    Retriable, and safe to commit elsewhere: the leader never saw the records.
-    """
+    """The topic's commit leader did not take a handoff: safe to commit elsewhere."""
 
 
 class UnsupportedVersionError(LakelogError, code=35, name="UNSUPPORTED_VERSION", http_status=400):
@@ -218,11 +201,7 @@ class ThrottlingQuotaExceededError(
 class ConcurrentCommitError(
     LakelogError, code=51, name="CONCURRENT_TRANSACTIONS", retriable=True, http_status=503
 ):
-    """Another writer committed the Delta version this writer wanted.
-
-    Internal to the commit protocol: the log retries after reloading, and only
-    surfaces it when the retry budget is spent.
-    """
+    """Another writer kept winning the Delta version; surfaced once the retry budget is spent."""
 
 
 # --- consumer groups -------------------------------------------------------

@@ -1,18 +1,11 @@
 """What each part of lakelog needs installed, and the clear error when it is missing.
 
-``pip install lakelog`` installs the core: the library, the Python client and
-the CLI tools that talk to brokers or work on a root. The brokers
-(``server/``), the maintenance jobs (``compaction/``) and the Spark data
-source (``spark_connector/``) need more, installed by pip extras
-(``lakelog[broker]``, ``lakelog[spark]``, ``lakelog[all]``). Each part checks
-its modules when it is imported, so a missing extra is one message naming
-the command that installs it rather than a ``ModuleNotFoundError`` from deep
-inside. A Python with none of the core's modules (typically one of Spark's
-Python workers started with the wrong interpreter) gets a message saying
-which interpreter setting to change.
-
-Standard library only (plus ``lakelog.errors``, which is too): this module
-runs before anything it checks for is imported.
+``pip install lakelog`` is the core (library, client, CLI); the brokers, the
+maintenance jobs and the Spark source need pip extras (``lakelog[broker]``,
+``lakelog[spark]``, ``lakelog[all]``). Each part checks its modules on import,
+so a missing extra is one message naming the install command, not a
+``ModuleNotFoundError`` from deep inside. Standard library only (as is
+``lakelog.errors``): it runs before anything it checks for is imported.
 """
 
 from __future__ import annotations
@@ -74,12 +67,8 @@ def require_extra(extra: str, part: str, modules: Iterable[str] | None = None) -
 
 
 def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | None:
-    """The error to raise when importing the core failed on ``exc`` (None: not ours).
-
-    A core module missing means lakelog runs in a Python it was not installed
-    in; in a Spark worker that is the worker interpreter Spark was told to
-    use, which the message says how to change.
-    """
+    """The error to raise when importing the core failed on ``exc`` (None: not ours): lakelog
+    runs in a Python it is not installed in, in Spark the worker interpreter to change."""
     module = (exc.name or "").partition(".")[0]
     if module not in CORE_MODULES:
         return None

@@ -1,12 +1,9 @@
 """Reading one partition of a topic from an offset, and the fetch size rule.
 
-The rule (Kafka's fetch.max.bytes / max.partition.fetch.bytes): a fetch
-stops before the record whose key and value bytes would pass ``max_bytes``,
-but always returns at least one record, so a record larger than the limit
-still moves a consumer forward. ``rows_within`` is that rule, the one
-place it is written: storage reads here and the broker's answers from its
-recent-batch cache both apply it, so the cache never answers differently
-from storage.
+The rule (Kafka's fetch.max.bytes): stop before the record whose key and value
+bytes would pass ``max_bytes``, but return at least one record, so a consumer
+moves on. ``rows_within`` is its one place: storage reads and the broker's
+recent-batch cache both apply it, so they never answer differently.
 """
 
 from __future__ import annotations
@@ -53,11 +50,8 @@ def fetch_sizes(rows: pa.Table) -> npt.NDArray[np.int64]:
 
 
 def rows_within(rows: pa.Table, max_bytes: int, *, at_least_one: bool = True) -> tuple[int, int]:
-    """How many leading rows fit in ``max_bytes`` of keys and values, and their bytes.
-
-    With ``at_least_one`` the first row counts as fitting whatever its size
-    (the start of a fetch); a fetch that already holds records passes False.
-    """
+    """How many leading rows fit in ``max_bytes`` of keys and values, and their bytes
+    (with ``at_least_one``, the start of a fetch, the first row always fits)."""
     if rows.num_rows == 0:
         return 0, 0
     cumulative = np.cumsum(fetch_sizes(rows))
@@ -83,10 +77,8 @@ def read(
 ) -> FetchResult:
     """Records from ``offset`` on; the first record is returned even if over ``max_bytes``.
 
-    An offset removed by compaction yields the next record present (Kafka's
-    behaviour). Below the log start or past the high watermark is
-    OFFSET_OUT_OF_RANGE. If a segment vanished (a compaction committed and
-    a vacuum ran meanwhile) the index is refreshed and the read retried.
+    An offset removed by compaction yields the next record present, as in Kafka; out
+    of the log is OFFSET_OUT_OF_RANGE. A segment vacuumed meanwhile refreshes and retries.
     """
     table.check_partition(partition)
     if max_records <= 0 or max_bytes <= 0:
@@ -144,8 +136,7 @@ def offset_of_max_timestamp(
     """(offset, timestamp) of the record with the largest timestamp, the first of equals
     (Kafka's ListOffsets MAX_TIMESTAMP, KIP-734); None for an empty partition.
 
-    Only segments whose statistics may hold the largest timestamp are read,
-    newest statistics first, and only their two columns.
+    Only segments whose statistics may hold it are read, and only two columns.
     """
     table.check_partition(partition)
     with table.state_lock:

@@ -1,19 +1,12 @@
 """Partition selection that matches Kafka's producer byte for byte.
 
-A keyed record must land on the partition the Java producer (or librdkafka with
-``partitioner=murmur2_random``) would pick for the same key, otherwise per-key ordering
-breaks the moment a topic is written by a mix of lakelog and Kafka clients, and
-consumers that rely on co-partitioning (joins, compacted changelogs) see keys
-split across partitions. So the hash is Kafka's exact ``Utils.murmur2`` with its
-signed 32-bit result, ``Utils.toPositive`` and a plain modulo, nothing "better".
-
-Keyless records have no ordering to preserve, so the choice there is about batch
-efficiency (sticky, KIP-480) or even spread (round-robin). Both are objects with
-state because the choice depends on what was chosen before.
-
-Pure computation, no I/O or clocks. ``partitions_for_keys`` hashes a column of
-keys at once in numpy: a produce request of a thousand keyed records would
-otherwise spend most of its broker time here.
+A keyed record must land where the Java producer (or librdkafka's
+``murmur2_random``) would put it, or per-key ordering and co-partitioning break
+once a topic is written by both lakelog and Kafka clients: Kafka's exact
+``Utils.murmur2``, ``Utils.toPositive`` and a plain modulo. Keyless records are
+placed for batch efficiency (sticky, KIP-480) or even spread (round-robin).
+``partitions_for_keys`` hashes a column of keys at once in numpy: a request of a
+thousand keyed records would otherwise spend most of its broker time here.
 """
 
 from __future__ import annotations
@@ -54,14 +47,10 @@ _BLOCKS = struct.Struct("<I")
 
 
 def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2``: the hash keyed records are placed by.
+    """Kafka's ``Utils.murmur2``, signed as Java's.
 
-    Java does this in wrapping signed ``int`` arithmetic; we keep the state as an
-    unsigned 32-bit Python int (masking after every multiply so the ints stay
-    small and fast) and only reinterpret it as signed at the end. ``>>>`` on a
-    Java int is then an ordinary right shift of the unsigned value. The result
-    is signed because callers compare against Java-produced values and because
-    ``to_positive`` is defined on the signed form.
+    The state is an unsigned 32-bit int, masked after every multiply, so Java's
+    ``>>>`` is a plain right shift; it is reinterpreted as signed at the end.
     """
     length = len(data)
     # Locals, not module globals, inside the loop: CPython reads them faster.
@@ -71,9 +60,7 @@ def murmur2(data: bytes) -> int:
     tail = length & 3
     aligned = length - tail
     if aligned:
-        # iter_unpack reads little-endian blocks in C, far cheaper than
-        # assembling each block from four indexed bytes in Python. The slice
-        # is a zero-copy view and is skipped when there is no tail to cut off.
+        # iter_unpack reads the little-endian blocks in C, far cheaper than indexing bytes.
         blocks = memoryview(data)[:aligned] if tail else data
         for (k,) in _BLOCKS.iter_unpack(blocks):
             k = (k * m) & mask
@@ -104,11 +91,7 @@ def _check_partitions(num_partitions: int) -> None:
 
 
 def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """The partition Kafka's default/built-in partitioner picks for ``key``.
-
-    Note that an empty key (``b""``) is a key: Kafka hashes it like any other
-    and only a missing (null) key goes to the keyless strategy.
-    """
+    """The partition Kafka's default partitioner picks for ``key`` (``b""`` is a key too)."""
     _check_partitions(num_partitions)
     return to_positive(murmur2(key)) % num_partitions
 
@@ -121,12 +104,10 @@ VECTOR_KEY_BYTES = 512
 def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.int32]:
     """``partition_for_key`` of every key of a binary Arrow array, in one pass over the batch.
 
-    Null keys get -1 (the caller gives them the keyless choice). The state of
-    every key's hash is one ``uint32`` lane, whose multiplications wrap exactly
-    like Java's ``int``. Keys are ordered by block count, longest first, and
-    their blocks laid out block index by block index, so step ``j`` of the
-    hash loop updates a leading slice of the lanes with a contiguous slice of
-    the blocks: no masks, one numpy operation per 4 bytes of the longest key.
+    Null keys get -1 (the caller gives them the keyless choice). Each hash is a
+    ``uint32`` lane (wrapping like Java's ``int``); keys sorted longest first
+    with their blocks laid out block-major make step ``j`` one contiguous slice:
+    one numpy operation per 4 bytes of the longest key.
     """
     _check_partitions(num_partitions)
     if not pa.types.is_binary(keys.type):
@@ -205,11 +186,7 @@ def _murmur2_many(
 
 
 def stable_order(small: npt.NDArray[np.integer]) -> npt.NDArray[np.intp]:
-    """A stable argsort of small non-negative ints (partition ids, block counts).
-
-    Narrowed to 16 bits where they fit, numpy sorts them by radix, about 4x
-    faster than its merge sort of 32- or 64-bit ints.
-    """
+    """A stable argsort of small non-negative ints; as 16 bits numpy radix-sorts, ~4x faster."""
     if len(small) and int(small.max()) < 2**15 and int(small.min()) >= 0:
         small = small.astype(np.int16)
     return np.argsort(small, kind="stable")
@@ -217,11 +194,7 @@ def stable_order(small: npt.NDArray[np.integer]) -> npt.NDArray[np.intp]:
 
 @runtime_checkable
 class Partitioner(Protocol):
-    """Chooses partitions for keyless records; one instance per topic.
-
-    Instances hold per-topic state (the sticky choice, the round-robin position),
-    so sharing one between topics would couple their distributions.
-    """
+    """Chooses partitions for keyless records; one instance per topic (it holds its state)."""
 
     def partition(self, num_partitions: int) -> int:
         """The partition for the next keyless record."""
@@ -235,19 +208,13 @@ class Partitioner(Protocol):
 class StickyPartitioner:
     """KIP-480 sticky partitioning for keyless records.
 
-    Spreading keyless records one by one fills many small batches, each costing
-    a request (here: a Delta commit / Parquet file). Sticking to one partition
-    until its batch completes yields fewer, fuller batches, and switching to a
-    random other partition afterwards still spreads load evenly over time.
-
-    ``on_new_batch`` only marks that a switch is due; the new partition is drawn
-    on the next ``partition`` call because only then is the partition count
-    known (it may have grown since the last call).
+    One partition until its batch completes gives fewer, fuller batches (each a
+    Parquet file); a random other one afterwards still spreads load. The switch
+    is drawn on the next ``partition`` call, when the partition count is known.
     """
 
     def __init__(self, rng: random.Random | None = None) -> None:
-        # An injectable RNG keeps tests deterministic; the default is a private
-        # instance so seeding the global ``random`` elsewhere cannot skew us.
+        # Private by default: seeding the global ``random`` elsewhere cannot skew it.
         self._rng = rng if rng is not None else random.Random()
         self._lock = threading.Lock()
         self._current: int | None = None
@@ -262,8 +229,7 @@ class StickyPartitioner:
                 # First use, or the topic shrank under us: any partition will do.
                 current = self._rng.randrange(num_partitions)
             elif self._switch_due and num_partitions > 1:
-                # Draw from the other n-1 partitions directly (skipping over the
-                # previous one) so the pick is uniform and needs no retry loop.
+                # Uniform over the other n-1 partitions, without a retry loop.
                 pick = self._rng.randrange(num_partitions - 1)
                 current = pick + 1 if pick >= current else pick
             self._current = current
@@ -277,11 +243,7 @@ class StickyPartitioner:
 
 
 class RoundRobinPartitioner:
-    """Cycles keyless records through partitions, like Kafka's RoundRobinPartitioner.
-
-    Even per-record spread at the cost of small batches; useful when consumers
-    must see equal load on every partition regardless of batching.
-    """
+    """Cycles keyless records through partitions, like Kafka's RoundRobinPartitioner."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -291,8 +253,6 @@ class RoundRobinPartitioner:
         """The next partition in the cycle."""
         _check_partitions(num_partitions)
         with self._lock:
-            # The lock makes read-and-increment atomic: without it two threads
-            # could take the same slot and the spread would drift.
             n = self._counter
             self._counter = n + 1
         return n % num_partitions
@@ -302,11 +262,7 @@ class RoundRobinPartitioner:
 
 
 def make_keyless_partitioner(strategy: KeylessStrategy) -> Partitioner:
-    """Build a fresh keyless partitioner for one topic from a config value.
-
-    Raises ``InvalidConfigError`` rather than ``ValueError`` because the strategy
-    usually comes from user configuration and should surface with Kafka's code.
-    """
+    """A fresh keyless partitioner for one topic; INVALID_CONFIG for an unknown strategy."""
     if strategy == "sticky":
         return StickyPartitioner()
     if strategy == "round_robin":
@@ -317,11 +273,7 @@ def make_keyless_partitioner(strategy: KeylessStrategy) -> Partitioner:
 
 
 def choose_partition(key: bytes | None, num_partitions: int, keyless: Partitioner) -> int:
-    """The partition for one record: by key hash when keyed, else by ``keyless``.
-
-    Only ``None`` counts as keyless, mirroring Kafka's null check; see
-    ``partition_for_key`` for why ``b""`` is hashed.
-    """
+    """The partition for one record: by key hash when keyed (not None), else by ``keyless``."""
     if key is None:
         return keyless.partition(num_partitions)
     return partition_for_key(key, num_partitions)

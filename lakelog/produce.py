@@ -1,15 +1,10 @@
 """Turning produce input into a validated batch, ready to commit (pure logic, no I/O).
 
-Validation happens per request, before anything is written, so one bad
-request can neither leave partial data behind nor fail the other requests a
-broker batches into the same commit. Idempotent producers follow Kafka's
-model: every record of producer ``pid`` carries a sequence number, a request
-holds the consecutive range ``base_sequence .. base_sequence + n - 1``, and
-the highest sequence committed per producer is a Delta app transaction, so a
-retried request is recognised whichever broker it reaches. A producer numbers
-its records either once per topic (lakelog's own API) or once per partition
-(Kafka's protocol, ``sequence_partition``): each numbering is its own stream
-with its own app transaction.
+Validated per request, before anything is written, so one bad request neither
+leaves partial data nor fails the others batched into its commit. An idempotent
+producer's highest committed sequence per stream (per topic, or per partition in
+Kafka's protocol) is a Delta app transaction, so a retry is recognised whichever
+broker it reaches.
 """
 
 from __future__ import annotations
@@ -41,13 +36,10 @@ def producer_txn(producer_id: int, partition: int | None = None) -> str:
 
 @dataclass(frozen=True)
 class PreparedBatch:
-    """One request's records: validated, partitioned and timestamped.
+    """One request's records: validated, partitioned and timestamped; only offsets are left.
 
-    ``table`` has the produce columns plus ``timestamp_type``; offsets are
-    the only thing left to assign, at commit time. ``writer`` is set only on
-    the batches of an internal topic's owner (``lakelog.internal_topics``).
-    ``sequence_partition`` is set when the producer numbers its records per
-    partition (Kafka's protocol): all rows are then in that partition.
+    ``writer``: an internal topic's owner's batch; ``sequence_partition``: numbered
+    per partition (Kafka's protocol), all rows in that partition.
     """
 
     table: pa.Table
@@ -146,12 +138,8 @@ def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) 
 def assign_partitions(
     batch: ProduceBatch, num_partitions: int, keyless: Partitioner
 ) -> ProduceBatch:
-    """Kafka's choice: explicit partition, else murmur2 of the key, else the sticky partition.
-
-    The whole batch at once: keys are hashed by ``partitions_for_keys`` and the
-    choice is merged column-wise, so a keyed record costs about what one with an
-    explicit partition does.
-    """
+    """Kafka's choice: explicit partition, else murmur2 of the key, else the sticky partition,
+    column-wise for the whole batch."""
     partitions = batch.column("partition")
     if partitions.null_count == 0:
         return batch
@@ -205,10 +193,9 @@ def check_sequences(
 ) -> SequenceCheck:
     """Kafka's idempotence rules, applied in batch order on top of the committed state.
 
-    ``last_sequence`` gives the committed last sequence of a stream by its app
-    transaction id. A batch whose sequences were all written (by an earlier
-    commit or an earlier batch of this commit) is a duplicate; one that starts
-    after a gap is out of order. A stream unknown to the table may start anywhere.
+    ``last_sequence``: a stream's committed last sequence. A batch already written (or
+    earlier in this commit) is a duplicate, one after a gap out of order; an unknown
+    stream may start anywhere.
     """
     last: dict[str, int | None] = {}
     duplicates: list[int] = []

@@ -1,13 +1,9 @@
 """One produce batch: the rows of a produce request, whatever wire format they came in.
 
-Every front-end (the native JSON and Arrow IPC bodies, REST Proxy v2 and v3,
-the Python client's Arrow body, a caller's Arrow table or ``Record`` list)
-decodes its format into a ``ProduceBatch`` and hands it to
-``TopicLog.prepare``/``append``. ``ProduceBatch.from_columns`` is the only
-place that builds produce Arrow tables, and the rules a batch must keep
-against its topic (partition range, max.message.bytes, keys on compacted
-topics, timestamp range, header shape) are checked here and nowhere else, so
-all front-ends accept and refuse the same records. Pure logic, no I/O.
+Every front end decodes its format into a ``ProduceBatch``; ``from_columns`` is
+the only place that builds produce Arrow tables, and a batch's rules against its
+topic are checked here and nowhere else, so all front ends accept and refuse the
+same records. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -49,10 +45,7 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 @dataclass(frozen=True)
 class ProduceBatch:
     """Produce rows in exactly ``PRODUCE_SCHEMA``; build one with a ``from_*`` constructor.
-
-    Immutable: the ``with_*``/``take`` methods return new batches sharing the
-    Arrow buffers of this one.
-    """
+    Immutable: ``with_*``/``take`` return new batches sharing its Arrow buffers."""
 
     table: pa.Table
 

@@ -1,32 +1,20 @@
 """Producer ids for Kafka's InitProducerId: blocks claimed in the root, ids handed out in memory.
 
-An idempotent Kafka producer keeps its sequence numbers per producer id, and
-lakelog keeps the highest committed sequence per producer id in each topic's
-Delta log. Two producers given one id would therefore see each other's
-records as duplicates or gaps: no two brokers may ever hand out the same id,
-across restarts and across brokers sharing a root.
+Sequence numbers are kept per producer id in each topic's Delta log, so two
+producers given one id would see each other's records as duplicates or gaps: no
+two brokers may ever hand out the same id, across restarts and brokers sharing a root.
 
-As Kafka's AllocateProducerIds does, a broker claims a **block** of ids at a
-time and hands them out from memory until the block is spent. A block is the
-object ``_meta/producer_ids/<number:020d>.json``, created with
-``put_if_absent``: whoever creates block ``n`` owns it, everyone else moves
-on to ``n + 1``. Block ``n + 1`` starts right after the last id of block
-``n`` as its record states it, so the ranges chain without gaps or overlaps
-even if brokers use different block sizes. Blocks are never deleted: a
-deleted block number could be created again by a broker that listed before
-the delete, and its range handed out twice. A block holds ``block_size`` ids
-(1,000 by default), so the directory grows by one small object per 1,000
-producer starts; a broker that stops forfeits the rest of its block.
+As Kafka's AllocateProducerIds, a broker claims a **block** of ids and hands them
+out from memory. Block ``n`` is ``_meta/producer_ids/<n:020d>.json``, created
+with ``put_if_absent`` (the loser moves on to ``n + 1``), and starts right after
+the last id of block ``n - 1`` as its record states, so ranges chain even with
+different block sizes. Blocks are never deleted: a deleted number could be
+created again by a broker that listed before the delete.
 
-Coexistence with the HTTP API and the Python client: those producers choose
-their own ids (the client draws a random one, the HTTP API takes any id in
-``0 .. 2**63 - 1``). Claimed ids start at ``FIRST_ALLOCATED_ID`` (``2**62``)
-and the client draws below it (``lakelog.client.accumulator.new_producer_id``),
-so an id from a block never equals one the client picks, nor a small id
-chosen by hand over HTTP. An id above ``2**62`` sent over HTTP, or by an
-older client drawing from the whole 63-bit range, matches one specific
-allocated id with probability ``2**-63``, the same odds as two random
-client ids colliding.
+Claimed ids start at ``FIRST_ALLOCATED_ID`` (``2**62``); the Python client draws
+its own ids below it (``lakelog.client.accumulator.new_producer_id``) and HTTP
+producers choose any, so only an id above ``2**62`` chosen by hand can collide
+(probability ``2**-63``).
 """
 
 from __future__ import annotations
@@ -94,11 +82,8 @@ class ProducerIdBlock:
 
     @classmethod
     def from_json(cls, path: str, data: bytes) -> ProducerIdBlock:
-        """The block stored at ``path``; a record that does not add up is corrupt, never skipped.
-
-        Skipping an unreadable block would let the next claim start below its
-        range and hand its ids out a second time.
-        """
+        """The block stored at ``path``; a record that does not add up is corrupt, never skipped
+        (the next claim would start below its range and hand its ids out twice)."""
         match = _BLOCK_NAME.match(path.rsplit("/", 1)[-1])
         try:
             record: dict[str, Any] = json.loads(data)
@@ -153,11 +138,7 @@ def next_block(
 class ProducerIdAllocator:
     """Hands out producer ids no other allocator on the same root ever hands out.
 
-    One per broker process, shared by every connection: ``next_id`` is
-    thread-safe. It only touches storage when the current block is spent
-    (one listing, one read and one put-if-absent per lost race); the rest is
-    a counter under a lock. On the event loop, ``next_id_async`` takes the
-    in-memory path directly and moves only a block claim to a thread.
+    One per broker process, thread-safe; storage is touched only when a block is spent.
     """
 
     def __init__(
@@ -190,13 +171,10 @@ class ProducerIdAllocator:
         return self._block
 
     def next_id(self) -> int:
-        """A producer id never handed out before; claims a new block when this one is spent.
+        """A producer id never handed out before; claims a new block (blocking I/O) when spent.
 
-        Blocking (storage I/O when a block is claimed): call it from a thread
-        on an event loop. No id is handed out when it raises:
-        ``KafkaStorageError`` (retriable) when the root cannot be read or
-        written, ``CorruptRecordError`` when the highest block is unreadable,
-        ``UnknownServerError`` when the 63-bit id space is spent.
+        Raises KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE (the highest block is unreadable)
+        or UNKNOWN_SERVER_ERROR (the id space is spent), handing out no id.
         """
         with self._lock:
             if self._block is None or self._next > self._block.last_id:
@@ -207,11 +185,8 @@ class ProducerIdAllocator:
             return pid
 
     def next_id_nowait(self) -> int | None:
-        """An id from the current block without I/O or waiting; None if that needs a claim.
-
-        Also None while another thread holds the lock (it may be claiming), so
-        an event loop never blocks on a storage round trip.
-        """
+        """An id from the current block without I/O or waiting; None if that needs a claim
+        or another thread holds the lock (it may be claiming)."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
@@ -233,9 +208,8 @@ class ProducerIdAllocator:
     def _claim(self) -> ProducerIdBlock:
         """Create the next free block with put-if-absent, starting after the highest one.
 
-        Only a block this call saw itself create is used. A put whose outcome
-        is unknown (it raised, or a store's internal retry of a put that had
-        landed answers "exists") at worst leaves a block nobody hands out.
+        Only a block this call saw itself create is used: a put of unknown outcome
+        at worst leaves a block nobody hands out.
         """
         try:
             previous = self._highest()

@@ -1,11 +1,8 @@
 """Replacing live segments by rewritten ones in one Delta commit, offsets unchanged.
 
-Compaction, merging and retention (``compaction/``) and the doctor's repair of
-undecodable offsets-table records all end the same way: "remove these
-segments, add those" as one commit that lands whole or not at all, and only
-if every input is still live. Concurrent appends only add segments, so they
-never invalidate a rewrite; another job that removed an input does, and then
-nothing is committed and the new files are deleted.
+The end of compaction, merging, retention and the doctor's repair: "remove these
+segments, add those" in one commit, only if every input is still live (appends
+only add segments; another job that removed an input makes it commit nothing).
 """
 
 from __future__ import annotations
@@ -38,11 +35,8 @@ def commit_rewrite(
     extra: list[Action] | None = None,
     data_change: bool = True,
 ) -> int:
-    """Replace ``inputs`` by ``outputs`` in one commit, if the inputs are all still live.
-
-    Returns the committed version. On any failure the outputs the log does
-    not reference are deleted (``discard_uncommitted``) and the error is raised.
-    """
+    """Replace ``inputs`` by ``outputs`` in one commit, if the inputs are all still live;
+    returns the version. On failure unreferenced outputs are deleted, the error raised."""
     input_paths = {s.path for s in inputs}
     now = int(time.time() * 1000)
 
@@ -77,10 +71,8 @@ def commit_rewrite(
 def discard_uncommitted(topic_log: TopicLog, outputs: list[Segment]) -> None:
     """Delete new files a failed commit left behind, unless the commit landed after all.
 
-    A commit PUT that failed in transit may still have been stored; deleting
-    its files then would break the table. Only files the refreshed log does
-    not reference are deleted; if the log cannot be read, they are left for
-    vacuum (as orphans, which vacuum removes after its orphan grace period).
+    A PUT that failed in transit may have been stored, so only files the refreshed log
+    does not reference are deleted; if it cannot be read, they are left for vacuum.
     """
     if not outputs:
         return
@@ -103,11 +95,9 @@ def discard_uncommitted(topic_log: TopicLog, outputs: list[Segment]) -> None:
 def drop_records(topic_log: TopicLog, doomed: Mapping[str, Collection[int]]) -> int:
     """Rewrite segments without the given offsets, all in one commit; returns its version.
 
-    ``doomed`` maps a live segment's path (as in the Delta log) to offsets it
-    holds. Every other record keeps its offset and each new segment covers
-    exactly its predecessor's range, so log start offsets, high watermarks
-    and the density of the offset index are unchanged: a fetch of a dropped
-    offset lands on the next record, as after compaction.
+    ``doomed`` maps a live segment's path to offsets it holds. Each new segment covers
+    its predecessor's range, so offsets and watermarks are unchanged and a fetch of a
+    dropped offset lands on the next record, as after compaction.
     """
     topic_log.refresh()
     live = {s.path: s for p in range(topic_log.num_partitions) for s in topic_log.segments(p)}

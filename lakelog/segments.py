@@ -1,10 +1,8 @@
 """Segment files: one partition's contiguous offset range as one Parquet file.
 
-Writing produces the file and the Delta add action that will publish it; the
-file is invisible to every reader until that action is committed, so a crash
-between the two leaves only an orphan for vacuum. Reading uses the row-group
-statistics on ``offset`` to skip straight to the requested offset, with the
-immutable footers cached.
+A file is invisible until its add action is committed, so a crash in between
+leaves only an orphan for vacuum. Reads skip to an offset by the row groups'
+``offset`` statistics.
 """
 
 from __future__ import annotations
@@ -40,10 +38,8 @@ T = TypeVar("T")
 def encode_segment(table: pa.Table, sink: Any, compression: str = DEFAULT_COMPRESSION) -> None:
     """Write segment rows as Parquet to a file-like ``sink``.
 
-    No column is dictionary-encoded: offsets and timestamps never repeat, and
-    on keys a dictionary cost 14% of a keyed segment's encoding. Keys get a
-    Parquet bloom filter instead (``key_bloom_filter``), so a ``key = ...``
-    lookup in Spark still skips the row groups that cannot hold the key.
+    No dictionaries: offsets and timestamps never repeat, and on keys one cost 14% of
+    a keyed segment's encoding; a key bloom filter lets Spark's ``key = ...`` skip.
     """
     pq.write_table(
         table.cast(SEGMENT_SCHEMA) if table.schema != SEGMENT_SCHEMA else table,
@@ -62,12 +58,8 @@ KEY_BLOOM_FPP = 0.05
 
 
 def key_bloom_filter(table: pa.Table) -> dict[str, dict[str, float]] | None:
-    """Bloom filter options for the ``key`` column; None when no record has a key.
-
-    Sized for every row of a row group being a distinct key (the worst case
-    for the false-positive rate); unkeyed segments get none, since an
-    all-null column's filter would be bytes that no lookup ever matches.
-    """
+    """Bloom filter options for the ``key`` column, sized for all-distinct keys; None when
+    no record has a key (no lookup could match)."""
     keys = table.column("key")
     if keys.null_count == len(keys):
         return None
@@ -110,12 +102,9 @@ def write_segment(
     last_offset: int,
     sync: bool = True,
 ) -> Segment:
-    """Write rows of one partition (with offsets) as a new, uncommitted segment.
-
-    It covers ``base_offset..last_offset``, which may be wider than the rows
-    (compaction). Durably, unless ``sync=False``: then the caller flushes it
-    (``Storage.sync_new``) before any commit may reference it.
-    """
+    """Write rows of one partition as a new, uncommitted segment of ``base_offset..last_offset``
+    (wider than the rows after compaction); with ``sync=False`` the caller flushes it
+    (``Storage.sync_new``) before any commit may reference it."""
     # Kafka-like naming: the base offset leads, so a listing sorts in log order.
     relative = (
         f"partition={partition}/{base_offset:020d}-{last_offset:020d}-{uuid.uuid4().hex}.parquet"
@@ -142,12 +131,9 @@ def write_segment(
 
 
 class SegmentWriter:
-    """Writes one table's segments, several partitions in parallel on a pool of threads.
+    """Writes one table's segments, partitions in parallel (Parquet encoding releases the GIL).
 
-    Encoding Parquet and flushing files release the GIL, so an append that
-    touches many partitions writes them at once. The pool starts on first use
-    and ``close`` stops it; work submitted after that runs on the caller's
-    thread, so a writer still held by someone keeps working.
+    After ``close`` work runs on the caller's thread, so a writer still held keeps working.
     """
 
     def __init__(
@@ -212,10 +198,7 @@ class SegmentWriter:
         self.storage.delete(join(self.table_path, segment.path))
 
     def close(self, wait: bool = True) -> None:
-        """Stop the pool; later work runs on the caller's thread or on a new pool.
-
-        ``wait=False`` lets queued writes finish on their own (see ``TableCommitter.close``).
-        """
+        """Stop the pool; ``wait=False`` lets queued writes finish on their own."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:

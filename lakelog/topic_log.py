@@ -1,15 +1,10 @@
 """One topic's partitioned log on its Delta table: append, read by offset, offsets.
 
-The facade other code holds (``Catalog.topic`` returns one). It only joins
-the parts, each with one job:
-
-- ``lakelog.topic_table``: the table conventions and ``TopicTable`` (the
-  table's committer, ``lakelog.delta.table.TableCommitter``, and the offset
-  index it keeps current), whose answers the log gives as its own;
-- ``lakelog.produce``: a request validated against the topic (``prepare``);
-- ``lakelog.append``: stage and commit prepared requests (``appender``);
-- ``lakelog.fetch``: read a partition from an offset, offsets by time;
-- ``lakelog.segments``: segment files and the pool that writes them.
+The facade other code holds (``Catalog.topic`` returns one), joining
+``lakelog.topic_table`` (whose answers it gives as its own), ``lakelog.produce``
+(``prepare``), ``lakelog.append`` (``appender``), ``lakelog.fetch`` and
+``lakelog.segments``. It holds the table rather than being one: the table is the
+committer's view, and the log's finalizer must not be kept alive by its committer.
 """
 
 from __future__ import annotations
@@ -116,11 +111,8 @@ class TopicLog:
         self._writer.close()
 
     def closer(self, wait: bool = False) -> Callable[[], None]:
-        """``close`` as a function that does not hold this log, for ``weakref.finalize``.
-
-        A finalizer must not wait for the pools' threads (it may run on one of them);
-        an owner closing everything at shutdown does (``wait=True``).
-        """
+        """``close`` as a function that does not hold this log, for ``weakref.finalize``
+        (which must not wait: it may run on a pool thread; shutdown does, ``wait=True``)."""
         return functools.partial(_stop_pools, self.committer, self._writer, wait)
 
     # -- append --------------------------------------------------------------
@@ -136,10 +128,8 @@ class TopicLog:
     ) -> PreparedBatch:
         """Validate one request's records against the topic; nothing is written.
 
-        An internal topic refuses every request but its owner's, which carry
-        the owner's ``writer`` (``lakelog.internal_topics``). A producer that
-        numbers its records per partition (Kafka's protocol) names the
-        partition in ``sequence_partition``.
+        ``writer``: an internal topic's owner (``lakelog.internal_topics``);
+        ``sequence_partition``: the partition a per-partition sequence numbers.
         """
         return prepare_batch(
             records,
@@ -162,21 +152,16 @@ class TopicLog:
     ) -> AppendResult:
         """Append a batch: one segment per partition touched, one Delta commit in all.
 
-        Records without a partition get one from their key (Kafka's murmur2) or,
-        keyless, from the sticky partitioner. All records are validated before
-        anything is written, so a bad record leaves the topic untouched. With a
-        producer id and base sequence, a retry of an append that was already
-        committed returns the original offsets instead of writing twice.
+        All records are validated before anything is written. With a producer id and
+        base sequence, a retry of a committed append returns the original offsets.
         """
         return self._append_one(self.prepare(records, producer_id, base_sequence))
 
     def append_once(self, records: ProduceInput, app_id: str, version: int) -> AppendResult:
         """Append exactly once per (app_id, version): a repeat is a no-op (``duplicate``).
 
-        The marker is a Delta app transaction committed atomically with the
-        records, so a writer that crashed after committing and retries (a Spark
-        streaming micro-batch, say) cannot write the batch twice. Versions of
-        one app id must increase.
+        The marker is a Delta app transaction committed with the records, so a retry
+        after a crash (a Spark micro-batch) cannot write twice. Versions must increase.
         """
         return self._append_one(self.prepare(records), (app_id, version))
 
@@ -193,14 +178,8 @@ class TopicLog:
         batches: Sequence[PreparedBatch],
         app_transaction: tuple[str, int] | None = None,
     ) -> list[AppendResult | LakelogError]:
-        """Commit many prepared requests together (group commit); one result per request.
-
-        Requests that repeat an idempotent producer's committed sequences get
-        their original result; ones that skip sequences get
-        OUT_OF_ORDER_SEQUENCE_NUMBER; the rest share one Delta commit. With
-        ``app_transaction`` the whole commit happens at most once (see
-        ``append_once``).
-        """
+        """Commit many prepared requests together (group commit); one result per request
+        (``Appender.commit_staged``); with ``app_transaction`` at most once (``append_once``)."""
         return self.appender.commit_staged(self.appender.stage(batches), app_transaction)
 
     # -- read ----------------------------------------------------------------

@@ -1,12 +1,8 @@
 """How a topic is kept in a Delta table, and a topic's table as of its latest known version.
 
-The conventions (docs/architecture.md, "Offsets without a coordinator" and
-"Topic config lives in the Delta metadata"): the high watermark of
-partition p is the version of the Delta app transaction
-``lakelog.partition.<p>``; the partition count and the config overrides are
-entries of the table's Delta configuration. ``TopicTable`` joins the table's
-committer to the offset index it keeps current, and answers what the append
-pipeline, the fetch path and the admin need to know about partitions.
+The conventions (docs/architecture.md): the high watermark of partition p is the
+version of the Delta app transaction ``lakelog.partition.<p>``; the partition
+count and config overrides are entries of the table's Delta configuration.
 """
 
 from __future__ import annotations
@@ -15,9 +11,9 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from lakelog.delta.actions import Action, CommitInfo, Metadata, Protocol
+from lakelog.delta.actions import Action, Metadata, Protocol
 from lakelog.delta.state import TableState
-from lakelog.delta.table import ENGINE, CheckpointRequester, TableCommitter
+from lakelog.delta.table import CheckpointRequester, TableCommitter, commit_info
 from lakelog.errors import UnknownTopicOrPartitionError
 from lakelog.offset_index import OffsetIndex, Segment
 from lakelog.partition_state import PartitionState
@@ -51,12 +47,8 @@ def table_configuration(partitions: int, config: TopicConfig) -> dict[str, str]:
 def create_table_actions(
     name: str, table_id: uuid.UUID, partitions: int, config: TopicConfig, now_ms: int
 ) -> list[Action]:
-    """Version 0 of a topic's table: protocol, metadata (schema, partitions, config), commit info.
-
-    Committed with put-if-absent by whoever creates the topic (the catalog for
-    a client's topic, the offsets store for its own), so of two creators
-    exactly one wins.
-    """
+    """Version 0 of a topic's table: protocol, metadata (schema, partitions, config), commit
+    info; committed with put-if-absent, so of two creators exactly one wins."""
     return [
         Protocol(1, 2),
         Metadata(
@@ -67,25 +59,13 @@ def create_table_actions(
             configuration=table_configuration(partitions, config),
             created_time=now_ms,
         ),
-        CommitInfo(
-            {
-                "timestamp": now_ms,
-                "operation": "CREATE TABLE",
-                "operationParameters": {"partitions": str(partitions)},
-                "engineInfo": ENGINE,
-                "clientVersion": ENGINE,
-            }
-        ),
+        commit_info("CREATE TABLE", {"partitions": str(partitions)}, now_ms),
     ]
 
 
 class TopicTable:
-    """A topic's Delta table: its committer and the offset index that follows every commit.
-
-    Thread-safe. The index changes only under the committer's state lock, in
-    the same critical section as the state, so a reader holding that lock
-    sees both at one version.
-    """
+    """A topic's Delta table: its committer and the offset index that follows every commit
+    (under the committer's state lock, with the state). Thread-safe."""
 
     def __init__(
         self,

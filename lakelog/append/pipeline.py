@@ -1,14 +1,10 @@
 """The append pipeline of one topic: stage and commit a group of prepared produce requests.
 
-``Appender.stage`` groups the prepared requests' rows by partition, numbers
-them ONCE from predicted base offsets and writes one segment per partition
-(unflushed: the flush runs while the commit is prepared).
-``Appender.commit_staged`` commits them through the table's committer
-(docs/architecture.md, "Offsets without a coordinator"): if another writer
-moved a partition meanwhile, that partition's rows are numbered again from
-the new high watermark and its segment rewritten; an offset is therefore
-assigned exactly once, in order, with no gap, by any number of processes.
-The rows exactly as committed are then handed to the append listeners.
+``stage`` numbers the requests' rows from predicted base offsets and writes one
+segment per partition; ``commit_staged`` commits them (docs/architecture.md,
+"Offsets without a coordinator"), renumbering and rewriting a partition another
+writer moved meanwhile, so an offset is assigned exactly once, in order, with no
+gap, by any number of processes.
 """
 
 from __future__ import annotations
@@ -44,14 +40,10 @@ from lakelog.topic_table import CONFIG_PARTITIONS, TopicTable, partition_txn
 
 
 class AppendListener(Protocol):
-    """Told ``(partition, rows_with_offsets)`` after each append of this process commits.
+    """Told ``(partition, rows_with_offsets)`` on the committing thread once an append is durable.
 
-    This is the only way the core calls up into what runs it: a broker
-    registers one to keep recent batches in memory for caught-up consumers
-    and to wake long polls without touching storage. The core imports
-    nothing of ``server/``; anything above it that must react to an append
-    does so through this interface, called on the committing thread once
-    the commit is durable, with the rows exactly as stored.
+    The only way the core calls up into what runs it (a broker's recent-batch cache and
+    long polls): the core imports nothing of ``server/``.
     """
 
     def __call__(self, partition: int, rows: pa.Table, /) -> None: ...
@@ -70,11 +62,7 @@ class _SequenceConflict(Exception):
 
 
 class Appender:
-    """Stages and commits produce requests to one topic's table. Thread-safe.
-
-    Given the table (its committer and offset index), where segments are
-    written and read; it knows nothing of who calls it but its listeners.
-    """
+    """Stages and commits produce requests to one topic's table. Thread-safe."""
 
     def __init__(self, table: TopicTable, writer: SegmentWriter, reader: SegmentReader) -> None:
         self.table = table
@@ -94,11 +82,9 @@ class Appender:
     def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
         """Write the segments of a group commit at predicted offsets; nothing is visible yet.
 
-        The prediction continues after every append staged before and not yet
-        committed, so successive stages line up. Follow with ``commit_staged``
-        (in staging order, for the predictions to hold) or ``abandon``.
-        Every append passes here, so this is where an internal topic refuses
-        batches that do not carry its owner's writer, however they were made.
+        The prediction continues after appends staged and not yet committed; follow
+        with ``commit_staged`` (in staging order) or ``abandon``. Every append passes
+        here, so an internal topic refuses here batches without its owner's writer.
         """
         for batch in batches:
             check_append(self.table.name, batch.writer)
@@ -152,15 +138,10 @@ class Appender:
     ) -> list[AppendResult | LakelogError]:
         """Commit a staged append; one outcome per request (``TopicLog.append_prepared``).
 
-        A retried request is answered from memory when its batch is one of its
-        stream's last remembered ones; otherwise its first offsets are searched
-        in the log, once the commit has landed.
-
-        A sequence gap is final only as seen in the table's latest state: this
-        process's view may predate another writer's commit of the missing
-        sequences (a broker that took over from a dead commit leader, or that
-        read the topic while another broker led it), so the table is read
-        again and the requests checked once more before any is refused.
+        A retried request is answered from memory, else from the log once the commit
+        has landed. A sequence gap is final only in the table's latest state (another
+        writer may have committed the missing sequences), so the table is read again
+        before any request is refused.
         """
         batches = staged.batches
         results: list[AppendResult | LakelogError | None] = [None] * len(batches)
@@ -335,10 +316,8 @@ class Appender:
         """Look up records of a producer's sequence range in the newest segments
         (of ``partitions`` only, for a stream numbered per partition).
 
-        Segments are read newest first over all the partitions searched, and the
-        search ends once every record is found: a retry's records are almost
-        always in the last few commits, and each segment read is a store round
-        trip. Only the four columns the answer needs are read.
+        Newest first, stopping once all are found: a retry's records are almost always
+        in the last few commits, and each segment read is a store round trip.
         """
         wanted = np.arange(base_sequence, base_sequence + count)
         parts = np.full(count, -1, np.int64)
@@ -383,11 +362,7 @@ PRODUCER_LOOKUP_COLUMNS = ("producer_id", "sequence", "offset", "timestamp")
 def newest_first(
     table: TopicTable, partitions: Sequence[int] | None, per_partition: int
 ) -> list[Segment]:
-    """The newest ``per_partition`` segments of each partition, newest first over all.
-
-    Newest by the time each was written: one commit's segments were written
-    together, so a request's records, all in one commit, come close together.
-    """
+    """The newest ``per_partition`` segments of each partition, newest written first over all."""
     searched = range(table.num_partitions) if partitions is None else partitions
     segments = [s for p in searched for s in table.segments(p)[-per_partition:]]
     return sorted(segments, key=lambda s: (s.modification_time, s.base_offset), reverse=True)

@@ -1,17 +1,11 @@
 """Delta checkpoints, written from the state a writer already holds in memory.
 
-A checkpoint is derived data: the table at one version as one Parquet file,
-so a reader starts there instead of replaying every JSON commit. delta-rs can
-write one, but it first rebuilds the whole snapshot from storage, and in a
-broker that rebuild held the GIL long enough, once a second under load, to
-set the produce tail latency. The writer's ``TableState`` already is that
-snapshot, so building the file from it costs a few column conversions.
-
-The file has the columns delta-rs itself writes (action columns ``add``,
-``remove``, ``metaData``, ``protocol``, ``txn``, ``domainMetadata``,
-``sidecar``; one non-null action per row), with every field nullable as Spark
-writes them (Parquet cannot mark a field required inside the null action
-columns of the other rows). The tests read it back with delta-rs.
+delta-rs can write one, but first rebuilds the whole snapshot from storage, and
+in a broker that rebuild held the GIL long enough, once a second under load, to
+set the produce tail latency; the writer's ``TableState`` already is that
+snapshot. The columns are delta-rs's (one non-null action per row), every field
+nullable as Spark writes them (a field cannot be required inside the null action
+columns of the other rows).
 """
 
 from __future__ import annotations
@@ -189,11 +183,9 @@ def snapshot_of(state: TableState, now_ms: int | None = None) -> CheckpointSnaps
 class AddRowCache:
     """The Arrow add rows of the files in the last checkpoint, kept for the next one.
 
-    A busy topic's checkpoint lists thousands of files, of which only the last
-    interval's are new. Converting every file each time held the GIL for about
-    13 ms per 8,000 files, in slices that delayed the broker's event loop by
-    tens of milliseconds once a second; reusing the rows leaves a dictionary
-    lookup per file. Not thread-safe: one per table, used by its checkpoint thread.
+    Only the last interval's files are new; converting all of them each time held the
+    GIL about 13 ms per 8,000 files, delaying the event loop by tens of ms once a second.
+    Not thread-safe: one per table, used by its checkpoint thread.
     """
 
     def __init__(self) -> None:
@@ -257,12 +249,8 @@ def write_checkpoint(
     snapshot: CheckpointSnapshot,
     cache: AddRowCache | None = None,
 ) -> None:
-    """Write ``<version>.checkpoint.parquet``, then point ``_last_checkpoint`` at it.
-
-    Both are plain atomic overwrites: two writers checkpointing one version
-    write equivalent files, and a reader finding an older ``_last_checkpoint``
-    only replays a few more commits.
-    """
+    """Write ``<version>.checkpoint.parquet``, then point ``_last_checkpoint`` at it, as plain
+    overwrites: two writers of one version write equivalent files."""
     table = checkpoint_table(snapshot, cache.rows(snapshot.files) if cache else None)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")

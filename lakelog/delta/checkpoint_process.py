@@ -1,28 +1,19 @@
 """Checkpoints written by a helper process, so their work never waits on a broker's GIL.
 
-A checkpoint is a few milliseconds of Arrow and Parquet work, but in dozens
-of short calls that each give up the GIL and must win it back: in a busy
-broker each waits up to the switch interval and pauses the event loop and
-the threads staging the next group commit. Measured at half the produce
-saturation, the checkpoint thread ran 20-80 ms once a second and set the
-produce p99 (40-60 ms, against 18 ms with checkpoints off). Another process
-has its own GIL; the writer only tells it which version to checkpoint.
+A checkpoint is milliseconds of Arrow/Parquet work in dozens of short calls that
+each give up the GIL and must win it back, pausing the event loop and the group
+commit. At half the produce saturation an in-process checkpoint thread ran
+20-80 ms once a second and set the produce p99 (40-60 ms, against 18 ms with
+checkpoints off). Another process has its own GIL.
 
-The helper follows each table as any reader does (its last checkpoint, then
-the commits after it), keeps that state between checkpoints, and writes with
-the in-process path's ``checkpoint.write_checkpoint``. The commits this
-writer made reach it with the request, as the bytes stored, so it reads only
-other writers' commits from storage; and the broker starts it with itself.
-So no checkpoint loads a table in full (a burst of GETs) in a helper still
-starting up (a second of CPU) amid the produce load, which on an object
-store would queue the group commits behind it. Checkpoints are derived data:
-a request lost with a crashed helper only means a later checkpoint, and the
-helper is started again on the next request.
-
-It is storage machinery of the core's Delta layer, not of the broker: any
-writer hands it checkpoints through ``lakelog.delta.table.CheckpointRequester``,
-and ``python -m lakelog.delta.checkpoint_process`` starts with the core
-installed alone (no web stack in a process that only writes checkpoints).
+The helper follows each table as any reader does and keeps that state between
+checkpoints; the writer sends the commits it made with each request, so the
+helper reads only other writers' commits, and starts it with itself, so no
+checkpoint loads a table in full in a helper still starting up amid the
+produce load. Checkpoints are derived data: a request lost with a crashed
+helper only means a later checkpoint. Part of the core (``python -m
+lakelog.delta.checkpoint_process`` needs no web stack); writers reach it through
+``lakelog.delta.table.CheckpointRequester``.
 """
 
 from __future__ import annotations
@@ -110,12 +101,7 @@ def _checkpoint_one(
     version: int,
     known: dict[int, bytes],
 ) -> CheckpointOutcome:
-    """Checkpoint ``path`` at ``version``.
-
-    A table seen for the first time starts from its last checkpoint. The
-    checkpoint is at a newer version only when the table had to be reloaded
-    because log cleanup removed the commits after the state held here.
-    """
+    """Checkpoint ``path`` at ``version``; a table seen first starts from its last checkpoint."""
     followed = tables.get(path)
     if followed is None:
         delta = DeltaLog(storage, path)
@@ -135,12 +121,9 @@ def _checkpoint_one(
 
 
 def serve(conn: Connection) -> None:
-    """The helper's loop: the storage root first, then requests in, outcomes out.
+    """The helper's loop: the storage root, then ({path: version}, ``KnownCommits``) requests.
 
-    A request is ({table path: version}, the writer's ``KnownCommits``).
-
-    Ends when the writer sends None or goes away (its end of the socket closes,
-    also when it was killed), so a helper never outlives its broker.
+    Ends when the writer sends None or its socket closes, so a helper never outlives its broker.
     """
     try:
         storage: Storage = conn.recv()
@@ -227,9 +210,7 @@ class CheckpointProcess:
     def start(self) -> None:
         """Start the helper now, in the background, rather than at the first checkpoint.
 
-        Its start-up (an interpreter importing Arrow and the storage stack) is
-        about a second of CPU: a broker pays it while it starts, not in the
-        middle of the produce load that brings the first checkpoint.
+        Its start-up is about a second of CPU: paid while the broker starts, not amid produce load.
         """
         with self._lock:
             if not self._closed:
@@ -251,10 +232,8 @@ class CheckpointProcess:
     def close(self) -> None:
         """Stop the helper; a checkpoint not yet written is simply not written.
 
-        Once the dispatcher has returned, no request is outstanding, so the
-        helper holds no half-written checkpoint and is killed at once:
-        waiting for it to read the stop message could mean waiting for it to
-        finish importing, at low priority on a busy machine, for seconds.
+        Once the dispatcher has returned no request is outstanding, so the helper is
+        killed at once: it might take seconds (still importing, at low priority) to stop.
         """
         with self._lock:
             self._closed = True

@@ -1,10 +1,8 @@
 """Reading and writing one table's ``_delta_log`` through the storage root.
 
-A new version is discovered by reading ``<version+1>.json`` until it is missing,
-never by listing, so following a table costs one small GET per poll even on
-S3. Opening starts from ``_last_checkpoint`` so its cost stays flat as the log
-grows. Committing is ``put_if_absent`` of the next version's file: exactly
-the mutual exclusion the Delta protocol requires of a writer.
+New versions are found by reading ``<version+1>.json``, never by listing (one
+small GET per poll even on S3); opening starts from ``_last_checkpoint``.
+Committing is ``put_if_absent`` of the next version: the Delta writer's mutual exclusion.
 """
 
 from __future__ import annotations
@@ -110,9 +108,8 @@ class DeltaLog:
     ) -> tuple[list[tuple[int, list[Action]]], bool]:
         """Apply every commit newer than ``state.version`` (up to ``until``, if given).
 
-        Returns the commits applied, and whether the state had to be reloaded
-        from a checkpoint instead (then anything derived from it is stale, and
-        the state is at the latest version, past ``until`` perhaps).
+        Returns the commits applied, and whether the state was reloaded from a checkpoint
+        instead (anything derived from it is then stale; the version may pass ``until``).
         """
         applied: list[tuple[int, list[Action]]] = []
         window = 1  # the usual case, nothing or one commit new, costs one round trip as ever
@@ -134,12 +131,8 @@ class DeltaLog:
         return applied, False
 
     def _cleaned_up_past(self, state: TableState) -> bool:
-        """A reader far behind may find its next commit deleted by log cleanup.
-
-        The next version missing while a newer checkpoint exists means exactly
-        that; the caller then starts again from the checkpoint instead of
-        stalling forever.
-        """
+        """Was the next commit deleted by log cleanup (a newer checkpoint exists)? The caller
+        then starts again from the checkpoint instead of stalling forever."""
         now = time.monotonic()
         if now - self._cleanup_checked_at < CLEANUP_CHECK_INTERVAL_S:
             return False

@@ -1,13 +1,9 @@
 """One Delta table's writer: its state, and the optimistic commit loop every change goes through.
 
-Appends, topic administration (config changes, added partitions), the
-offsets store and the maintenance jobs' rewrites all make a table change
-durable here, as the next version via put-if-absent. A writer that loses
-the version to another writer reads the newer commits and asks its caller
-to build the actions again from that state. A PUT that fails in transit is
-resolved by looking for this commit's id in the version file, never by
-guessing. Every ``checkpoint_interval`` versions a checkpoint is written off
-the commit path (a thread, or a helper process via ``CheckpointRequester``).
+Every table change (appends, topic administration, the offsets store, rewrites)
+is made durable here as the next version via put-if-absent; a writer that loses
+the version rebuilds its actions from the newer state. A PUT that fails in
+transit is resolved by looking for this commit's id, never by guessing.
 """
 
 from __future__ import annotations
@@ -39,10 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointRequester(Protocol):
-    """Checkpoints written elsewhere (``checkpoint_process.CheckpointProcess``).
-
-    Both calls come from the committing thread and must return at once.
-    """
+    """Checkpoints written elsewhere (``checkpoint_process.CheckpointProcess``); both calls
+    come from the committing thread and must return at once."""
 
     def committed(self, table_path: str, version: int, data: bytes) -> None:
         """This writer wrote ``data`` as ``version``: its checkpoint writer need not read it."""
@@ -55,12 +49,27 @@ COMMIT_ID = "lakelog.commitId"
 ENGINE = "lakelog/0.1.0"
 
 
+def commit_info(
+    operation: str, parameters: dict[str, str], now_ms: int, **extra: str
+) -> CommitInfo:
+    """The commitInfo action every lakelog commit ends with."""
+    return CommitInfo(
+        {
+            "timestamp": now_ms,
+            "operation": operation,
+            "operationParameters": parameters,
+            "engineInfo": ENGINE,
+            "clientVersion": ENGINE,
+            **extra,
+        }
+    )
+
+
 class TableView(Protocol):
     """Something derived from the table state (an offset index), kept current by the committer.
 
-    Both methods are called with the state lock held, in the same critical
-    section that changes the state, so a reader holding that lock sees the
-    state and the view at the same version.
+    Called in the state lock's critical section that changes the state, so a reader
+    holding the lock sees state and view at one version.
     """
 
     def reload(self, state: TableState) -> None:
@@ -156,12 +165,9 @@ class TableCommitter:
     ) -> int:
         """Commit the actions ``build`` derives from the latest state; returns the new version.
 
-        ``build`` is called again, with the newer state, every time another
-        writer wins the version; it must decide from that state whether its
-        earlier work is still valid. This is the one place any table change
-        (append, config change, compaction) is made durable. ``ready`` runs just
-        before the commit file can become visible (an append waits there for
-        its segments' flush).
+        ``build`` is called again with the newer state whenever another writer wins the
+        version, and decides from it whether its earlier work still holds. ``ready`` runs
+        just before the commit can become visible (an append waits for its flush there).
         """
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + self.commit_timeout_s
@@ -172,16 +178,8 @@ class TableCommitter:
                     snapshot = self._state
                     version = snapshot.version + 1
                 actions = build(snapshot)
-                info = CommitInfo(
-                    {
-                        "timestamp": int(time.time() * 1000),
-                        "operation": operation,
-                        "operationParameters": parameters or {},
-                        "engineInfo": ENGINE,
-                        "clientVersion": ENGINE,
-                        COMMIT_ID: commit_id,
-                    }
-                )
+                now_ms = int(time.time() * 1000)
+                info = commit_info(operation, parameters or {}, now_ms, **{COMMIT_ID: commit_id})
                 data = encode_commit([*actions, info])
                 try:
                     committed = self._delta.try_commit_encoded(version, data, ready)
@@ -221,11 +219,9 @@ class TableCommitter:
     def _resolve_failed_put(self, commit_id: str, version: int, error: Exception) -> bool:
         """The commit PUT failed: did it land anyway? Never guess.
 
-        True if the version file holds our commit, False if the version is
-        free or someone else's (the normal retry path). If storage cannot
-        tell us, the outcome is unknown: raise ``AmbiguousCommitError`` so the
-        caller keeps its segment files (they may be live now) and reports a
-        retriable error; an idempotent producer's retry then finds the truth.
+        True if the version holds our commit, False if it is someone else's. If storage
+        cannot tell, ``AmbiguousCommitError``: the caller keeps its segment files (they
+        may be live) and an idempotent producer's retry finds the truth.
         """
         try:
             actions = self._delta.read_commit(version)

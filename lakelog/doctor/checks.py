@@ -88,9 +88,7 @@ def check_offsets_records(
 ) -> list[Finding]:
     """Every record of the committed-offsets table must decode as a group's offset or tombstone.
 
-    Readers skip one that does not (consumer groups keep working), but it
-    stays a foreign record in an internal topic, so the repair removes it
-    (``records`` are ``(offset, key, value)``).
+    Readers skip one that does not, but the repair removes it (``records``: offset, key, value).
     """
     findings = []
     path = f"{table_path}/{segment.path}"
@@ -167,12 +165,9 @@ def check_orphans(
 ) -> list[Finding]:
     """Files of a table that no live add action references.
 
-    Young orphans are normal (an append's segments exist before its commit;
-    a compaction's removed inputs stay for readers on older snapshots), so
-    only files older than the grace period are marked for deletion. A file a
-    commit ``removed`` (its Delta tombstone is still in the log; its age then
-    counts from the removal) is what vacuum deletes once the grace period is
-    over, so it is not a problem until then and is not reported.
+    Young orphans are normal (an append's segments exist before its commit), so only
+    files older than the grace period are marked for deletion. A file a commit
+    ``removed`` (its age counted from the removal) is not reported within it: vacuum's.
     """
     findings = []
     for f in files:
@@ -248,11 +243,8 @@ def check_pointer(
 def check_unreferenced_tables(
     tables: Iterable[StoredFile], referenced: set[str], grace_s: float
 ) -> list[Finding]:
-    """Table directories no pointer names: a deleted topic whose delete did not finish.
-
-    A topic being created writes its table before its pointer, so young ones
-    are left alone.
-    """
+    """Table directories no pointer names: a deleted topic whose delete did not finish (young
+    ones are left alone: a topic being created writes its table before its pointer)."""
     return [
         Finding(
             "orphans",

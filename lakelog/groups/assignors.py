@@ -1,12 +1,8 @@
 """Partition assignment strategies, as pure functions of subscriptions and partition counts.
 
-Kafka runs these in the group leader's client; lakelog's coordinator runs them
-itself when a rebalance completes (the members only name the strategies they
-support), so every client gets the same semantics without shipping assignor
-code. Invariants of every strategy: each partition of a subscribed topic is
-owned by at most one member, only by a member subscribed to its topic, and
-(except partitions withheld for a cooperative hand-over) by exactly one.
-Members beyond the number of partitions get nothing.
+Run by lakelog's coordinator for HTTP members, where Kafka runs them in the group
+leader. Every strategy gives each subscribed partition to exactly one subscribed
+member (except partitions withheld for a cooperative hand-over).
 """
 
 from __future__ import annotations
@@ -68,10 +64,7 @@ def range_assign(subs: Mapping[str, Subscription], partitions: Mapping[str, int]
 def roundrobin_assign(
     subs: Mapping[str, Subscription], partitions: Mapping[str, int]
 ) -> Assignment:
-    """Kafka's RoundRobinAssignor: all partitions in order, dealt to members in turn.
-
-    A member not subscribed to a partition's topic is passed over for it.
-    """
+    """Kafka's RoundRobinAssignor: all partitions in order, dealt to subscribed members in turn."""
     result: Assignment = {m: [] for m in subs}
     members = sorted(subs)
     if not members:
@@ -93,11 +86,9 @@ def roundrobin_assign(
 def sticky_assign(subs: Mapping[str, Subscription], partitions: Mapping[str, int]) -> Assignment:
     """Kafka's StickyAssignor goals: balanced first, then as few moves as possible.
 
-    Owned partitions that are still valid are kept; the rest go to the
-    least-loaded eligible member; then partitions move from members holding
-    two or more than another eligible member until no such pair is left (each
-    move lowers the sum of squared loads, so it ends). A balanced assignment
-    fed back as ``owned`` is therefore returned unchanged.
+    Valid owned partitions are kept, the rest go to the least-loaded eligible member,
+    then partitions move from members holding two more than another (each move lowers
+    the sum of squared loads, so it ends): a balanced ``owned`` is returned unchanged.
     """
     by_topic = _subscribed(subs)
     eligible: dict[TopicPartition, list[str]] = {}
@@ -147,9 +138,8 @@ def cooperative_sticky_assign(
 ) -> AssignmentResult:
     """Kafka's CooperativeStickyAssignor: the sticky target, minus partitions still owned elsewhere.
 
-    A partition moving from A to B is revoked from A in this generation and
-    given to B only in the follow-up rebalance, after A has rejoined without
-    it, so no two members ever hold it at once.
+    A partition moving from A to B goes to B only in the follow-up rebalance, after A
+    rejoined without it, so no two members ever hold it at once.
     """
     target = sticky_assign(subs, partitions)
     owner: dict[TopicPartition, str] = {}

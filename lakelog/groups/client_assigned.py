@@ -1,16 +1,9 @@
 """Client-assigned groups: what Kafka-protocol members send and get, as pure values and rules.
 
-A Kafka client computes assignments in its group leader: every member names
-the assignment protocols it supports, each with opaque metadata bytes (for
-``protocol_type`` "consumer", its subscription encoded by the client); the
-coordinator only chooses one protocol all members support and elects the
-leader, hands the leader every member's metadata for that protocol, and
-passes the leader's assignment bytes on to each member untouched. None of
-the bytes are ever decoded here.
-
-The state machine (``lakelog.groups.state.Group``) keeps one group either
-server-assigned (HTTP members: the coordinator assigns) or client-assigned
-(these members); this module holds the values and rules of the latter.
+A Kafka client assigns in its group leader: each member names the protocols it
+supports with opaque metadata; the coordinator chooses a protocol all support,
+hands the leader every member's metadata and passes the leader's assignment
+bytes on untouched. No bytes are ever decoded here.
 """
 
 from __future__ import annotations
@@ -30,12 +23,10 @@ Protocol = tuple[str, bytes]
 
 @dataclass(frozen=True)
 class ClientAssignedJoinRequest:
-    """A Kafka JoinGroup, as the coordinator needs it.
+    """A Kafka JoinGroup, as the coordinator needs it (``protocols`` preferred first).
 
-    ``protocols`` is in the member's order of preference. ``require_member_id``
-    is Kafka's rule for JoinGroup v4 and later: a dynamic member's first join
-    (empty member id) is answered MEMBER_ID_REQUIRED with the id to join with;
-    older versions set it False and get their id in the join answer at once.
+    ``require_member_id`` (JoinGroup v4+): a dynamic member's first join gets
+    MEMBER_ID_REQUIRED; older versions get their id in the join answer at once.
     """
 
     client_id: str
@@ -76,13 +67,9 @@ class MemberMetadata:
 class ClientAssignedJoinResult:
     """The JoinGroup answer of one member of a client-assigned generation.
 
-    ``members`` lists every member of the generation (in join order) with its
-    metadata for ``protocol_name``, for the leader only; followers get an
-    empty tuple, as in Kafka. ``former_member_id`` is set for a static member
-    that replaced its older id without a rebalance: a leader so answered
-    keeps the generation's assignment instead of computing a new one (KIP-814's
-    ``SkipAssignment``; before JoinGroup v9, Kafka names the former id as the
-    leader, so that the member syncs as a follower).
+    ``members`` (with their metadata for ``protocol_name``) only for the leader, as
+    in Kafka. ``former_member_id``: a static member replaced its older id without a
+    rebalance, so a leader keeps the assignment (KIP-814's ``SkipAssignment``).
     """
 
     group_id: str
@@ -115,12 +102,8 @@ def check_join(
     protocol_type: str | None,
     others: Sequence[Sequence[str]],
 ) -> None:
-    """INCONSISTENT_GROUP_PROTOCOL unless the join can share a generation with ``others``.
-
-    ``protocol_type`` is the group's and ``others`` the protocol names of each
-    current member except the joining one; with no others any non-empty
-    protocol type and list are accepted.
-    """
+    """INCONSISTENT_GROUP_PROTOCOL unless the join can share a generation with ``others``
+    (the protocol names of each other member; the group's is ``protocol_type``)."""
     if not request.protocol_type:
         raise InconsistentGroupProtocolError(
             f"a join of group {group_id!r} must name a protocol type (e.g. 'consumer')"
@@ -147,10 +130,8 @@ def check_join(
 def elect_protocol(preferences: Sequence[Sequence[str]]) -> str:
     """The protocol of a generation: Kafka's vote among the protocols every member supports.
 
-    Each member votes for the first protocol of its own list that all members
-    support; the most votes win. ``preferences[0]`` is the leader's list, and
-    a tie goes to the protocol the leader prefers, so the choice is the same
-    on every coordinator.
+    Each member votes for its first common protocol; a tie goes to the leader's
+    (``preferences[0]``) preference, so every coordinator chooses the same.
     """
     if not preferences:
         raise InconsistentGroupProtocolError("no members to choose an assignment protocol for")

@@ -1,22 +1,11 @@
 """The committed-offsets store: the compacted ``_consumer_offsets`` topic table.
 
-It is an ordinary lakelog topic (named ``__consumer_offsets`` like Kafka's,
-its Delta table at ``_consumer_offsets/`` in the root), so appends go through
-``TopicLog``'s commit protocol and ``lakelog maintenance`` compacts it like any
-compacted topic. Reading folds records into the latest value per key, which is
-exactly what compaction preserves, so answers are the same before and after
-a compaction run.
-
-Each offsets partition is read incrementally: the store remembers how far it
-has folded each partition and only reads newer records on the next lookup, so
-a coordinator taking over a group pays for the group's partition once.
-
-The store is the table's only writer: its appends carry the internal
-writer of ``__consumer_offsets`` (``lakelog.internal_topics``), which every
-other append lacks and is refused for. A record it cannot decode (left by a
-release that accepted client writes there, or by a foreign tool) is skipped
-with a warning naming its partition and offset, so one bad record never hides
-the other groups; ``lakelog doctor --repair`` removes such records.
+An ordinary compacted lakelog topic (``__consumer_offsets``, its table at
+``_consumer_offsets/``); reading folds records into the latest value per key,
+exactly what compaction keeps, and incrementally per partition. The store is
+its only writer (``lakelog.internal_topics``). A record it cannot decode is
+skipped with a warning naming it, so one bad record never hides the other
+groups; ``lakelog doctor --repair`` removes such records.
 """
 
 from __future__ import annotations
@@ -94,11 +83,8 @@ class OffsetsStore:
         return self.catalog.topic(OFFSETS_TOPIC)
 
     def _create(self) -> None:
-        """Create the table, then its topic pointer; safe when several brokers race.
-
-        Version 0 and the pointer are both put-if-absent: a loser of either race
-        simply uses what the winner wrote.
-        """
+        """Create the table, then its topic pointer, both put-if-absent: of racing brokers
+        a loser uses what the winner wrote."""
         storage = self.catalog.storage
         now = int(time.time() * 1000)
         config = TopicConfig({"cleanup.policy": "compact"})

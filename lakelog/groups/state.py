@@ -1,24 +1,14 @@
 """The state machine of one consumer group, with time passed in explicitly.
 
-States as in Kafka: ``Empty`` (no members, maybe committed offsets),
-``PreparingRebalance`` (waiting for the members to (re)join),
-``CompletingRebalance`` (the new generation is formed; its assignment is
-being made durable, or awaited from the leader), ``Stable`` and ``Dead``
-(deleted, or this coordinator stepped down).
+States as in Kafka (``GroupState``). A group is assigned by the coordinator
+(HTTP members, ``JoinRequest``: ``complete`` assigns) or by its members' leader
+(Kafka members, ``ClientAssignedJoinRequest``: ``complete_join`` forms the
+generation, the leader's ``sync_client`` hands in the assignment bytes), as its
+first member decides; a join of the other kind gets INCONSISTENT_GROUP_PROTOCOL.
 
-A group is assigned in one of two ways (``AssignmentMode``), decided by its
-first member and kept while it has members (a join of the other kind gets
-INCONSISTENT_GROUP_PROTOCOL): by the coordinator (HTTP members,
-``JoinRequest``; ``complete`` assigns, so the join answer already carries the
-partitions), or by the members' leader (Kafka members,
-``ClientAssignedJoinRequest``; ``complete_join`` forms the generation and the
-leader's ``sync_client`` hands in the assignment bytes, only then is the
-generation written). As in Kafka, members that have not synced one rebalance
-timeout after the generation formed are removed.
-
-Nothing in this module does I/O or reads a clock: the coordinator calls
-``expire(now)`` and ``ready(now)``, and makes a generation durable (fencing)
-between the record returned by ``complete`` / ``sync_client`` and ``finish``.
+No I/O and no clock: the coordinator calls ``expire(now)`` and ``ready(now)``, and
+makes a generation durable between the record ``complete`` / ``sync_client``
+returns and ``finish``.
 """
 
 from __future__ import annotations
@@ -76,6 +66,8 @@ class AssignmentMode(enum.StrEnum):
 
 
 class GroupState(enum.StrEnum):
+    """Kafka's group states; ``Dead``: deleted, or this coordinator stepped down."""
+
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -195,10 +187,8 @@ class JoinResult:
 class MemberDescription:
     """One member as Kafka's DescribeGroups shows it (and the HTTP describe, partitions).
 
-    ``metadata`` is the member's metadata for the group's current protocol and
-    ``assignment`` the bytes its leader assigned (both empty for server-assigned
-    members, whose assignment is ``partitions``). Kafka blanks both while the
-    group is not Stable; that is left to the protocol front end.
+    ``metadata`` (for the current protocol) and ``assignment`` bytes are empty for
+    server-assigned members; blanking them while not Stable is the front end's job.
     """
 
     member_id: str
@@ -324,17 +314,11 @@ class Group:
         """Register a (re)join and return the member's id; the answer comes when the
         rebalance completes.
 
-        An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394), so
-        a member that dies before its second join leaves only a pending id;
-        Kafka's JoinGroup before v4 (``require_member_id`` False) and static
-        members get their id at once. A static member (``group_instance_id``)
-        takes the place and partitions of the member that had its instance id,
-        which is fenced (KIP-345) so that two processes started with one
-        instance id cannot both consume; in a Stable group it does so without a
-        rebalance when it can (``_rejoin_in_place``). Every other join starts
-        or takes part in a rebalance, except Kafka's unchanged rejoin of a
-        client-assigned member (``_unchanged_rejoin``), answered from the
-        current generation so that a retried JoinGroup does not rebalance.
+        An empty member id gets MEMBER_ID_REQUIRED with a fresh id (KIP-394), except
+        JoinGroup before v4 and static members. A static member takes the place of the
+        one with its instance id, which is fenced (KIP-345), without a rebalance when
+        it can (``_rejoin_in_place``). Every other join rebalances, except an unchanged
+        rejoin of a client-assigned member (``_unchanged_rejoin``).
         """
         self._check_session_timeout(request.session_timeout_ms)
         self._check_protocols(member_id, request)
@@ -462,12 +446,8 @@ class Group:
         """Kafka's static rejoin of a ``Stable`` group: ``member_id`` replaces ``old`` and
         keeps its assignment and the generation, if the group's protocol would stay.
 
-        False (nothing changed) when a rebalance is needed instead: the group is
-        not Stable (Kafka rebalances a group completing one, since its leader may
-        be assigning the old id), or the next generation's protocol would differ,
-        or a coordinator-assigned member changed its topics. The answer then is
-        the current generation's; ``client_join_result`` tells a rejoined leader
-        that it keeps the assignment (``former_member_id``).
+        False (nothing changed) when a rebalance is needed instead: not Stable (the
+        leader may be assigning the old id), or the protocol or topics would change.
         """
         client = isinstance(request, ClientAssignedJoinRequest)
         mode = AssignmentMode.CLIENT if client else AssignmentMode.SERVER
@@ -537,13 +517,8 @@ class Group:
         self.rebalance_deadline_ms = now_ms + longest
 
     def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> None:
-        """REBALANCE_IN_PROGRESS while members must rejoin; fine once the generation formed.
-
-        A member of a client-assigned generation heartbeats while it waits for
-        the leader's assignment, as Kafka's clients do (a server-assigned
-        generation is completed under the coordinator's lock, never seen
-        half-formed).
-        """
+        """REBALANCE_IN_PROGRESS while members must rejoin; fine once the generation formed
+        (a client-assigned member heartbeats while it waits for its leader's assignment)."""
         member = self.member(member_id)
         self._check_generation(generation_id)
         member.last_heartbeat_ms = now_ms
@@ -572,12 +547,10 @@ class Group:
     ) -> dict[str, Any] | None:
         """A SyncGroup of a client-assigned member; the generation's record once the leader's.
 
-        The leader's ``assignments`` (member id -> bytes) are the generation's:
-        a member it left out gets empty bytes, ids that are not members are
-        ignored (as Kafka does), a follower's are ignored. The returned record
-        must be made durable before ``finish``; the answers then come from
-        ``client_assignment``. ``protocol_type``/``protocol_name`` (SyncGroup
-        v5) must be the group's when given.
+        The leader's ``assignments`` (member id -> bytes) are the generation's: a member
+        left out gets empty bytes, other ids and a follower's are ignored, as in Kafka.
+        The record must be made durable before ``finish``. ``protocol_type`` and
+        ``protocol_name`` (SyncGroup v5) must be the group's when given.
         """
         member = self.member(member_id)
         self._check_mode(AssignmentMode.CLIENT)
@@ -603,11 +576,8 @@ class Group:
         return self.record()
 
     def client_assignment(self, member_id: str, generation_id: int) -> bytes | None:
-        """The member's assignment bytes once its leader synced; None while awaited.
-
-        REBALANCE_IN_PROGRESS if a new rebalance started meanwhile (the leader
-        left or was removed, a member joined): the member rejoins.
-        """
+        """The member's assignment bytes once its leader synced; None while awaited
+        (REBALANCE_IN_PROGRESS if a new rebalance started meanwhile)."""
         member = self.member(member_id)
         self._check_mode(AssignmentMode.CLIENT)
         self._check_generation(generation_id)
@@ -644,9 +614,8 @@ class Group:
     def check_commit(self, member_id: str, generation_id: int) -> None:
         """May this commit be stored? Kafka's rules, including the "simple" admin commit.
 
-        A member of the current generation may commit while the group prepares a
-        rebalance (what eager clients do in on_partitions_revoked), not while
-        the new generation is being completed.
+        Allowed while the group prepares a rebalance (eager clients commit in
+        on_partitions_revoked), not while the new generation is being completed.
         """
         if generation_id < 0 and not member_id:
             if self.members:
@@ -674,11 +643,8 @@ class Group:
     # -- time ------------------------------------------------------------------
 
     def expire(self, now_ms: int) -> list[str]:
-        """Remove members whose session ran out, or that did not sync in time.
-
-        A member waiting in its join stays, and so does one that synced and
-        waits for its client-assigned leader.
-        """
+        """Remove members whose session ran out, or that did not sync in time (not one
+        waiting in its join, nor one that synced and waits for its leader)."""
         self.pending = {m: until for m, until in self.pending.items() if until >= now_ms}
         waiting = self.state is GroupState.PREPARING_REBALANCE
         completing = self.state is GroupState.COMPLETING_REBALANCE
@@ -716,11 +682,8 @@ class Group:
         return {t for m in self.members.values() for t in m.topics}
 
     def complete(self, partitions: Mapping[str, int]) -> dict[str, Any]:
-        """Drop members that did not rejoin, assign, bump the generation; returns its record.
-
-        The group is then ``CompletingRebalance`` until ``finish`` (after the
-        record has been written with put-if-absent) or ``abort``.
-        """
+        """Drop members that did not rejoin, assign, bump the generation; returns its record
+        (``CompletingRebalance`` until ``finish``, once the record is written)."""
         if not self._next_generation():
             return self.record()
         order = list(self.members)
@@ -742,11 +705,8 @@ class Group:
     def complete_join(self, now_ms: int) -> dict[str, Any] | None:
         """Form the client-assigned generation; its record only if it has no members.
 
-        Drops members that did not rejoin and bumps the generation. With
-        members, the group is then ``CompletingRebalance`` awaiting the
-        leader's ``sync_client`` (nothing to write yet: the generation is
-        written with its assignment); without, the record is written and
-        ``finish`` makes the group ``Empty``, as ``complete`` does.
+        With members the group awaits the leader's ``sync_client`` (the generation is
+        written with its assignment); without, it is written and ``finish`` empties it.
         """
         if not self._next_generation():
             self.generation_members = ()
@@ -808,12 +768,10 @@ class Group:
     def restore(cls, record: Mapping[str, Any], limits: GroupLimits, now_ms: int) -> Group:
         """A new coordinator's view of a group from its last durable generation.
 
-        Members are kept (so they rejoin with their ids and keep sticky
-        ownership) but must rejoin: the group starts a rebalance, and members
-        that neither heartbeat nor rejoin within their session timeout are
-        dropped. A client-assigned group keeps its protocol type, protocol,
-        leader (the leader again if it rejoins) and each member's metadata and
-        assignment bytes, so describing it shows the last durable generation.
+        Members are kept (they rejoin with their ids and keep sticky ownership) but must
+        rejoin within their session timeout: the group starts a rebalance. A
+        client-assigned group keeps its protocol, leader and members' bytes, so
+        describing it shows the last durable generation.
         """
         group = cls(str(record["group_id"]), limits, int(record["generation_id"]))
         group.protocol = record.get("protocol")

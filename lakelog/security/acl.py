@@ -1,21 +1,16 @@
 """Kafka-style access control lists: bindings, filters and the authorization decision (pure).
 
-A binding says *principal P may (ALLOW) or may not (DENY) do operation O on
-resources matching a pattern, from host H*. The decision follows Kafka's
-``AclAuthorizer``/``StandardAuthorizer``:
+The decision follows Kafka's ``AclAuthorizer``/``StandardAuthorizer``:
 
 * super users may do everything;
-* a DENY binding matching the request (its operation or ``ALL``) wins over
-  any ALLOW;
-* an ALLOW binding matches its operation, ``ALL``, and ``DESCRIBE`` is implied
-  by ``READ``, ``WRITE``, ``DELETE`` and ``ALTER`` (as Kafka implies
-  DESCRIBE from those), ``DESCRIBE_CONFIGS`` by ``ALTER_CONFIGS``;
-* with no binding at all on the resource, ``allow_if_no_acls`` decides
-  (Kafka's ``allow.everyone.if.no.acl.found``, false by default).
+* a matching DENY (its operation or ``ALL``) wins over any ALLOW;
+* an ALLOW matches its operation and ``ALL``; ``DESCRIBE`` is implied by
+  ``READ``, ``WRITE``, ``DELETE`` and ``ALTER``, ``DESCRIBE_CONFIGS`` by ``ALTER_CONFIGS``;
+* with no binding on the resource, ``allow_if_no_acls`` decides
+  (``allow.everyone.if.no.acl.found``, false by default).
 
-Patterns are LITERAL (the exact name, or ``*`` for every name) or PREFIXED
-(every name starting with the pattern). There is no I/O here: storage and
-caching live in ``lakelog.security.stored_config``.
+Patterns are LITERAL (the name, or ``*``) or PREFIXED. Storage and caching live in
+``lakelog.security.stored_config``.
 """
 
 from __future__ import annotations
@@ -183,9 +178,8 @@ class AclBinding:
 class AclFilter:
     """Selects bindings for list/delete; ``None`` fields match anything (Kafka's ANY).
 
-    ``pattern_type=None`` matches both pattern types; a ``resource_name``
-    matches bindings with exactly that pattern name (as Kafka's filters do
-    with a LITERAL/PREFIXED type), not every pattern that would cover it.
+    A ``resource_name`` matches bindings with exactly that pattern name, as Kafka's
+    filters do, not every pattern that would cover it.
     """
 
     resource_type: ResourceType | None = None

@@ -1,25 +1,15 @@
 """Client quotas the way Kafka computes them: windowed rates, throttle times, entity precedence.
 
-Pure logic with injected time (``now_ms`` arguments), unit-tested without
-sleeping. The broker records every produce/fetch/request against the quota
-entity of the requester and, when the windowed rate is above the quota,
-delays its answer by the throttle time Kafka would compute:
+Pure logic with injected time. Above its quota an answer is delayed by
 
     throttle = (rate - quota) / quota * window
 
-where ``rate`` is the value recorded in the live samples divided by the
-elapsed window, and ``window`` is that elapsed time, counted as at least
-``samples - 1`` full sample windows (Kafka's ``Rate``: a fresh sensor does not
-measure its first burst over a few milliseconds). Delaying by that long brings
-the rate over the stretched window down to the quota. Byte-rate throttles are
-not capped (as in Kafka); the request-rate throttle is capped at one sample
-window (Kafka's ``boundedThrottleTime``).
-
-Quotas are looked up by Kafka's precedence of quota entities (most specific
-first): user+client, user+default client, user, default user+client, default
-user+default client, default user, client, default client; then the broker's
-static defaults. Usage is tracked per matched entity, so all clients of a
-user with a user-level quota share one budget, as in Kafka.
+with ``window`` the elapsed time of the live samples, at least ``samples - 1``
+sample windows (Kafka's ``Rate``: a fresh sensor does not measure its first
+burst over a few milliseconds). Byte-rate throttles are not capped; the
+request-rate throttle is capped at one sample window (``boundedThrottleTime``).
+Quotas follow Kafka's entity precedence, most specific first, then the static
+defaults; usage is pooled per matched entity, as in Kafka.
 """
 
 from __future__ import annotations

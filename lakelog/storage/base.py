@@ -1,14 +1,9 @@
 """The storage root: one small interface over local disk, S3, HDFS and memory.
 
-Everything durable in lakelog (segments, Delta commits, topic pointers, offsets)
-goes through this interface, so the protocol code above it never knows which
-backend it runs on. The one primitive the log's correctness rests on is
-``put_if_absent``: an atomic create that fails when the object exists, used for
-Delta commit files and topic pointers. There is deliberately no
-exists()-then-write anywhere.
-
-Paths are always relative to the root and use ``/``; ``..`` and absolute paths
-are refused so that no name supplied by a user can escape the root.
+The log's correctness rests on one primitive, ``put_if_absent`` (an atomic
+create, for Delta commits and topic pointers); there is deliberately no
+exists()-then-write anywhere. Paths are root-relative with ``/``; ``..`` and
+absolute paths are refused, so no user-supplied name can escape the root.
 """
 
 from __future__ import annotations
@@ -64,9 +59,8 @@ class Storage(abc.ABC):
     def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
         """Several whole objects, in order; None for each one that does not exist.
 
-        Stores with a round trip per request fetch them all at once: a reader
-        following a busy table's log one object at a time falls behind for
-        good as soon as commits come faster than one round trip.
+        Object stores fetch them at once: a reader following a busy log one round trip
+        at a time falls behind for good once commits come faster.
         """
         found: list[bytes | None] = []
         for path in paths:
@@ -81,14 +75,11 @@ class Storage(abc.ABC):
         """Write (or replace) an object atomically and durably: readers see all or nothing."""
 
     def write_new(self, path: str, write: Callable[[BinaryIO], None], *, sync: bool = True) -> int:
-        """Stream a new object (e.g. a Parquet segment) durably; returns its size.
+        """Stream a new object (a Parquet segment) durably; returns its size.
 
-        Unlike ``put`` there is no atomic-visibility promise: callers publish the
-        object separately (a Delta commit), so a partial file is never read.
-        Backends that can stream override this to avoid buffering a copy. With
-        ``sync=False`` a backend that has to flush (a local disk) may leave
-        that to a later ``sync_new``, so the flush can overlap other work; the
-        object must not be published before then.
+        No atomic visibility (a Delta commit publishes it). With ``sync=False`` a backend
+        that has to flush may leave that to ``sync_new``, before which it must not be
+        published.
         """
         buffer = io.BytesIO()
         write(buffer)
@@ -97,10 +88,8 @@ class Storage(abc.ABC):
         return len(data)
 
     def sync_new(self, paths: Sequence[str]) -> None:
-        """Make objects written with ``write_new(sync=False)`` durable, names included.
-
-        Object stores have nothing to do: a completed upload is durable.
-        """
+        """Make objects written with ``write_new(sync=False)`` durable, names included
+        (nothing to do on object stores: a completed upload is durable)."""
         return None
 
     @abc.abstractmethod
@@ -109,10 +98,8 @@ class Storage(abc.ABC):
     ) -> bool:
         """Create an object atomically; ``False`` (and no change) if it already exists.
 
-        ``ready`` is called before the object can become visible (after its
-        bytes are staged durably where the backend stages them); if it raises,
-        nothing is published. A commit passes the wait for its segments'
-        ``sync_new`` here, so that flush overlaps writing the commit itself.
+        ``ready`` runs before the object can become visible; if it raises, nothing is
+        published (a commit waits there for its segments' ``sync_new``).
         """
 
     @abc.abstractmethod

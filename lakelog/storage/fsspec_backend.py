@@ -27,10 +27,8 @@ from lakelog.storage.settings import S3Settings
 def _store_errors() -> Iterator[None]:
     """Make the store's transport failures ``OSError``s, as the Storage contract says.
 
-    botocore's connection errors (endpoint unreachable, connection reset) are
-    not OSError subclasses; left as they were, an outage of the object store
-    reached clients as UNKNOWN_SERVER_ERROR (500, not retriable) instead of the
-    retriable KAFKA_STORAGE_ERROR every layer above maps OSError to.
+    botocore's connection errors are not OSErrors: an outage would reach clients as
+    UNKNOWN_SERVER_ERROR instead of the retriable KAFKA_STORAGE_ERROR.
     """
     try:
         yield
@@ -179,9 +177,8 @@ class S3Storage(FsspecStorage):
 class HdfsStorage(FsspecStorage):
     """``hdfs://namenode:port/path`` through pyarrow's libhdfs binding.
 
-    HDFS ``create`` without overwrite is atomic at the namenode, which is the
-    put-if-absent the log needs. Needs a Hadoop client (``HADOOP_HOME``,
-    ``CLASSPATH``) on the machine; see the README for what was tested.
+    ``create`` without overwrite is atomic at the namenode: the put-if-absent. Needs a
+    Hadoop client (``HADOOP_HOME``, ``CLASSPATH``).
     """
 
     def __init__(self, url: str) -> None:

@@ -33,12 +33,8 @@ def _fsync(path: str) -> None:
 
 @contextlib.contextmanager
 def _removed_on_failure(path: str) -> Iterator[None]:
-    """Unlink ``path`` if the block fails.
-
-    A failed write (ENOSPC, EIO, ...) must not leave its file behind: list_dir
-    hides ``.tmp-`` names, so nothing would ever notice or remove it and each
-    failed attempt would leak disk space.
-    """
+    """Unlink ``path`` if the block fails: list_dir hides ``.tmp-`` names, so a failed
+    write's file would never be noticed or removed."""
     try:
         yield
     except BaseException:
@@ -97,10 +93,8 @@ class LocalStorage(Storage):
     def write_new(self, path: str, write: Callable[[BinaryIO], None], *, sync: bool = True) -> int:
         """Write in place under the final name: one copy, no rename; fsync file and directory.
 
-        ``write`` gets a pyarrow native file (a writable binary file), so a
-        Parquet writer streams into the OS file without a Python file object
-        in between. The name is first reserved with ``O_EXCL`` (an existing
-        object is never overwritten) and that descriptor is the one fsynced.
+        ``write`` gets a pyarrow native file, so Parquet streams into the OS file. The
+        name is reserved with ``O_EXCL``: an existing object is never overwritten.
         """
         target = self._abs(path)
         parent = os.path.dirname(target)

@@ -1,11 +1,7 @@
 """Server subprocesses on free loopback ports, ready once ``/healthz`` answers 200.
 
-``start_broker(root, log_dir, settings)`` runs ``python -m server`` (the same
-as ``lakelog broker start``) with ``settings`` as ``LAKELOG_*`` variables;
-``start_server`` runs any Python module that takes ``--port`` and serves
-``/healthz`` (or passes another readiness probe). A :class:`ServerProcess`
-stops as an operator would (SIGTERM, then SIGKILL if it lingers) or crashes
-on demand (SIGKILL).
+``start_broker`` runs ``python -m server``; ``start_server`` any module that takes
+``--port``. A :class:`ServerProcess` stops as an operator would or crashes on demand.
 """
 
 from __future__ import annotations
@@ -34,11 +30,8 @@ START_TIMEOUT_S = 60.0
 def free_port(host: str = LOOPBACK) -> int:
     """A TCP port of ``host`` that was free a moment ago (bound to port 0, then released).
 
-    Never one of the last ``RECENT_PORTS`` ports this process was given: a port
-    is only bound once the server it is for starts, and the kernel may hand a
-    released port out again at once, so two servers started together (a
-    broker's HTTP and Kafka listeners, a Spark master's two ports) could
-    otherwise be given the same one.
+    Never one of the last ``RECENT_PORTS`` given: the kernel may hand a released port
+    out again at once, so two servers started together could get the same one.
     """
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -58,10 +51,8 @@ _RECENT_LOCK = threading.Lock()
 def wait_for(
     condition: Callable[[], bool], what: str, timeout_s: float, interval_s: float = 0.1
 ) -> None:
-    """Poll ``condition`` until it holds; RuntimeError naming ``what`` after ``timeout_s``.
-
-    The timeout guards against a hang; it is never a claim about speed.
-    """
+    """Poll ``condition`` until it holds; RuntimeError naming ``what`` after ``timeout_s``
+    (a guard against a hang, never a claim about speed)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
@@ -124,11 +115,9 @@ def start_server(
 ) -> ServerProcess:
     """Run ``python args... --port P`` on a free port of ``host``; return once it is healthy.
 
-    The server's output goes to ``log_dir/<name>-<port>.log``. ``verify`` is
-    the TLS context of the health probe of a server that serves https (None:
-    plain http); ``ready`` replaces that ``/healthz`` probe. A server that
-    exits, or is not healthy within ``timeout_s``, is killed and its log is in
-    the RuntimeError raised.
+    Output goes to ``log_dir/<name>-<port>.log``. ``verify``: the https probe's TLS
+    context (None: http); ``ready`` replaces the ``/healthz`` probe. A server that exits
+    or is not healthy in ``timeout_s`` is killed, its log in the RuntimeError.
     """
     port = free_port(host)
     log_path = log_dir / f"{name}-{port}.log"
@@ -165,12 +154,8 @@ def start_server(
 
 
 def broker_probe_context(settings: Mapping[str, object]) -> ssl.SSLContext | None:
-    """The health probe's TLS context for a broker started with ``settings``.
-
-    A broker with ``ssl_certfile`` serves https: the probe trusts that
-    certificate and, when the broker requires client certificates
-    (``ssl_ca_certs``), presents it. None for a plain-http broker.
-    """
+    """The health probe's TLS context for a broker started with ``settings`` (None: http);
+    it trusts ``ssl_certfile`` and presents it when client certificates are required."""
     certfile = settings.get("ssl_certfile")
     if not certfile:
         return None
@@ -191,18 +176,14 @@ def start_broker(
 ) -> ServerProcess:
     """A broker (``python -m server``) over ``root`` on a free loopback port, once healthy.
 
-    ``settings`` are broker settings by name (``linger_ms=5``, ``broker_id="b1"``),
-    passed as ``LAKELOG_<NAME>`` environment variables on top of ``env``
-    (default: this process's environment). Unless ``settings`` name
-    ``kafka_listeners``, the broker's Kafka listener is on another free
-    loopback port (``ServerProcess.kafka``): SASL_PLAINTEXT when
-    authentication is on, PLAINTEXT otherwise.
+    ``settings`` (``linger_ms=5``) become ``LAKELOG_<NAME>`` variables on top of ``env``.
+    Unless they name ``kafka_listeners``, the Kafka listener is on another free port
+    (``ServerProcess.kafka``), SASL_PLAINTEXT when authentication is on.
     """
     settings = dict(settings or {})
     environment = dict(os.environ if env is None else env)
     kafka: str | None = None
     auth_mode = str(settings.get("auth_mode", environment.get("LAKELOG_AUTH_MODE", "none")))
-    # A secured broker's Kafka listener authenticates its clients (SASL).
     if "kafka_listeners" not in settings:
         kafka = f"{LOOPBACK}:{free_port()}"
         protocol = "PLAINTEXT" if auth_mode == "none" else "SASL_PLAINTEXT"

@@ -1,26 +1,13 @@
 """A small TCP proxy between brokers and the object store, to cut, slow or watch the store.
 
-Fault tests use it to cut the store and lose answers; benchmarks use it to
-give a local S3-protocol server the round-trip time of a real one
-(``request_delay_s``) and to count requests on the wire (``count_requests``).
-
-Stopping the proxy closes its listening socket and every open connection, so the
-broker sees what it would see when the store is down (connection refused and
-reset); starting it again listens on the same port, so the broker reconnects
-without being told anything. ``latency_s`` delays every chunk forwarded in
-either direction, which is how "slow storage" is injected; ``request_delay_s``
-delays only the first chunk of each HTTP request (a chunk that starts with a
-request line), so every request pays that delay once, whatever its size, as
-the round trip to a distant store would. moto keeps its
-objects in memory, so the store itself is never restarted: its data survive
-the outage exactly as a real store's would.
-
-``drop_response_to(pattern)`` makes an answer go missing: the next request
-whose request line matches is forwarded whole, so the store carries it out,
-and the store's answer is never passed on; the client's connection is closed
-instead (and with ``then_stop``, the proxy stops, so that the client cannot
-ask the store what happened either). That is the ambiguous outcome of a
-commit PUT: it landed, and the writer got an error.
+``stop`` refuses and resets connections as a store going down does (the store,
+moto in memory, keeps its data); ``start`` listens on the same port again.
+``latency_s`` delays every chunk forwarded; ``request_delay_s`` each HTTP request
+once, whatever its size, as a distant store's round trip would (benchmarks).
+``count_requests`` counts requests on the wire. ``drop_response_to(pattern)``
+forwards the next matching request but resets the client instead of answering
+(with ``then_stop``, stopping the proxy too): a commit PUT that landed while the
+writer got an error.
 """
 
 from __future__ import annotations
@@ -41,12 +28,8 @@ _LONGEST_LINE = 4096
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close a connection now, even while a pipe thread is blocked reading it.
-
-    ``close`` alone does not end a ``recv`` another thread is blocked in (the
-    socket lives on until it returns), so the peer would see nothing; the
-    shutdown wakes that thread and tells the peer at once.
-    """
+    """Close a connection now: the shutdown wakes a pipe thread blocked in ``recv``, which
+    ``close`` alone would not, and tells the peer at once."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.shutdown(socket.SHUT_RDWR)
@@ -108,12 +91,8 @@ class TcpProxy:
             self._stop_after_drop = then_stop
 
     def count_requests(self, pattern: bytes) -> None:
-        """Count from now on the requests whose request line matches ``pattern``.
-
-        ``counts[pattern]`` counts the requests, ``answers[(pattern, status)]``
-        their final answers (one request at a time per connection, as HTTP/1.1
-        clients without pipelining send them).
-        """
+        """Count from now on the requests whose request line matches ``pattern`` (in
+        ``counts[pattern]``) and their final answers (``answers[(pattern, status)]``)."""
         with self._lock:
             self._counted.append(re.compile(pattern))
             self.counts[pattern] += 0
