@@ -7,15 +7,11 @@ HTTP; what a listing only hides is not a denial. Authentication off allows every
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from lakelog.errors import LakelogError
 from lakelog.security.acl import WILDCARD, Operation, Permission, ResourceType
 from server.kafka.context import RequestContext
-from server.security.state import denial
-
-if TYPE_CHECKING:
-    from server.security.state import BrokerSecurity
+from server.security.state import BrokerSecurity, denial
 
 
 def _security(ctx: RequestContext) -> BrokerSecurity | None:
