@@ -1,32 +1,25 @@
 """Group commit: concurrent produce requests for a topic become one Delta commit.
 
-Each topic has a queue and one flusher task. The flusher waits until the
-oldest request has lingered ``linger_ms`` or ``batch_bytes`` are waiting,
-then takes everything queued as one group commit. A group that reached
-``batch_bytes`` still waits for requests of its topic that are being received
-(``receiving``), never past ``linger_ms`` nor ``RECEIVING_WAIT_S``: producers
-that each wait for their answer send their next requests together, and the
-last of such a burst, left behind, would commit alone a whole commit later.
-Measured in the broker benchmark's shapes phase, three runs of each build in
-one sitting: without the wait, native JSON keyed 1,000-record requests reach
-0.76x the records/s, REST v2 binary keyed 0.86x, Arrow 10,000-record requests
+Each topic has a queue and one flusher task, which takes everything queued as one
+group once the oldest request has lingered ``linger_ms`` or ``batch_bytes`` are
+waiting. A full group still waits for requests of its topic being received
+(``receiving``), never past ``linger_ms`` nor ``RECEIVING_WAIT_S``: producers waiting
+for their answers send their next requests together, and the last of such a burst,
+left behind, would commit alone a whole commit later. Without the wait (broker
+benchmark, shapes phase, three runs each) native JSON keyed 1,000-record requests
+reach 0.76x the records/s, REST v2 binary keyed 0.86x, Arrow 10,000-record requests
 to explicit partitions 0.83x-0.88x.
-A group commit is staged (``Appender.stage``: its segments are encoded and
-made durable) and then committed (``Appender.commit_staged``), each on a
-worker thread. Up to ``max_in_flight_commits`` run at once: while one
-commits, the next stages, and the commits land in the order the groups were
-taken, so offsets follow arrival order. New requests queue up meanwhile and form the next group, so
-throughput grows with load instead of commits piling up.
 
-With a ``CommitRouter``, a group whose topic another broker leads is not
-staged here but handed to that commit leader once the leader has queued the
-group before it (``server.commit_leader``). Such a group does not linger
-here, and groups handed to this broker join its own next group without
-lingering again: requests are grouped once, by the leader.
+A group is staged (segments encoded and made durable), then committed, each on a
+worker thread; up to ``max_in_flight_commits`` run at once and land in the order the
+groups were taken, so offsets follow arrival order and throughput grows with load.
+With a ``CommitRouter``, a group whose topic another broker leads is handed to that
+commit leader instead (``server.commit_leader``), without lingering here: requests
+are grouped once, by the leader.
 
-Memory is bounded per partition and per broker. A request that does not fit
-waits (Kafka's throttling) up to ``max_block_ms`` and then gets the retriable
-THROTTLING_QUOTA_EXCEEDED error; nothing is ever dropped silently.
+Memory is bounded per partition and per broker: a request that does not fit waits up
+to ``max_block_ms``, then gets the retriable THROTTLING_QUOTA_EXCEEDED; nothing is
+dropped silently.
 """
 
 from __future__ import annotations

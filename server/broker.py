@@ -47,18 +47,17 @@ HANDOFF_TIMEOUT_S = 60.0
 OffsetSpec = int | Literal["earliest", "latest"]
 
 
+_ACKS: dict[str, Acks] = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
 def parse_acks(value: str | int | None) -> Acks:
     """Kafka's acks: 0, 1, all (= -1). 1 and all both wait for the durable commit."""
     if value is None:
         return -1
-    text = str(value).strip().lower()
-    if text in ("all", "-1"):
-        return -1
-    if text == "1":
-        return 1
-    if text == "0":
-        return 0
-    raise InvalidRequiredAcksError(f"acks must be 0, 1 or all, got {value!r}")
+    acks = _ACKS.get(str(value).strip().lower())
+    if acks is None:
+        raise InvalidRequiredAcksError(f"acks must be 0, 1 or all, got {value!r}")
+    return acks
 
 
 class Broker:

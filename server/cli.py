@@ -63,9 +63,7 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
         return settings.model_copy(update={"kafka_listeners": ""})
     if not port.isdigit() or int(port) > 65535:
         raise InvalidConfigError(f"--kafka-port must be a port number or 'off', got {port!r}")
-    tls = bool(settings.ssl_certfile and settings.ssl_keyfile)
-    protocol = default_protocol(settings.auth_mode, tls)
-    listeners = f"{protocol}://{settings.host}:{port}"
+    listeners = f"{default_protocol(settings)}://{settings.host}:{port}"
     return settings.model_copy(update={"kafka_listeners": listeners})
 
 

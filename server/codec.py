@@ -25,7 +25,6 @@ import pyarrow.ipc
 from lakelog.errors import InvalidRecordError, InvalidRequestError
 from lakelog.produce_batch import MAX_TIMESTAMP_MS, PRODUCER_COLUMNS, ProduceBatch
 from lakelog.records import (
-    HEADERS_TYPE,
     PRODUCE_SCHEMA,
     SEGMENT_SCHEMA,
     TIMESTAMP_TYPE,
@@ -179,10 +178,6 @@ def arrow_stream_bytes(table: pa.Table) -> bytes:
         writer.write_table(table)
     data: bytes = sink.getvalue().to_pybytes()
     return data
-
-
-def headers_array(headers: list[list[dict[str, Any]]]) -> pa.Array:
-    return pa.array(headers, HEADERS_TYPE)
 
 
 # -- the produce fast path -----------------------------------------------------

@@ -90,122 +90,112 @@ class TopicCommitCollector(Collector):
 
 
 class BrokerMetrics:
+    """The broker's metrics, each in its own registry."""
+
     def __init__(self, topics: TopicCommitCollector | None = None) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter(
-            "lakelog_http_requests",
-            "HTTP requests by route and status",
-            ["route", "status"],
-            registry=r,
+        self.registry = r = CollectorRegistry()
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(name, doc, labels, registry=r)
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=r)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...], *labels: str) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=r)
+
+        self.requests = counter(
+            "lakelog_http_requests", "HTTP requests by route and status", "route", "status"
         )
-        self.latency = Histogram(
+        self.latency = histogram(
             "lakelog_http_request_seconds",
             "HTTP request latency by route",
-            ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            "route",
         )
-        self.bytes_in = Counter("lakelog_bytes_in", "Request body bytes received", registry=r)
-        self.bytes_out = Counter("lakelog_bytes_out", "Response body bytes sent", registry=r)
-        self.records_in = Counter(
-            "lakelog_records_in", "Records accepted for produce", ["topic"], registry=r
-        )
-        self.records_out = Counter(
-            "lakelog_records_out", "Records returned by fetches", ["topic"], registry=r
-        )
-        self.commit_latency = Histogram(
+        self.bytes_in = counter("lakelog_bytes_in", "Request body bytes received")
+        self.bytes_out = counter("lakelog_bytes_out", "Response body bytes sent")
+        self.records_in = counter("lakelog_records_in", "Records accepted for produce", "topic")
+        self.records_out = counter("lakelog_records_out", "Records returned by fetches", "topic")
+        self.commit_latency = histogram(
             "lakelog_commit_seconds",
             "Time to make one group commit durable",
-            ["topic"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            "topic",
         )
-        self.commit_phases = Histogram(
+        self.commit_phases = histogram(
             "lakelog_commit_phase_seconds",
             "Where a group commit made here spends its time: stage (segments written), "
             "wait (behind the group before it), commit (flushed, committed, listeners told)",
-            ["topic", "phase"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            "topic",
+            "phase",
         )
-        self.loop_lag = Histogram(
+        self.loop_lag = histogram(
             "lakelog_event_loop_lag_seconds",
             "How late the event loop ran a callback due every 10 ms: a wait every request "
             "on the loop shares (work on the loop, or waiting for the GIL)",
-            buckets=LOOP_LAG_BUCKETS,
-            registry=r,
+            LOOP_LAG_BUCKETS,
         )
-        self.batch_requests = Histogram(
+        self.batch_requests = histogram(
             "lakelog_batch_requests",
             "Produce requests per group commit",
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
-            registry=r,
+            (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
         )
-        self.batch_records = Histogram(
+        self.batch_records = histogram(
             "lakelog_batch_records",
             "Records per group commit",
-            buckets=(1, 10, 100, 1_000, 10_000, 100_000, 1_000_000),
-            registry=r,
+            (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000),
         )
-        self.handoffs = Counter(
+        self.handoffs = counter(
             "lakelog_commit_handoffs",
             "Group commits handed to (sent) or taken for (received) a topic's commit leader, "
             "and those committed here because the leader could not be reached (fallback)",
-            ["topic", "direction"],
-            registry=r,
+            "topic",
+            "direction",
         )
-        self.abandoned_fetches = Counter(
+        self.abandoned_fetches = counter(
             "lakelog_abandoned_fetches",
             "Long-poll fetches ended early because the client disconnected",
-            registry=r,
         )
-        self.acks0_failures = Counter(
-            "lakelog_acks0_failures",
-            "acks=0 produce requests that failed after the answer",
-            registry=r,
+        self.acks0_failures = counter(
+            "lakelog_acks0_failures", "acks=0 produce requests that failed after the answer"
         )
-        self.buffered_bytes = Gauge(
-            "lakelog_produce_buffer_bytes", "Bytes waiting for a group commit", registry=r
+        self.buffered_bytes = gauge(
+            "lakelog_produce_buffer_bytes", "Bytes waiting for a group commit"
         )
-        self.cache_hits = Gauge(
-            "lakelog_fetch_cache_hits", "Fetches served from recent batches", registry=r
-        )
-        self.cache_misses = Gauge(
-            "lakelog_fetch_cache_misses", "Fetches that read storage", registry=r
-        )
-        self.live_brokers = Gauge(
+        self.cache_hits = gauge("lakelog_fetch_cache_hits", "Fetches served from recent batches")
+        self.cache_misses = gauge("lakelog_fetch_cache_misses", "Fetches that read storage")
+        self.live_brokers = gauge(
             "lakelog_live_brokers",
             "Live brokers as this broker last read the registry (coordinators and commit "
             "leaders are chosen among them)",
-            registry=r,
         )
-        self.authentication_failures = Counter(
-            "lakelog_authentication_failures", "Requests refused as unauthenticated", registry=r
+        self.authentication_failures = counter(
+            "lakelog_authentication_failures", "Requests refused as unauthenticated"
         )
-        self.authorization_denials = Counter(
+        self.authorization_denials = counter(
             "lakelog_authorization_denials",
             "Requests refused by ACLs",
-            ["resource_type", "operation"],
-            registry=r,
+            "resource_type",
+            "operation",
         )
-        self.quota_throttled = Counter(
+        self.quota_throttled = counter(
             "lakelog_quota_throttled_responses",
             "Responses delayed because a quota was exceeded",
-            ["quota", "user"],
-            registry=r,
+            "quota",
+            "user",
         )
-        self.checkpoint_helper = Gauge(
+        self.checkpoint_helper = gauge(
             "lakelog_checkpoint_helper_events",
             "Delta checkpoints by the broker's helper process: written, failed (retried at "
             "the next interval), restarted (helper found dead and started again), "
             "commits_read (commits it read from storage: other writers' and each topic's "
             "history before its last checkpoint; this broker's own commits are handed over)",
-            ["event"],
-            registry=r,
+            "event",
         )
-        self.quota_throttle_seconds = Counter(
-            "lakelog_quota_throttle_seconds", "Throttle time imposed", ["quota", "user"], registry=r
+        self.quota_throttle_seconds = counter(
+            "lakelog_quota_throttle_seconds", "Throttle time imposed", "quota", "user"
         )
         if topics is not None:
             r.register(topics)

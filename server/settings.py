@@ -17,10 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakelog.errors import InvalidConfigError
 from lakelog.settings_files import load_layered
-from server.kafka.listeners import parse_listeners
-
-#: Bind addresses meaning "every interface", never an address to give out.
-WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+from server.kafka.listeners import WILDCARD_HOSTS, parse_listeners
 
 
 class BrokerSettings(BaseSettings):

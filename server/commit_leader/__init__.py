@@ -1,21 +1,13 @@
 """One commit place per topic: brokers hand their group commits to the topic's commit leader.
 
-A topic's Delta log takes one commit per version, so brokers that commit the
-same topic themselves race for each version, and every lost race costs a
-refresh and a retry (docs/architecture.md, "Commit leaders"). Instead, each
-topic has a commit leader, the live broker with the highest rendezvous score
-for the topic (as a group has a coordinator). Another broker still receives,
-validates and partitions its clients' requests, groups them as before, and
-hands each group (rows and producer sequences, as Arrow IPC) to the leader,
-which adds it to its own next group commit: one Delta commit carries every
-broker's requests, and offsets are assigned once, in that commit.
+Brokers committing the same topic would race for each Delta version, every lost race
+costing a refresh and a retry (docs/architecture.md, "Commit leaders"). So the live
+broker with the highest rendezvous score for a topic commits it; the others validate
+and group their requests and hand each group (Arrow IPC) to it, so one Delta commit
+carries every broker's requests.
 
-The leader answers a handoff in two steps: its status once the group is
-queued (the sender's next group may go then, and lands behind it), its
-outcomes once the commit is durable, so nothing is acknowledged that is not
-stored. A broker that cannot reach the leader (it
-is not listening: dead, or not started) commits the group itself, racing as
-before: slower, never stuck. A handoff whose answer is lost after it was
-sent has an unknown outcome: its requests fail with a retriable storage
-error, and idempotent producers' retries are deduplicated by sequence.
+The leader answers in two steps: its status once the group is queued (the next group
+may go), its outcomes once the commit is durable. A broker that cannot reach the
+leader commits the group itself (slower, never stuck); a handoff whose answer is lost
+fails with a retriable error, and idempotent retries are deduplicated by sequence.
 """

@@ -1,44 +1,17 @@
-"""ACL checks for Kafka requests: the broker's one authorizer, asked with the SASL principal.
+"""ACL checks for Kafka requests: the HTTP routes' authorizer, asked with the SASL principal.
 
-Every decision is ``BrokerSecurity.check`` (the HTTP routes' authorizer)
-with the principal the connection authenticated as and the socket's peer
-address as host. Denials are counted in ``lakelog_authorization_denials``
-and logged with principal, operation and resource, as over HTTP; resources
-that are only hidden from a listing (Metadata of all topics, ListGroups) are
-not denials and are not logged. With authentication off everything is allowed.
+The host is the socket's peer address. Denials are counted and logged as over
+HTTP; what a listing only hides is not a denial. Authentication off allows everything.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from lakelog.errors import (
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    LakelogError,
-    TopicAuthorizationFailedError,
-)
-from lakelog.security.acl import (
-    CLUSTER_NAME,
-    WILDCARD,
-    Operation,
-    Permission,
-    ResourceType,
-)
+from lakelog.errors import LakelogError
+from lakelog.security.acl import WILDCARD, Operation, Permission, ResourceType
 from server.kafka.context import RequestContext
-
-if TYPE_CHECKING:
-    from server.security.state import BrokerSecurity
-
-log = logging.getLogger("lakelog.security")
-
-DENIED: dict[ResourceType, type[LakelogError]] = {
-    ResourceType.TOPIC: TopicAuthorizationFailedError,
-    ResourceType.GROUP: GroupAuthorizationFailedError,
-    ResourceType.CLUSTER: ClusterAuthorizationFailedError,
-}
+from server.security.state import BrokerSecurity, denial
 
 
 def _security(ctx: RequestContext) -> BrokerSecurity | None:
@@ -60,22 +33,11 @@ def allowed(
     security = _security(ctx)
     if security is None:
         return True
-    host = ctx.session.client_host
-    decision = security.check(ctx.principal, host, operation, resource_type, name)
-    if decision.allowed or quiet:
-        return decision.allowed
-    security.metrics.authorization_denials.labels(resource_type.value, operation.value).inc()
-    log.warning(
-        "authorization denied (Kafka %s): principal=%s host=%s operation=%s resource=%s:%s (%s)",
-        ctx.session.listener,
-        ctx.principal,
-        host,
-        operation.value,
-        resource_type.value,
-        name,
-        decision.reason,
-    )
-    return False
+    principal, host = ctx.principal, ctx.session.client_host
+    if quiet:
+        return security.check(principal, host, operation, resource_type, name).allowed
+    via = f" (Kafka {ctx.session.listener})"
+    return security.permits(principal, host, operation, resource_type, name, via=via)
 
 
 def refusal(
@@ -84,10 +46,7 @@ def refusal(
     """The resource's *_AUTHORIZATION_FAILED error unless ``allowed`` (None then)."""
     if allowed(ctx, operation, resource_type, name):
         return None
-    return DENIED[resource_type](
-        f"principal {ctx.principal} is not authorized to {operation.value} "
-        f"{resource_type.value} {name!r}"
-    )
+    return denial(ctx.principal, operation, resource_type, name)
 
 
 def require(
@@ -110,13 +69,11 @@ def denied(
 def describable(
     ctx: RequestContext, resource_type: ResourceType, names: Iterable[str]
 ) -> list[str]:
-    """The names the principal may DESCRIBE, in order (CLUSTER DESCRIBE shows every group)."""
-    names = list(names)
-    if resource_type is ResourceType.GROUP and allowed(
-        ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True
-    ):
-        return names
-    return [n for n in names if allowed(ctx, Operation.DESCRIBE, resource_type, n, quiet=True)]
+    """The names the principal may DESCRIBE, in order (``BrokerSecurity.describable``)."""
+    security = _security(ctx)
+    if security is None:
+        return list(names)
+    return security.describable(ctx.principal, ctx.session.client_host, resource_type, names)
 
 
 def allowed_on_some(ctx: RequestContext, operation: Operation, resource_type: ResourceType) -> bool:

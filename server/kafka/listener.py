@@ -69,9 +69,7 @@ def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
         return []
     secured = settings.auth_mode != "none"
     if settings.kafka_listeners is None:
-        tls = bool(settings.ssl_certfile and settings.ssl_keyfile)
-        protocol = default_protocol(settings.auth_mode, tls)
-        return [Listener(protocol, settings.host, DEFAULT_PORT)]
+        return [Listener(default_protocol(settings), settings.host, DEFAULT_PORT)]
     listeners = parse_listeners(settings.kafka_listeners)
     for listener in listeners:
         if secured and listener.security_protocol == PLAINTEXT:

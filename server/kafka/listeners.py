@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lakelog.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from server.settings import BrokerSettings
 
 DEFAULT_PORT = 9092
 PLAINTEXT = "PLAINTEXT"
@@ -21,6 +25,7 @@ SASL_SSL = "SASL_SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL)
 #: The protocols whose clients authenticate with SASL.
 SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
+#: Bind addresses meaning "every interface", never an address to give out.
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
@@ -64,15 +69,15 @@ def parse_listeners(text: str, setting: str = "kafka_listeners") -> list[Listene
     return listeners
 
 
-def default_protocol(auth_mode: str, tls: bool) -> str:
+def default_protocol(settings: BrokerSettings) -> str:
     """The protocol of a listener given by port only: what ``auth_mode`` and TLS call for.
 
     PLAINTEXT without authentication; with it, SASL_SSL when the broker has a
     certificate (credentials never cross the network in clear), else SASL_PLAINTEXT.
     """
-    if auth_mode == "none":
+    if settings.auth_mode == "none":
         return PLAINTEXT
-    return SASL_SSL if tls else SASL_PLAINTEXT
+    return SASL_SSL if settings.ssl_certfile and settings.ssl_keyfile else SASL_PLAINTEXT
 
 
 def advertised(bound: list[Listener], advertised_setting: str | None) -> dict[str, str]:

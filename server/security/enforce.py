@@ -20,13 +20,7 @@ from collections.abc import Iterable
 
 from fastapi import Request
 
-from lakelog.errors import (
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    LakelogError,
-    SaslAuthenticationFailedError,
-    TopicAuthorizationFailedError,
-)
+from lakelog.errors import ClusterAuthorizationFailedError, SaslAuthenticationFailedError
 from lakelog.security.acl import (
     ANONYMOUS,
     CLUSTER_NAME,
@@ -39,19 +33,13 @@ from lakelog.security.quota import QuotaKind
 from server.groups.forward import ACL_VERSION_HEADER
 from server.security.credentials import Identity, authenticate
 from server.security.route_acls import Access, RouteRule, rule_for
-from server.security.state import BrokerSecurity
+from server.security.state import BrokerSecurity, denial
 
 log = logging.getLogger("lakelog.security")
 
 IDENTITY_KEY = "lakelog_identity"
 RULE_KEY = "lakelog_route_rule"
 CLIENT_ID_HEADER = "x-lakelog-client-id"
-
-DENIED: dict[ResourceType, type[LakelogError]] = {
-    ResourceType.TOPIC: TopicAuthorizationFailedError,
-    ResourceType.GROUP: GroupAuthorizationFailedError,
-    ResourceType.CLUSTER: ClusterAuthorizationFailedError,
-}
 
 
 def security_of(request: Request) -> BrokerSecurity | None:
@@ -111,55 +99,18 @@ def authorize(
         return
     rtype = parse_resource_type(resource_type)
     op = parse_operation(operation)
-    identity = identity_of(request)
-    host = client_host(request)
-    decision = security.check(identity.principal, host, op, rtype, name)
-    if decision.allowed:
-        return
-    security.metrics.authorization_denials.labels(rtype.value, op.value).inc()
-    log.warning(
-        "authorization denied: principal=%s host=%s operation=%s resource=%s:%s (%s)",
-        identity.principal,
-        host,
-        op.value,
-        rtype.value,
-        name,
-        decision.reason,
-    )
-    raise DENIED[rtype](
-        f"principal {identity.principal} is not authorized to {op.value} {rtype.value} {name!r}",
-        principal=identity.principal,
-        operation=op.value,
-        resource_type=rtype.value,
-        resource_name=name,
-    )
+    principal = identity_of(request).principal
+    if not security.permits(principal, client_host(request), op, rtype, name):
+        raise denial(principal, op, rtype, name)
 
 
 def describable(request: Request, resource_type: ResourceType, names: Iterable[str]) -> list[str]:
-    """The names among ``names`` the caller may DESCRIBE, in their order.
-
-    Listing routes answer with these, as Kafka's Metadata (topics) and
-    ListGroups do: a principal learns nothing of resources it has no ACL on.
-    A principal with CLUSTER DESCRIBE sees every group, as in Kafka. Hidden
-    names are not logged as denials (nothing was refused). Everything when
-    authentication is off.
-    """
+    """The names the caller may DESCRIBE, for listing routes (``BrokerSecurity.describable``)."""
     security = security_of(request)
     if security is None or not security.enabled:
         return list(names)
-    principal, host = identity_of(request).principal, client_host(request)
-    if (
-        resource_type is ResourceType.GROUP
-        and security.check(
-            principal, host, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
-        ).allowed
-    ):
-        return list(names)
-    return [
-        name
-        for name in names
-        if security.check(principal, host, Operation.DESCRIBE, resource_type, name).allowed
-    ]
+    principal = identity_of(request).principal
+    return security.describable(principal, client_host(request), resource_type, names)
 
 
 def _resource_name(request: Request, rule: RouteRule) -> str:

@@ -6,16 +6,9 @@ route up here. A route that is not in the table is refused (fail closed) and
 app has an entry, so a new endpoint cannot ship unprotected by accident.
 
 Templates are compared with their parameter names blanked (``/v1/groups/{}``),
-so a route keeps its rule if a parameter is renamed; the rule names which path
-parameters may carry the resource's name.
-
-The operations follow Kafka's API-to-ACL mapping: Produce is TOPIC WRITE,
-Fetch TOPIC READ, ListOffsets/Metadata TOPIC DESCRIBE, CreateTopics CLUSTER
-or TOPIC CREATE, DeleteTopics TOPIC DELETE, AlterConfigs/CreatePartitions
-TOPIC ALTER, group membership and OffsetCommit GROUP READ, OffsetFetch and
-DescribeGroups GROUP DESCRIBE, DeleteGroups GROUP DELETE, Describe/Create/Delete
-ACLs CLUSTER DESCRIBE/ALTER. Requests whose body names more resources (an
-offset commit names topics) check those in the handler with ``authorize``.
+so a route keeps its rule if a parameter is renamed. The operations follow
+Kafka's API-to-ACL mapping; resources named in a body are checked by the
+handler with ``authorize``.
 """
 
 from __future__ import annotations

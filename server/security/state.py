@@ -12,10 +12,18 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
-from lakelog.errors import InvalidConfigError, LakelogError
+from lakelog.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    InvalidConfigError,
+    LakelogError,
+    TopicAuthorizationFailedError,
+)
 from lakelog.security.acl import (
+    CLUSTER_NAME,
     AclBinding,
     Decision,
     Operation,
@@ -31,6 +39,27 @@ from server.security.quotas import QuotaManager
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
+denials_log = logging.getLogger("lakelog.security")
+
+DENIED: dict[ResourceType, type[LakelogError]] = {
+    ResourceType.TOPIC: TopicAuthorizationFailedError,
+    ResourceType.GROUP: GroupAuthorizationFailedError,
+    ResourceType.CLUSTER: ClusterAuthorizationFailedError,
+}
+
+
+def denial(
+    principal: str, operation: Operation, resource_type: ResourceType, name: str
+) -> LakelogError:
+    """The resource's *_AUTHORIZATION_FAILED error, over HTTP and Kafka alike."""
+    return DENIED[resource_type](
+        f"principal {principal} is not authorized to {operation.value} "
+        f"{resource_type.value} {name!r}",
+        principal=principal,
+        operation=operation.value,
+        resource_type=resource_type.value,
+        resource_name=name,
+    )
 
 
 def load_api_keys(settings: BrokerSettings) -> ApiKeys | None:
@@ -158,3 +187,46 @@ class BrokerSecurity:
             super_users=self.super_users,
             allow_if_no_acls=self.settings.allow_everyone_if_no_acl_found,
         )
+
+    def permits(
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        via: str = "",
+    ) -> bool:
+        """``check``, counting and logging a denial (never with credentials)."""
+        decision = self.check(principal, host, operation, resource_type, name)
+        if not decision.allowed:
+            self.metrics.authorization_denials.labels(resource_type.value, operation.value).inc()
+            denials_log.warning(
+                "authorization denied%s: principal=%s host=%s operation=%s resource=%s:%s (%s)",
+                via,
+                principal,
+                host,
+                operation.value,
+                resource_type.value,
+                name,
+                decision.reason,
+            )
+        return decision.allowed
+
+    def describable(
+        self, principal: str, host: str, resource_type: ResourceType, names: Iterable[str]
+    ) -> list[str]:
+        """The names the principal may DESCRIBE, in order, as Kafka's Metadata and ListGroups list.
+
+        A principal learns nothing of resources it has no ACL on; CLUSTER DESCRIBE
+        shows every group, as in Kafka. Hidden names are not denials and are not logged.
+        """
+        names = list(names)
+
+        def may(rtype: ResourceType, name: str) -> bool:
+            return self.check(principal, host, Operation.DESCRIBE, rtype, name).allowed
+
+        if resource_type is ResourceType.GROUP and may(ResourceType.CLUSTER, CLUSTER_NAME):
+            return names
+        return [name for name in names if may(resource_type, name)]

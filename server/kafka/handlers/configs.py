@@ -13,9 +13,7 @@ the topic's current value before the one metadata commit that changes it.
 The older AlterConfigs (which aiokafka's admin client sends) replaces a
 topic's overrides with those given, as in Kafka.
 
-ACLs as in Kafka: DESCRIBE_CONFIGS to describe and ALTER_CONFIGS to alter,
-on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
-(CLUSTER_AUTHORIZATION_FAILED), answered per resource.
+ACLs are Kafka's, on the topic or, for a broker, on the cluster, answered per resource.
 """
 
 from __future__ import annotations

@@ -132,10 +132,7 @@ def _partition(partition: int, code: int = 0) -> dict[str, Any]:
 
 async def _bounds_only(ctx: RequestContext, w: _Wanted) -> FetchResult:
     """The partition's bounds without records: the response is already full."""
-    broker = ctx.broker
-    topic_log = await broker.topic(w.topic)
-    topic_log.check_partition(w.partition)
-    await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
+    topic_log = await ctx.broker.fresh_topic(w.topic, w.partition)
     return FetchResult.nothing(
         w.partition,
         topic_log.high_watermark(w.partition),

@@ -7,10 +7,7 @@ members (their leader computes the assignment, the coordinator passes the
 bytes through: ``lakelog.groups.client_assigned``). Offsets go to, and come
 from, the same offsets table the HTTP API and ``lakelog consumer-groups`` use.
 
-ACLs as in Kafka: membership (Join/Sync/Heartbeat/Leave) and OffsetCommit
-need READ on the group, OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups
-DELETE (GROUP_AUTHORIZATION_FAILED otherwise); OffsetCommit needs READ and
-OffsetFetch DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED on its
+ACLs are Kafka's, on the group and, for offsets, on each topic (refused on its
 partitions); ListGroups lists only the groups the principal may DESCRIBE.
 """
 

@@ -16,9 +16,8 @@ Where lakelog differs from Kafka:
 * The request's timeout is not waited on: a creation or deletion is done,
   durably, when the answer is sent.
 
-ACLs as in Kafka: CreateTopics needs CREATE on the cluster or on the topic,
-DeleteTopics DELETE and CreatePartitions ALTER on the topic; a topic refused
-is answered TOPIC_AUTHORIZATION_FAILED and left unchanged.
+ACLs are Kafka's (CreateTopics: CREATE on the cluster or else on the topic); a
+refused topic is answered TOPIC_AUTHORIZATION_FAILED and left unchanged.
 """
 
 from __future__ import annotations
