@@ -1,17 +1,11 @@
 """The consumer: read partitions from a position, alone (``assign``) or in a group (``subscribe``).
 
-With ``group_id`` and ``subscribe`` it is a member of a consumer group: the
-brokers' coordinator assigns partitions, ``poll`` joins and rejoins as
-rebalances require, positions start from the group's committed offsets (then
-``auto_offset_reset``), and offsets are committed automatically every
-``auto_commit_interval_ms``, before partitions are revoked and on ``close``
-(at-least-once: a crash re-delivers what was read after the last commit).
-Membership itself (join, heartbeats, the poll-interval check) lives in
-``group_coordinator``; this class owns what is read and where.
-
-Like Kafka's consumer it is not thread-safe: use it from one thread
-(rebalance and commit callbacks run on it too). Positions only advance over
-records ``poll`` has returned.
+In a group, ``poll`` joins and rejoins as rebalances require, positions start
+from the committed offsets (then ``auto_offset_reset``), and offsets are
+committed every ``auto_commit_interval_ms``, before a revoke and on ``close``
+(at-least-once). Membership lives in ``group_coordinator``; this class owns
+what is read and where. Not thread-safe, like Kafka's: positions only advance
+over records ``poll`` has returned.
 """
 
 from __future__ import annotations
@@ -48,20 +42,11 @@ Topics = Sequence[str] | re.Pattern[str]
 class Consumer(ClientBase):
     """Reads records of assigned partitions, or of the partitions its group gives it.
 
-    ``auto_offset_reset`` decides where a partition without a position (and,
-    in a group, without a committed offset) starts, and where a position
-    outside the log (OFFSET_OUT_OF_RANGE) goes: ``earliest``, ``latest``
-    (Kafka's default), or ``none`` to raise instead. ``fetch_max_wait_ms`` is
-    how long one fetch may wait on the broker for records (capped by the
-    poll's timeout). ``fetch_format="arrow"`` moves records as Arrow IPC;
-    ``"json"`` as base64 JSON.
-
-    Group settings (only with ``group_id``) keep Kafka's names and defaults:
-    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
-    ``enable_auto_commit``, ``auto_commit_interval_ms``,
-    ``partition_assignment_strategy`` (range, roundrobin, sticky,
-    cooperative-sticky), ``group_instance_id`` and ``metadata_max_age_ms``
-    (how often a pattern subscription looks for new topics).
+    ``auto_offset_reset`` (``earliest``, ``latest``, or ``none`` to raise) decides
+    where a partition without a position or committed offset starts, and where
+    an OFFSET_OUT_OF_RANGE position goes. ``fetch_max_wait_ms`` caps one fetch's
+    long poll. Settings keep Kafka's names and defaults; ``metadata_max_age_ms``
+    is how often a pattern subscription looks for new topics.
     """
 
     def __init__(
@@ -138,7 +123,6 @@ class Consumer(ClientBase):
         self._auto_commit_interval_s = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
         self._last_committed: dict[TopicPartition, int] = {}
-        # subscription: topic names or a pattern (None = not subscribed)
         self._topics: list[str] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._pattern_checked = 0.0
@@ -174,11 +158,8 @@ class Consumer(ClientBase):
     # -- assignment ------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replacing any previous assignment), without a group.
-
-        With ``group_id`` set, commits still go to that group (as "simple"
-        commits, accepted while the group has no members), like Kafka's.
-        """
+        """Read exactly these partitions, without a group; with ``group_id``, commits
+        still go to the group (as "simple" commits), like Kafka's."""
         self._check_open()
         if self._subscribed():
             raise RuntimeError(
@@ -212,9 +193,8 @@ class Consumer(ClientBase):
     ) -> None:
         """Join the group for these topics (a list), or every topic matching a regex.
 
-        The group's coordinator assigns the partitions on the next ``poll``;
-        ``listener`` hears about every change. Subscribing again replaces the
-        subscription (and rebalances if the topics changed).
+        Partitions are assigned on the next ``poll``; ``listener`` hears of every
+        change. Subscribing again replaces the subscription.
         """
         self._check_open()
         coordinator = self._group("subscribe()")
@@ -354,11 +334,10 @@ class Consumer(ClientBase):
             self._last_committed[tp] = om.offset
 
     def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> None:
-        """Commit ``offsets`` (default: the position of every assigned partition) and wait.
+        """Commit ``offsets`` (default: every assigned partition's position) and wait.
 
-        Raises the broker's error: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
-        REBALANCE_IN_PROGRESS mean the group moved on (the consumer rejoins on
-        the next poll); retriable errors were retried until the API timeout.
+        ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and REBALANCE_IN_PROGRESS mean the
+        group moved on (the next poll rejoins); retriable errors were retried.
         """
         self._check_open()
         self._group("commit()")
@@ -430,11 +409,8 @@ class Consumer(ClientBase):
         return self._subs.high_watermark(TopicPartition(*tp))
 
     def _initialize_positions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Give partitions without a position one: committed offset, explicit seek, or the policy.
-
-        The group's committed offset is used once per assignment: after an
-        OFFSET_OUT_OF_RANGE the policy decides, as in Kafka.
-        """
+        """Give partitions a position: committed offset (once per assignment, as in Kafka),
+        explicit seek, or the policy."""
         partitions = list(partitions)
         if self._coordinator is not None:
             wanted = [tp for tp in partitions if self._subs.wants_committed(tp)]
@@ -496,11 +472,9 @@ class Consumer(ClientBase):
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned, unpaused partitions; waits up to ``timeout_ms`` for some.
 
-        In a group, also joins or rejoins (running the listener's callbacks),
-        and auto-commits. Returns as soon as any partition has records. Raises
-        OFFSET_OUT_OF_RANGE (policy ``none``), NoOffsetForPartitionError, and
-        non-retriable broker errors such as UNKNOWN_TOPIC_OR_PARTITION;
-        retriable ones are retried.
+        In a group, also (re)joins, running the listener's callbacks, and
+        auto-commits. Raises OFFSET_OUT_OF_RANGE (policy ``none``),
+        NoOffsetForPartitionError and non-retriable broker errors.
         """
         self._check_open()
         if self._coordinator is not None:
@@ -530,11 +504,8 @@ class Consumer(ClientBase):
             raise RuntimeError("the consumer is closed")
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit (if auto-commit is on), leave the group and stop fetching. Idempotent.
-
-        ``autocommit=False`` skips the final commit (a consumer that must not
-        commit what it polled but did not process).
-        """
+        """Commit (if auto-commit is on; ``autocommit=False`` skips it), leave the group
+        and stop fetching. Idempotent."""
         if self._closed:
             return
         coordinator = self._coordinator

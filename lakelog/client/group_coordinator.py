@@ -1,16 +1,11 @@
 """The consumer's side of the group protocol: membership, heartbeats, commits (aiokafka's split).
 
 The consumer owns *what* it reads; this class owns *being a member*: the
-two-step join (KIP-394), the generation and member id, a heartbeat thread
-that keeps the session alive and notices rebalances, the client-side
-``max_poll_interval_ms`` check (leave the group when the application stops
-polling), and commits stamped with the current generation.
-
-Threads: the heartbeat thread only flips flags (``rejoin_needed``, ``lost``)
-and sends heartbeats/leaves; joins, commits and every listener callback
-happen on the polling thread, which reads the flags. State shared by the two
-is guarded by one lock. NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and other
-retriable errors are retried with exponential backoff.
+two-step join (KIP-394), generation and member id, the heartbeat thread, the
+client-side ``max_poll_interval_ms`` check, and commits stamped with the
+generation. The heartbeat thread only flips flags (``rejoin_needed``,
+``lost``) under one lock; joins, commits and listener callbacks happen on the
+polling thread, which reads them.
 """
 
 from __future__ import annotations
@@ -156,10 +151,9 @@ class GroupCoordinator:
     def join(self, topics: Iterable[str], owned: Iterable[TopicPartition]) -> rq.JoinResult:
         """Join (or rejoin) and wait for the rebalance to complete; returns the assignment.
 
-        MEMBER_ID_REQUIRED gives the member id to join with; UNKNOWN_MEMBER_ID
-        means the coordinator forgot us (start over with no id); retriable
-        errors and REBALANCE_IN_PROGRESS are retried with backoff until
-        ``default_api_timeout_ms`` has passed without success.
+        MEMBER_ID_REQUIRED gives the id to join with; UNKNOWN_MEMBER_ID starts
+        over without one; those, REBALANCE_IN_PROGRESS and retriable errors are
+        retried with backoff until ``default_api_timeout_ms``.
         """
         deadline = time.monotonic() + self._api_timeout_ms / 1000
         attempt = 0
@@ -216,11 +210,8 @@ class GroupCoordinator:
     def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, in_group: bool
     ) -> None:
-        """Commit as a member of the current generation (``in_group``), else as a simple commit.
-
-        A stale generation or forgotten member makes this member rejoin and
-        raises the broker's error; so does REBALANCE_IN_PROGRESS.
-        """
+        """Commit as a member of the current generation (``in_group``), else as a simple commit;
+        a stale generation, forgotten member or rebalance makes this member rejoin and raises."""
         if not offsets:
             return
         if in_group:

@@ -1,8 +1,4 @@
-"""ListOffsets: the earliest, latest, or first-at-a-time offset of a partition.
-
-Shared by the consumer (resetting positions, beginning/end offsets) and the
-admin client, so both ask the same question the same way.
-"""
+"""ListOffsets (earliest, latest, or first at a time), shared by the consumer and admin client."""
 
 from __future__ import annotations
 
@@ -33,12 +29,8 @@ def topic_path(topic: str) -> str:
 def list_offset(
     conn: Connection, tp: TopicPartition, spec: OffsetSpec, backoff: Backoff, timeout_ms: int
 ) -> OffsetAndTimestamp:
-    """One partition's offset for ``spec``, retried as ``call_with_retries`` does.
-
-    For a timestamp past every record the broker answers the high watermark
-    with no timestamp (Kafka's answer too), so a consumer seeking there waits
-    for new records.
-    """
+    """One partition's offset for ``spec``, retried; a timestamp past every record gives the
+    high watermark without a timestamp (as in Kafka), so a consumer waits for new records."""
     if isinstance(spec, bool) or (isinstance(spec, int) and spec < 0):
         raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp >= 0: {spec!r}")
     body = call_with_retries(

@@ -1,10 +1,8 @@
 """Bodies on the wire: produce requests out (JSON or Arrow IPC), fetch responses in.
 
-Pure functions, so the formats can be tested without a broker and the
-producer can encode a request once and resend the identical bytes on retry.
-Keys, values and header values are arbitrary bytes, so JSON carries them as
-base64; Arrow carries them as binary columns and wins for large batches
-(no base64 inflation, no per-record JSON parsing on the broker).
+Pure functions, so a request is encoded once and resent byte for byte on retry.
+JSON carries bytes as base64; Arrow as binary columns, which wins for large
+batches (no base64 inflation, no per-record JSON parsing on the broker).
 """
 
 from __future__ import annotations
