@@ -1,9 +1,4 @@
-"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line.
-
-As Kafka's tool: ``--topic`` is a regular expression matching whole topic
-names, every topic without it; ``--partitions`` keeps those partition ids of
-the matched topics.
-"""
+"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line."""
 
 from __future__ import annotations
 

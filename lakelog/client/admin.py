@@ -16,7 +16,7 @@ import httpx
 from lakelog.client import group_requests as rq
 from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Backoff, Retrying
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.partition_state import PartitionOffsets, PartitionState
 from lakelog.security.acl import AclBinding, AclFilter
@@ -201,15 +201,12 @@ class AdminClient(ClientBase):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._api_timeout_ms = default_api_timeout_ms
+        self._retry = Retrying(
+            Backoff(retry_backoff_ms, retry_backoff_max_ms), default_api_timeout_ms
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return call_with_retries(
-            lambda: self._conn.request(method, path, **kwargs),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return self._retry(lambda: self._conn.request(method, path, **kwargs))
 
     # -- topics ----------------------------------------------------------------
 
@@ -263,9 +260,7 @@ class AdminClient(ClientBase):
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Kafka's ListOffsets: per partition, the offset for earliest, latest or a time."""
         return {
-            TopicPartition(*tp): list_offset(
-                self._conn, TopicPartition(*tp), s, self._backoff, self._api_timeout_ms
-            )
+            TopicPartition(*tp): list_offset(self._conn, TopicPartition(*tp), s, self._retry)
             for tp, s in specs.items()
         }
 
@@ -302,11 +297,7 @@ class AdminClient(ClientBase):
         self, group_id: str, topic: str | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of one topic if given)."""
-        return call_with_retries(
-            lambda: rq.fetch_committed(self._conn, group_id, topic),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return self._retry(lambda: rq.fetch_committed(self._conn, group_id, topic))
 
     def reset_group_offsets(
         self,

@@ -24,7 +24,7 @@ from lakelog.client.fetcher import Fetcher
 from lakelog.client.group_coordinator import COOPERATIVE, GroupConfig, GroupCoordinator
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset
 from lakelog.client.rebalance import ConsumerRebalanceListener
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Backoff, Retrying
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.client.subscription import ResetPolicy, SubscriptionState
 from lakelog.client.wire import WireFormat
@@ -42,11 +42,20 @@ Topics = Sequence[str] | re.Pattern[str]
 class Consumer(ClientBase):
     """Reads records of assigned partitions, or of the partitions its group gives it.
 
-    ``auto_offset_reset`` (``earliest``, ``latest``, or ``none`` to raise) decides
-    where a partition without a position or committed offset starts, and where
-    an OFFSET_OUT_OF_RANGE position goes. ``fetch_max_wait_ms`` caps one fetch's
-    long poll. Settings keep Kafka's names and defaults; ``metadata_max_age_ms``
-    is how often a pattern subscription looks for new topics.
+    ``auto_offset_reset`` decides where a partition without a position (and,
+    in a group, without a committed offset) starts, and where a position
+    outside the log (OFFSET_OUT_OF_RANGE) goes: ``earliest``, ``latest``
+    (Kafka's default), or ``none`` to raise instead. ``fetch_max_wait_ms`` is
+    how long one fetch may wait on the broker for records (capped by the
+    poll's timeout). ``fetch_format="arrow"`` moves records as Arrow IPC;
+    ``"json"`` as base64 JSON.
+
+    Group settings (only with ``group_id``) keep Kafka's names and defaults:
+    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
+    ``enable_auto_commit``, ``auto_commit_interval_ms``,
+    ``partition_assignment_strategy`` (range, roundrobin, sticky,
+    cooperative-sticky), ``group_instance_id`` and ``metadata_max_age_ms``
+    (how often a pattern subscription looks for new topics).
     """
 
     def __init__(
@@ -86,8 +95,9 @@ class Consumer(ClientBase):
             raise ValueError("max_poll_records and max_partition_fetch_bytes must be positive")
         if auto_commit_interval_ms <= 0 or metadata_max_age_ms <= 0:
             raise ValueError("auto_commit_interval_ms and metadata_max_age_ms must be positive")
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._api_timeout_ms = default_api_timeout_ms
+        self._retry = Retrying(
+            Backoff(retry_backoff_ms, retry_backoff_max_ms), default_api_timeout_ms
+        )
         self._coordinator: GroupCoordinator | None = None
         group: GroupConfig | None = None
         if group_id is not None:
@@ -103,9 +113,7 @@ class Consumer(ClientBase):
             group.validate()  # before opening anything, so a bad config leaks nothing
         super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         if group is not None:
-            self._coordinator = GroupCoordinator(
-                self._conn, group, backoff=self._backoff, api_timeout_ms=default_api_timeout_ms
-            )
+            self._coordinator = GroupCoordinator(self._conn, group, self._retry)
         self._subs = SubscriptionState(auto_offset_reset)
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._max_poll_records = max_poll_records
@@ -115,7 +123,7 @@ class Consumer(ClientBase):
             max_records=max_poll_records,
             fetch_format=fetch_format,
             request_timeout_s=request_timeout_ms / 1000,
-            backoff=self._backoff,
+            backoff=self._retry.backoff,
             threads=fetch_threads,
         )
         self._committer = Committer(self._send_commit)
@@ -247,11 +255,7 @@ class Consumer(ClientBase):
         return self._topics is not None
 
     def _matching_topics(self, pattern: re.Pattern[str]) -> list[str]:
-        names: list[str] = call_with_retries(
-            lambda: self._conn.get_json("/v1/topics")["topics"],
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        names: list[str] = self._retry(lambda: self._conn.get_json("/v1/topics")["topics"])
         return sorted(n for n in names if pattern.fullmatch(n) and not n.startswith("_"))
 
     # -- the group, driven by poll ----------------------------------------------
@@ -431,7 +435,7 @@ class Consumer(ClientBase):
             self._subs.seek(tp, found.offset)
 
     def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return list_offset(self._conn, tp, spec, self._backoff, self._api_timeout_ms)
+        return list_offset(self._conn, tp, spec, self._retry)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offset of each partition (assigned or not)."""
@@ -527,7 +531,7 @@ class Consumer(ClientBase):
             coordinator.leave("consumer closed")
         elif autocommit and self._auto_commit and self._consumed():
             self._commit_quietly(self._consumed())
-        self._committer.wait(self._api_timeout_ms / 1000)
+        self._committer.wait(self._retry.timeout_ms / 1000)
         self._committer.run_callbacks()
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from lakelog.client import group_requests as rq
 from lakelog.client.connection import Connection
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Retrying, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.errors import (
     FencedInstanceIdError,
@@ -71,20 +71,12 @@ class GroupConfig:
 class GroupCoordinator:
     """One consumer's membership in one group, via any broker (they forward to the coordinator)."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        config: GroupConfig,
-        *,
-        backoff: Backoff,
-        api_timeout_ms: int,
-    ) -> None:
+    def __init__(self, conn: Connection, config: GroupConfig, retry: Retrying) -> None:
         config.validate()
         self.config = config
         self.group_id = config.group_id
         self._conn = conn
-        self._backoff = backoff
-        self._api_timeout_ms = api_timeout_ms
+        self._retry = retry
         self._lock = threading.Lock()
         self._member_id = rq.NO_MEMBER
         self._generation = rq.NO_GENERATION
@@ -155,7 +147,7 @@ class GroupCoordinator:
         over without one; those, REBALANCE_IN_PROGRESS and retriable errors are
         retried with backoff until ``default_api_timeout_ms``.
         """
-        deadline = time.monotonic() + self._api_timeout_ms / 1000
+        deadline = time.monotonic() + self._retry.timeout_ms / 1000
         attempt = 0
         topic_list = sorted(set(topics))
         owned_list = [rq.tp_json(tp) for tp in sorted(set(owned))]
@@ -203,7 +195,7 @@ class GroupCoordinator:
                 raise error
             attempt += 1
             log.info("join of group %s failed, retrying: %s", self.group_id, error)
-            time.sleep(self._backoff.delay_s(attempt))
+            time.sleep(self._retry.backoff.delay_s(attempt))
 
     # -- commits and committed offsets -------------------------------------------
 
@@ -220,11 +212,7 @@ class GroupCoordinator:
         else:
             member, generation = rq.NO_MEMBER, rq.NO_GENERATION
         try:
-            call_with_retries(
-                lambda: rq.commit(self._conn, self.group_id, member, generation, offsets),
-                backoff=self._backoff,
-                timeout_ms=self._api_timeout_ms,
-            )
+            self._retry(lambda: rq.commit(self._conn, self.group_id, member, generation, offsets))
         except (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError):
             if in_group:
                 self.request_rejoin()
@@ -238,13 +226,8 @@ class GroupCoordinator:
         topics = {tp.topic for tp in wanted}
         if not topics:
             return {}
-        found = call_with_retries(
-            lambda: rq.fetch_committed(
-                self._conn, self.group_id, next(iter(topics)) if len(topics) == 1 else None
-            ),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        found = self._retry(lambda: rq.fetch_committed(self._conn, self.group_id, topic))
         return {tp: om for tp, om in found.items() if tp in wanted}
 
     # -- leaving -----------------------------------------------------------------
@@ -264,8 +247,8 @@ class GroupCoordinator:
         try:
             call_with_retries(
                 lambda: rq.leave(self._conn, self.group_id, member),
-                backoff=self._backoff,
-                timeout_ms=min(self._api_timeout_ms, self.config.session_timeout_ms),
+                backoff=self._retry.backoff,
+                timeout_ms=min(self._retry.timeout_ms, self.config.session_timeout_ms),
             )
         except UnknownMemberIdError:
             pass  # already expired: the coordinator has forgotten us, which is what we wanted

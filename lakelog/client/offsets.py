@@ -7,7 +7,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from lakelog.client.connection import Connection
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Retrying
 from lakelog.client.structs import TopicPartition
 
 #: "earliest", "latest", or a timestamp in ms (the first offset at or after it).
@@ -27,20 +27,14 @@ def topic_path(topic: str) -> str:
 
 
 def list_offset(
-    conn: Connection, tp: TopicPartition, spec: OffsetSpec, backoff: Backoff, timeout_ms: int
+    conn: Connection, tp: TopicPartition, spec: OffsetSpec, retry: Retrying
 ) -> OffsetAndTimestamp:
     """One partition's offset for ``spec``, retried; a timestamp past every record gives the
     high watermark without a timestamp (as in Kafka), so a consumer waits for new records."""
     if isinstance(spec, bool) or (isinstance(spec, int) and spec < 0):
         raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp >= 0: {spec!r}")
-    body = call_with_retries(
-        lambda: conn.get_json(
-            f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets",
-            params={"timestamp": str(spec)},
-        ),
-        backoff=backoff,
-        timeout_ms=timeout_ms,
-    )
+    path = f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets"
+    body = retry(lambda: conn.get_json(path, params={"timestamp": str(spec)}))
     stamp = body.get("timestamp_ms")
     return OffsetAndTimestamp(int(body["offset"]), None if stamp is None else int(stamp))
 

@@ -73,8 +73,12 @@ def _normalise_acks(acks: str | int) -> Acks:
 class Producer(ClientBase):
     """Thread-safe; share one per process. Use as a context manager or call ``close()``.
 
-    ``enable_idempotence=None`` means on when ``acks="all"`` (as in Kafka).
-    ``wire_format="auto"`` sends small requests as JSON, large ones as Arrow IPC.
+    ``enable_idempotence=None`` means on unless ``acks`` is not ``"all"`` (as in
+    Kafka); asking for it explicitly with other acks is an error. ``batch_size``
+    and ``max_request_size`` are bytes of keys, values and headers.
+    ``wire_format="auto"`` sends small requests as JSON and large ones as
+    Arrow IPC. ``connection`` lets clients share one, ``transport`` replaces
+    httpx's network layer (tests).
     """
 
     def __init__(

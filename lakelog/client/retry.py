@@ -34,6 +34,17 @@ class Backoff:
         return max(base * spread, 0.0) / 1000.0
 
 
+@dataclass(frozen=True)
+class Retrying:
+    """One client's retry policy: ``call_with_retries`` with its backoff and API timeout."""
+
+    backoff: Backoff
+    timeout_ms: int
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        return call_with_retries(call, backoff=self.backoff, timeout_ms=self.timeout_ms)
+
+
 def call_with_retries(
     call: Callable[[], T],
     *,
@@ -55,4 +66,4 @@ def call_with_retries(
             time.sleep(min(backoff.delay_s(attempt), remaining))
 
 
-__all__ = ["Backoff", "call_with_retries"]
+__all__ = ["Backoff", "Retrying", "call_with_retries"]

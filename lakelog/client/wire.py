@@ -62,21 +62,18 @@ def encode_produce(
     sequence: int | None = None,
 ) -> EncodedProduce:
     """One request's body; ``producer_id``/``sequence`` make it idempotent."""
-    params: dict[str, str | int] = {"acks": acks}
+    ids: dict[str, int] = {}
+    if producer_id is not None and sequence is not None:
+        ids = {"producer_id": producer_id, "sequence": sequence}
     if fmt == "arrow":
-        if producer_id is not None and sequence is not None:
-            params["producer_id"] = producer_id
-            params["sequence"] = sequence
-        return EncodedProduce(_arrow_body(records), ARROW_STREAM, params)
+        return EncodedProduce(_arrow_body(records), ARROW_STREAM, {"acks": acks, **ids})
     body: dict[str, Any] = {
         "records": [_json_record(r) for r in records],
         "key_format": "base64",
         "value_format": "base64",
+        **ids,
     }
-    if producer_id is not None and sequence is not None:
-        body["producer_id"] = producer_id
-        body["sequence"] = sequence
-    return EncodedProduce(json.dumps(body, separators=(",", ":")).encode(), JSON, params)
+    return EncodedProduce(json.dumps(body, separators=(",", ":")).encode(), JSON, {"acks": acks})
 
 
 def _json_record(record: Record) -> dict[str, Any]:
