@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -26,6 +26,7 @@ from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
 from lakelog.client.errors import NetworkError
 from lakelog.client.retry import Backoff
+from lakelog.client.structs import TopicPartition
 from lakelog.errors import InvalidConfigError
 
 C = TypeVar("C")
@@ -121,6 +122,11 @@ def build_client(factory: Callable[[], C], options: str) -> C:
         return factory()
     except ValueError as exc:
         raise InvalidConfigError(f"{options}: {exc}") from None
+
+
+def partitions(admin: AdminClient, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of ``topics``, in order: what a tool reads when it is given topics."""
+    return [TopicPartition(t, p) for t in topics for p in sorted(admin.topic_offsets(t))]
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect
+from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect, partitions
 from lakelog.cli.common import add_bootstrap, matching_topics, parse_key_values, topic_pattern
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
@@ -262,11 +262,7 @@ def _assign(
         if args.partition is not None:
             tps = [TopicPartition(args.topic, args.partition)]
         else:
-            tps = [
-                TopicPartition(topic, p)
-                for topic in topics
-                for p in sorted(admin.topic_offsets(topic))
-            ]
+            tps = partitions(admin, topics)
     consumer.assign(tps)
     if args.offset is not None:
         _seek(consumer, tps[0], args.offset)

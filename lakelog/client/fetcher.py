@@ -69,8 +69,6 @@ class Fetcher:
         self._retry_at: dict[TopicPartition, float] = {}
         self._rotation = 0
 
-    # -- requests --------------------------------------------------------------
-
     def send(self, subs: SubscriptionState, max_wait_ms: int) -> None:
         """Start a fetch for every fetchable partition with nothing buffered or in flight."""
         now = time.monotonic()
@@ -116,8 +114,6 @@ class Fetcher:
         now = time.monotonic()
         waits = [t - now for t in self._retry_at.values() if t > now]
         return min(waits) if waits else self._backoff.initial_ms / 1000
-
-    # -- results ---------------------------------------------------------------
 
     def collect(self, subs: SubscriptionState) -> None:
         """Move finished fetches into the buffer; raise errors the application must see."""

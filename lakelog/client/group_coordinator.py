@@ -143,9 +143,9 @@ class GroupCoordinator:
     def join(self, topics: Iterable[str], owned: Iterable[TopicPartition]) -> rq.JoinResult:
         """Join (or rejoin) and wait for the rebalance to complete; returns the assignment.
 
-        MEMBER_ID_REQUIRED gives the id to join with; UNKNOWN_MEMBER_ID starts
-        over without one; those, REBALANCE_IN_PROGRESS and retriable errors are
-        retried with backoff until ``default_api_timeout_ms``.
+        MEMBER_ID_REQUIRED gives the id to join with; UNKNOWN_MEMBER_ID (start over
+        without one), REBALANCE_IN_PROGRESS and retriable errors are retried with
+        backoff until ``default_api_timeout_ms``.
         """
         deadline = time.monotonic() + self._retry.timeout_ms / 1000
         attempt = 0

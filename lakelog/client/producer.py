@@ -156,8 +156,6 @@ class Producer(ClientBase):
         """The producer id the topic's next request will carry (None before the first)."""
         return self._accumulator.producer_id(topic)
 
-    # -- send ------------------------------------------------------------------
-
     def send(
         self,
         topic: str,
@@ -225,8 +223,6 @@ class Producer(ClientBase):
     def _forget(self, future: Future[RecordMetadata]) -> None:
         with self._incomplete_lock:
             self._incomplete.discard(future)
-
-    # -- flush / close ---------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until every record sent so far is settled

@@ -33,8 +33,6 @@ class SubscriptionState:
         self.default_reset: ResetPolicy = default_reset
         self._parts: dict[TopicPartition, _Partition] = {}
 
-    # -- assignment ------------------------------------------------------------
-
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept from before keep their position."""
         wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
@@ -51,8 +49,6 @@ class SubscriptionState:
 
     def is_assigned(self, tp: TopicPartition) -> bool:
         return tp in self._parts
-
-    # -- positions -------------------------------------------------------------
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._get(tp).position
@@ -94,8 +90,6 @@ class SubscriptionState:
 
     def high_watermark(self, tp: TopicPartition) -> int | None:
         return self._get(tp).high_watermark
-
-    # -- pause -----------------------------------------------------------------
 
     def pause(self, tp: TopicPartition) -> None:
         self._get(tp).paused = True

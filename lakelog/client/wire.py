@@ -97,9 +97,6 @@ def _arrow_body(records: Sequence[Record]) -> bytes:
     return data
 
 
-# -- fetch ---------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class FetchedRecords:
     """One fetch response: records from the requested offset, and where to go next."""
