@@ -29,9 +29,8 @@ from lakelog.cli import (
 from lakelog.cli.common import client_security
 from lakelog.errors import LakelogError, MissingDependencyError
 
-#: Entry-point group through which server/, compaction/ and spark_connector/
-#: add their commands without the core importing them. Each entry is named as
-#: the command it adds.
+#: Entry-point group through which server/, compaction/ and spark_connector/ add their
+#: commands (each entry named as its command) without the core importing them.
 COMMANDS_GROUP = "lakelog.commands"
 #: Exit status when standard output was closed: 128 + SIGPIPE, as a shell reports it.
 EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
@@ -41,11 +40,8 @@ if TYPE_CHECKING:
 
 
 def add_unavailable(sub: SubParsers, name: str, error: MissingDependencyError) -> None:
-    """``lakelog <name>`` for a command whose part is not installed: it prints why.
-
-    It takes any arguments (so the user sees the install hint, not a usage
-    error about the options they typed) and exits 1.
-    """
+    """``lakelog <name>`` for a command whose part is not installed: whatever the arguments,
+    it prints the install hint (not a usage error) and exits 1."""
     extra = error.details.get("extra")
     hint = f"not installed: pip install 'lakelog[{extra}]'" if extra else "not installed"
     parser = sub.add_parser(name, help=f"({hint})", add_help=False, prefix_chars="\0")
@@ -83,12 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_version_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Every Kafka tool takes --version, so every (sub-)command does too.
-
-    A command whose part is not installed takes no options at all (``add_unavailable``):
-    whatever it is given, it answers with the install hint.
-    """
+def add_version_everywhere(sub: SubParsers) -> None:
+    """Every Kafka tool takes --version, so every (sub-)command does too, except those
+    whose part is not installed: they take no options (``add_unavailable``)."""
     for command in sub.choices.values():
         if "-" not in command.prefix_chars:
             continue

@@ -1,15 +1,10 @@
 """``lakelog acls``: kafka-acls.sh over the brokers' ``/v1/acls`` API.
 
-    lakelog acls --bootstrap-server URL --add --allow-principal User:alice \\
-        --operation Read --operation Describe --topic orders --resource-pattern-type prefixed
-    lakelog acls --bootstrap-server URL --list [--topic orders] [--principal User:alice]
-    lakelog acls --bootstrap-server URL --remove --allow-principal User:alice --topic orders
+    lakelog acls --add --allow-principal User:alice --operation Read --topic orders
+    lakelog acls --list [--topic orders] [--principal User:alice]
 
 As in Kafka, ``--add`` makes one binding per (principal, host, operation,
-resource); ``--producer``/``--consumer`` add the usual sets (WRITE, DESCRIBE
-and CREATE on the topics; READ and DESCRIBE on the topics plus READ on the
-groups). ``--list``/``--remove`` take ``--resource-pattern-type any`` (the
-default for them) to match both pattern types.
+resource), and ``--producer``/``--consumer`` add the usual operations.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """``lakelog client-quotas``: Kafka's ``kafka-configs --entity-type users/clients`` for quotas.
 
-    lakelog client-quotas --bootstrap-server URL --alter --user alice \\
-        --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
-    lakelog client-quotas --bootstrap-server URL --alter --user-default \\
-        --add-config request_rate=100
-    lakelog client-quotas --bootstrap-server URL --alter --user alice --delete-config request_rate
-    lakelog client-quotas --bootstrap-server URL --describe [--user alice] [--client-id app]
+    lakelog client-quotas --alter --user alice --add-config producer_byte_rate=1048576
+    lakelog client-quotas --describe [--user alice] [--client-id app]
 
-Quotas are bytes (or requests) per second per broker, looked up with Kafka's
-precedence of user/client-id entities (docs/security.md).
+Quotas are bytes (or requests) per second per broker (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """How a CLI tool reaches its brokers: which URLs, which timeouts, and failing fast.
 
-A tool first makes sure a broker answers (``wait_for_cluster``) within the
-connect timeout, a few seconds by default, and only then runs its requests
-with the clients' usual retries. Those retry network errors for the whole API
-timeout, which is right once a cluster was reached (a broker restarting) and
-wrong before: a wrong address would hang the command for a minute without a
-word. So it fails at once, with one line naming every URL tried and why.
+A tool first waits, for the connect timeout only, until a broker answers: the
+clients retry network errors for the whole API timeout, right once a cluster
+was reached and wrong before, where a wrong address would hang the command for
+a minute. So it fails fast, naming every URL tried and why.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -28,6 +26,7 @@ from lakelog.client.admin import AdminClient
 from lakelog.client.connection import Connection
 from lakelog.client.errors import NetworkError
 from lakelog.client.retry import Backoff
+from lakelog.client.structs import TopicPartition
 from lakelog.errors import InvalidConfigError
 
 C = TypeVar("C")
@@ -61,6 +60,7 @@ def client_settings(args: argparse.Namespace) -> ClientSettings:
 
 
 def open_connection(settings: ClientSettings) -> Connection:
+    """A connection with the command's timeouts (not yet known to reach anything)."""
     return Connection(
         settings.bootstrap,
         connect_timeout_ms=settings.connect_timeout_ms,
@@ -71,9 +71,8 @@ def open_connection(settings: ClientSettings) -> Connection:
 def wait_for_cluster(connection: Connection, settings: ClientSettings) -> None:
     """Probe the bootstrap brokers until one answers or the connect timeout has passed.
 
-    Every broker is tried at least once with the full connect timeout; later
-    passes, after a backoff, wait only for what is left. Raises NETWORK_EXCEPTION
-    naming each URL, why it failed and how often it was tried.
+    Each is tried once with the full connect timeout, later passes with what is
+    left; NETWORK_EXCEPTION names each URL, why it failed and how often.
     """
     backoff = Backoff()
     deadline = time.monotonic() + settings.connect_timeout_ms / 1000
@@ -125,6 +124,11 @@ def build_client(factory: Callable[[], C], options: str) -> C:
         raise InvalidConfigError(f"{options}: {exc}") from None
 
 
+def partitions(admin: AdminClient, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of ``topics``, in order: what a tool reads when it is given topics."""
+    return [TopicPartition(t, p) for t in topics for p in sorted(admin.topic_offsets(t))]
+
+
 @contextlib.contextmanager
 def admin_client(args: argparse.Namespace) -> Iterator[AdminClient]:
     """An admin client over a cluster that answered (see ``connect``)."""
@@ -132,7 +136,6 @@ def admin_client(args: argparse.Namespace) -> Iterator[AdminClient]:
     with connect(settings) as connection:
         yield AdminClient(
             settings.bootstrap,
-            request_timeout_ms=settings.request_timeout_ms,
             default_api_timeout_ms=settings.default_api_timeout_ms,
             connection=connection,
         )

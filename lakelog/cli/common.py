@@ -37,11 +37,8 @@ def add_root(parser: argparse.ArgumentParser, *, instead_of_broker: bool = False
 
 
 def storage_root(args: argparse.Namespace) -> str:
-    """The root a root-only tool works on: ``--root``, else ``$LAKELOG_ROOT``, else an error.
-
-    There is no built-in default: a default directory would silently create a
-    new, empty root wherever the command happens to run.
-    """
+    """``--root``, else ``$LAKELOG_ROOT``, else an error: a default directory would
+    silently create a new, empty root wherever the command runs."""
     root = getattr(args, "root", None) or os.environ.get(ROOT_ENV)
     if not root:
         raise InvalidConfigError(missing_root_message())
@@ -183,8 +180,7 @@ def _positive_ms(text: str, what: str) -> int:
 
 @contextlib.contextmanager
 def client_security(args: argparse.Namespace) -> Iterator[None]:
-    """Expose the tool's credentials to the clients it opens (through ``SECURITY_ENV``), for the
-    command's duration."""
+    """Expose the tool's credentials to its clients (through ``SECURITY_ENV``) while it runs."""
     options = security_options(args)
     saved = {env: os.environ.get(env) for env in SECURITY_ENV.values()}
     try:
@@ -200,11 +196,7 @@ def client_security(args: argparse.Namespace) -> Iterator[None]:
 
 
 def bootstrap_urls(value: str | None) -> list[str]:
-    """``--bootstrap-server`` as ``parse_bootstrap`` reads it (host:port means http://).
-
-    Without the flag: ``$LAKELOG_BOOTSTRAP_SERVER``, else the local broker of
-    the README's first command.
-    """
+    """``--bootstrap-server``, else ``$LAKELOG_BOOTSTRAP_SERVER``, else the local broker."""
     raw = value or os.environ.get(BOOTSTRAP_ENV) or FALLBACK_BOOTSTRAP
     if not any(item.strip().rstrip("/") for item in raw.split(",")):
         raise InvalidConfigError("--bootstrap-server names no broker")
@@ -261,9 +253,7 @@ def _split_commas(item: str, lists: bool) -> list[str] | None:
 def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:
     """A topic selection as Kafka's tools read one: a regex that must match the whole name.
 
-    Commas separate alternatives (``a,b`` is ``a|b``) and spaces are dropped,
-    as in Kafka's include lists (no topic name has a space); a plain topic name
-    matches itself, since ``.`` also matches ``.``.
+    Commas separate alternatives and spaces are dropped, as in Kafka's include lists.
     """
     try:
         return re.compile("".join(text.split()).replace(",", "|"))

@@ -1,18 +1,10 @@
 """``lakelog console-consumer``: kafka-console-consumer.sh over the HTTP brokers.
 
-Prints values (and, with ``--property print.key=true`` etc., keys, offsets,
-partitions, timestamps) of every partition of a topic, of every topic whose
-whole name ``--include`` matches, or of one partition from ``--offset``.
-Starts at the end unless ``--from-beginning``; stops after ``--max-messages``
-or after ``--timeout-ms`` without a new record.
-
-With ``--group G`` it is a member of consumer group G, as Kafka's is: the
-group assigns it partitions, it starts from the group's committed offsets
-(``--from-beginning`` only sets ``auto.offset.reset=earliest`` for partitions
-without one) and commits automatically and on exit. SIGTERM and Ctrl-C exit
-cleanly, so the group rebalances at once instead of after the session timeout.
-So does a closed standard output (``| head``): what was not printed is not
-committed.
+With ``--group G`` it is a member of group G, as Kafka's is: it starts from
+the committed offsets (``--from-beginning`` only sets
+``auto.offset.reset=earliest``) and commits on exit. SIGTERM, Ctrl-C and a
+closed standard output (``| head``) exit cleanly, so the group rebalances at
+once instead of after the session timeout; what was not printed is not committed.
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect
+from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect, partitions
 from lakelog.cli.common import add_bootstrap, matching_topics, parse_key_values, topic_pattern
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
@@ -270,11 +262,7 @@ def _assign(
         if args.partition is not None:
             tps = [TopicPartition(args.topic, args.partition)]
         else:
-            tps = [
-                TopicPartition(topic, p)
-                for topic in topics
-                for p in sorted(admin.topic_offsets(topic))
-            ]
+            tps = partitions(admin, topics)
     consumer.assign(tps)
     if args.offset is not None:
         _seek(consumer, tps[0], args.offset)

@@ -1,13 +1,8 @@
 """``lakelog console-producer``: kafka-console-producer.sh over the HTTP brokers.
 
-One record per stdin line. ``--property parse.key=true`` splits each line at
-``key.separator`` (default a tab) into key and value; ``--producer-property``
-passes Kafka producer settings (acks, linger.ms, batch.size, ...).
-
-Records are batched (``linger.ms``) and sent while stdin is still read; with
-``--sync`` each one is acknowledged before the next line is read, as Kafka's
-``--sync``, and the first failure stops the tool, so every line before the
-one named in the error is stored and none after it.
+One record per stdin line, batched and sent while stdin is read. With
+``--sync`` each is acknowledged before the next line is read and the first
+failure stops the tool, so every line before the one named is stored, none after.
 """
 
 from __future__ import annotations
@@ -65,6 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def producer_options(items: list[str] | None) -> dict[str, Any]:
+    """Producer keyword arguments from Kafka-named ``--producer-property`` values."""
     options: dict[str, Any] = {}
     for name, raw in parse_key_values(items, "--producer-property").items():
         if name not in PRODUCER_PROPERTIES:

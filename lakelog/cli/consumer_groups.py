@@ -1,10 +1,7 @@
 """``lakelog consumer-groups``: kafka-consumer-groups.sh over the brokers' group API.
 
-``--list``, ``--describe`` (``--offsets``, the default: offsets and lag;
-``--members``; ``--state``), ``--delete`` and ``--reset-offsets``. Resets are planned by the broker
-(``POST /v1/groups/{g}/offsets:reset``) so the CLI and the HTTP admin API give
-the same answer; as in Kafka a reset is a dry run unless ``--execute`` is
-given, and executing is refused while the group has active members.
+Resets are planned by the broker, so the CLI and the HTTP admin API give the
+same answer; as in Kafka a reset is a dry run unless ``--execute`` is given.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``lakelog demo``: produce to and read back from a topic through the library.
-
-The smallest end-to-end run of the log on a local root: what the first README
-command shows until a broker serves it over HTTP.
-"""
+"""``lakelog demo``: the smallest end-to-end run of the log on a local root, no broker."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
-"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line.
-
-As Kafka's tool: ``--topic`` is a regular expression matching whole topic
-names, every topic without it; ``--partitions`` keeps those partition ids of
-the matched topics.
-"""
+"""``lakelog get-offsets``: kafka-get-offsets.sh — ``topic:partition:offset`` per line."""
 
 from __future__ import annotations
 
 import argparse
 
-from lakelog.cli.cluster import admin_client
+from lakelog.cli.cluster import admin_client, partitions
 from lakelog.cli.common import add_bootstrap, matching_topics
-from lakelog.client import TopicPartition
 from lakelog.client.offsets import OffsetSpec
 from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
@@ -61,12 +55,7 @@ def run(args: argparse.Namespace) -> int:
         topics = admin.list_topics()
         if args.topic:
             topics = matching_topics(topics, args.topic)
-        tps = [
-            TopicPartition(topic, p)
-            for topic in topics
-            for p in sorted(admin.topic_offsets(topic))
-            if wanted is None or p in wanted
-        ]
+        tps = [tp for tp in partitions(admin, topics) if wanted is None or tp.partition in wanted]
         if wanted is not None and not tps:
             raise UnknownTopicOrPartitionError(
                 f"no partition {args.partitions} in {', '.join(topics) or 'any topic'}"

@@ -1,10 +1,8 @@
 """``lakelog topics``: Kafka's kafka-topics.sh, over a broker or directly on a storage root.
 
-By default it goes through a broker's admin API, as Kafka's tool does
-(``--bootstrap-server``, else ``$LAKELOG_BOOTSTRAP_SERVER``, else the local
-broker); only ``--root`` makes it edit a storage root directly, without a
-broker. ``--topic`` is a regular expression for ``--list`` and ``--describe``
-(Kafka's reading); ``--create``, ``--alter`` and ``--delete`` take one name.
+Through a broker's admin API, as Kafka's tool, unless ``--root`` names a
+storage root to edit directly. ``--topic`` is a regular expression for
+``--list`` and ``--describe`` (Kafka's reading), one name otherwise.
 """
 
 from __future__ import annotations

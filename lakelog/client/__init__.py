@@ -1,10 +1,7 @@
 """Clients of a lakelog cluster over the brokers' HTTP API: producer, consumer, admin.
 
-Modelled on Kafka's clients (and aiokafka's split into producer, consumer and
-coordinator parts): the same configuration names in snake_case, the same
-defaults where they make sense, and errors that carry Kafka's codes and a
-``retriable`` flag. All three fail over between the brokers of a cluster,
-which all serve every topic.
+Modelled on Kafka's clients: the same configuration names in snake_case, the
+same defaults where they make sense, errors with Kafka's codes and ``retriable``.
 """
 
 from lakelog.client.admin import AdminClient, TopicDescription

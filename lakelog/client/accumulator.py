@@ -1,18 +1,13 @@
 """Where sent records wait for company: per-topic queues, linger, batch size, memory bound.
 
-A topic's queue becomes a request when ``batch_size`` bytes wait, when its
-oldest record has lingered ``linger_ms``, or when someone flushes; the
-request then takes everything queued up to ``max_request_size``, so a busy
-topic sends few large requests (each one is a Delta commit on the broker).
+A topic's queue becomes a request when ``batch_size`` bytes wait, its oldest
+record has lingered ``linger_ms``, or someone flushes; the request takes all
+that is queued up to ``max_request_size``, so a busy topic sends few large
+requests (each is a Delta commit on the broker).
 
-Idempotence lives here because sequence numbers are given out when a batch is
-formed. Sequences are per topic (the broker keeps one Delta app transaction
-per producer id in each topic's table), and each topic has its own producer
-id: when a batch fails for good its records may or may not have been written,
-so the topic continues under a fresh producer id at sequence 0 rather than
-guessing, and other topics are unaffected. With idempotence a topic has at
-most one request in flight, so a retry always precedes the next request and
-order within each partition is kept.
+Sequence numbers are given out here, when a batch is formed, per topic (the
+broker keeps one Delta app transaction per producer id in each table), and
+each topic has its own producer id, replaced after a batch fails for good.
 """
 
 from __future__ import annotations
@@ -32,11 +27,8 @@ MAX_SEQUENCE = 2**31 - 1
 
 
 def new_producer_id() -> int:
-    """A random id below the ids brokers allocate to Kafka producers (``lakelog.producer_ids``).
-
-    62 random bits: two clients colliding is negligible, and an id a broker
-    handed to a Kafka producer is never drawn.
-    """
+    """A random id below those brokers allocate to Kafka producers: 62 random bits make a
+    collision negligible, and no Kafka producer's id is ever drawn."""
     return random.randrange(FIRST_ALLOCATED_ID)
 
 
@@ -51,11 +43,8 @@ class _TopicQueue:
 
 
 class RecordAccumulator:
-    """Thread-safe queues between ``Producer.send`` and the sender thread.
-
-    ``cond`` is notified whenever the sender might have work: a topic became
-    sendable, a batch finished, a flush began, or the producer is closing.
-    """
+    """Thread-safe queues between ``Producer.send`` and the sender thread; ``cond`` is
+    notified whenever the sender might have work."""
 
     def __init__(
         self,
@@ -84,11 +73,8 @@ class RecordAccumulator:
     # -- producer side -----------------------------------------------------------
 
     def append(self, topic: str, pending: PendingRecord, max_block_s: float) -> None:
-        """Queue a record, waiting up to ``max_block_s`` for buffer memory.
-
-        Raises BufferError when the buffer stays full (as confluent-kafka does),
-        RuntimeError once the producer is closing.
-        """
+        """Queue a record, waiting up to ``max_block_s`` for buffer memory, then BufferError
+        (as confluent-kafka); RuntimeError once the producer is closing."""
         deadline = time.monotonic() + max_block_s
         with self.cond:
             while (
@@ -217,9 +203,9 @@ class RecordAccumulator:
     def batch_done(self, batch: ProducerBatch, failed: bool) -> None:
         """Free the batch's memory and in-flight slot; after a failure, a fresh producer id.
 
-        A failed batch may or may not have been written, and the broker would
-        refuse the next sequence after a gap (or, worse, take new records for
-        a retry of old ones). A new producer id has no history to conflict with.
+        A failed batch may or may not have been written, so the next sequence
+        could leave a gap (refused) or be taken for a retry of old records; a new
+        producer id has no history to conflict with.
         """
         with self.cond:
             queue = self._topics[batch.topic]

@@ -1,10 +1,8 @@
-"""The admin client: topics, configs, partitions, offsets and brokers, over any broker.
+"""The admin client (what the CLI tools use): topics, configs, offsets, groups, ACLs, quotas.
 
-What the CLI tools use. Calls are retried on retriable errors (with backoff,
-up to ``default_api_timeout_ms``) and fail over between brokers like every
-client. As in Kafka, a create or delete whose response was lost and that is
-retried may report TOPIC_ALREADY_EXISTS or UNKNOWN_TOPIC_OR_PARTITION for
-its own earlier success.
+Retriable errors are retried up to ``default_api_timeout_ms``. As in Kafka, a
+retried create or delete whose response was lost may report
+TOPIC_ALREADY_EXISTS or UNKNOWN_TOPIC_OR_PARTITION for its own success.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import httpx
 from lakelog.client import group_requests as rq
 from lakelog.client.connection import ClientBase, Connection
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset, topic_path
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Backoff, Retrying
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.partition_state import PartitionOffsets, PartitionState
 from lakelog.security.acl import AclBinding, AclFilter
@@ -33,8 +31,7 @@ def _pick(cls: type[D], body: Mapping[str, Any]) -> D:
     return cls(**{k: v for k, v in body.items() if k in names})
 
 
-#: A partition as a broker describes it: the library's own type, read back from the JSON.
-PartitionDescription = PartitionState
+PartitionDescription = PartitionState  # the library's own type, read back from the JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,15 +201,12 @@ class AdminClient(ClientBase):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._api_timeout_ms = default_api_timeout_ms
+        self._retry = Retrying(
+            Backoff(retry_backoff_ms, retry_backoff_max_ms), default_api_timeout_ms
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return call_with_retries(
-            lambda: self._conn.request(method, path, **kwargs),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return self._retry(lambda: self._conn.request(method, path, **kwargs))
 
     # -- topics ----------------------------------------------------------------
 
@@ -266,9 +260,7 @@ class AdminClient(ClientBase):
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Kafka's ListOffsets: per partition, the offset for earliest, latest or a time."""
         return {
-            TopicPartition(*tp): list_offset(
-                self._conn, TopicPartition(*tp), s, self._backoff, self._api_timeout_ms
-            )
+            TopicPartition(*tp): list_offset(self._conn, TopicPartition(*tp), s, self._retry)
             for tp, s in specs.items()
         }
 
@@ -305,11 +297,7 @@ class AdminClient(ClientBase):
         self, group_id: str, topic: str | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of one topic if given)."""
-        return call_with_retries(
-            lambda: rq.fetch_committed(self._conn, group_id, topic),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        return self._retry(lambda: rq.fetch_committed(self._conn, group_id, topic))
 
     def reset_group_offsets(
         self,
@@ -320,10 +308,10 @@ class AdminClient(ClientBase):
         all_topics: bool = False,
         execute: bool = False,
     ) -> list[OffsetReset]:
-        """Plan (and with ``execute`` apply) a reset; the broker plans it, clamped to the log.
+        """Plan (and with ``execute`` apply) a reset, planned by the broker and clamped to the log.
 
-        ``topics`` maps topic -> partitions (None = all of them). Executing is
-        refused with NON_EMPTY_GROUP while the group has active members.
+        ``topics`` maps topic -> partitions (None: all); executing fails with
+        NON_EMPTY_GROUP while the group has members.
         """
         if not all_topics and not topics:
             raise ValueError("reset_group_offsets needs topics or all_topics=True")
@@ -375,10 +363,8 @@ class AdminClient(ClientBase):
         self, user: str | None = None, client_id: str | None = None
     ) -> list[dict[str, Any]]:
         """Quota overrides: ``[{"user", "client_id", "quotas": {name: value}}]``."""
-        params = {"user": user, "client_id": client_id}
-        quotas: list[dict[str, Any]] = self._call("GET", "/v1/quotas", params=params).json()[
-            "quotas"
-        ]
+        response = self._call("GET", "/v1/quotas", params={"user": user, "client_id": client_id})
+        quotas: list[dict[str, Any]] = response.json()["quotas"]
         return quotas
 
     def alter_client_quotas(

@@ -1,10 +1,8 @@
 """A producer request in the making: its records, their futures, and its sequence numbers.
 
-A batch is finished exactly once. The sender, a delivery timeout and a
-forced close may all try to finish the same batch; the first one wins and
-the others are no-ops, so a future never sees two outcomes and callbacks run
-once. Records are settled in send order, which is what makes delivery
-callbacks of one partition run in order.
+A batch is finished exactly once: of the sender, a delivery timeout and a
+forced close, the first wins, so callbacks run once. Records are settled in
+send order, which keeps one partition's callbacks in order.
 """
 
 from __future__ import annotations
@@ -35,12 +33,8 @@ def settle_error(future: Future[RecordMetadata], error: BaseException) -> None:
 
 @dataclass(eq=False)
 class ProducerBatch:
-    """The records of one produce request to one topic, resent unchanged on every retry.
-
-    ``producer_id``/``base_sequence`` are fixed when the batch is formed: a
-    retry with the same base sequence is what lets any broker recognise the
-    request as already written and answer with the original offsets.
-    """
+    """The records of one produce request to one topic, resent unchanged on every retry, so
+    any broker recognises a retry by its base sequence and answers the original offsets."""
 
     topic: str
     records: list[PendingRecord]

@@ -1,10 +1,8 @@
 """Offset commits of one consumer, in order: synchronous and asynchronous on one worker thread.
 
-Kafka guarantees that commits complete in the order they were made and that
-``commit_async`` callbacks run on the polling thread (inside ``poll``,
-``commit`` or ``close``), never concurrently with the application. Both
-follow from sending every commit through a single worker thread and queueing
-finished async commits until the consumer ``run_callbacks``.
+Kafka's guarantees, that commits complete in order and ``commit_async``
+callbacks run on the polling thread, follow from one worker thread and a queue
+of finished commits drained by ``run_callbacks``.
 """
 
 from __future__ import annotations
@@ -26,6 +24,8 @@ CommitCallback = Callable[[Offsets, LakelogError | None], None]
 
 
 class Committer:
+    """Sends one consumer's commits in order and hands finished callbacks to its thread."""
+
     def __init__(self, send: Callable[[Offsets], None]) -> None:
         self._send = send
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="lakelog-commit")

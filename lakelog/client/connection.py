@@ -1,18 +1,11 @@
 """HTTP transport to a lakelog cluster: bootstrap list, broker discovery, failover, errors.
 
-Every lakelog broker serves every topic (they share one storage root), so
-there is no leader to find: a client talks to one broker and, when that broker
-stops answering or answers with a retriable or 5xx error, sends the same
-request to the next one. Which broker is "next" comes from the bootstrap list
-plus the brokers the cluster reports at ``/v1/brokers``; brokers that just
-failed go to the back of the line for ``reconnect_backoff_ms`` so one dead
-host does not cost a timeout on every request.
-
-One pass over the brokers per call, no sleeping: backoff and deadlines belong
-to the caller (``retry.call_with_retries``, the producer's sender), which knows
-whether the request is worth repeating. Error bodies become the
-``lakelog.errors`` class of their Kafka code, so callers check ``.retriable``
-instead of HTTP statuses.
+Every broker serves every topic (one shared storage root), so there is no
+leader to find: when a broker does not answer, or answers a retriable or 5xx
+error, the request goes to the next one (bootstrap list plus ``/v1/brokers``).
+Brokers that just failed go last for ``reconnect_backoff_ms``, so one dead host
+does not cost a timeout on every request. One pass per call, no sleeping:
+backoff and deadlines belong to the caller, which knows what is worth repeating.
 """
 
 from __future__ import annotations
@@ -46,10 +39,9 @@ QueryParams = Mapping[str, str | int | float | bool | None]
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
-    """Broker base URLs from ``"host:port,http://other:8082"`` or a list; order is kept.
+    """Broker base URLs from ``"host:port,http://other:8082"`` or a list, in order.
 
-    A bare ``host:port`` means plain HTTP. Duplicates and trailing slashes are
-    dropped so the same broker is never tried twice in one pass.
+    A bare ``host:port`` means http; duplicates are dropped so no pass tries a broker twice.
     """
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     urls: list[str] = []
@@ -69,13 +61,10 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
 
 
 def error_from_response(response: httpx.Response) -> LakelogError:
-    """The LakelogError a broker's error response stands for.
+    """The LakelogError of a broker's error body, so callers check ``.retriable``, not statuses.
 
-    Brokers answer ``{"error_code", "error", "message", "retriable", "details"}``;
-    the code picks the class (unknown codes give UnknownServerError) and the
-    details (e.g. ``log_start_offset`` of OFFSET_OUT_OF_RANGE) become ``.details``.
-    A body that is not ours (a proxy's 502 page) is a network problem if 5xx,
-    a bad request otherwise.
+    The Kafka code picks the class and ``details`` become ``.details``. A body
+    that is not ours (a proxy's 502 page) is a network problem if 5xx, else a bad request.
     """
     where = f"{response.request.method} {response.request.url.path}"
     body = _json_or_none(response)
@@ -94,8 +83,7 @@ def error_from_response(response: httpx.Response) -> LakelogError:
     return InvalidRequestError(f"{where}: HTTP {response.status_code}: {text}")
 
 
-#: The environment variable each unset security option of a Connection is read from
-#: (which is how the CLI tools pass their flags on).
+#: Where each unset security option of a Connection is read from (how the CLI passes flags on).
 SECURITY_ENV = {
     "api_key": "LAKELOG_API_KEY",
     "token": "LAKELOG_TOKEN",
@@ -133,10 +121,9 @@ def ssl_context(
     trust_system: bool = False,
     purpose: str = "",
 ) -> ssl.SSLContext:
-    """A TLS client context verifying against ``cafiles`` (instead of the system CAs, unless
-    ``trust_system``) and presenting ``certfile``/``keyfile`` when given.
+    """A TLS client context trusting ``cafiles`` (plus the system CAs with ``trust_system``).
 
-    A file that cannot be loaded is refused here, naming it, rather than at the first
+    A file that cannot be loaded is refused here, by name, not at the first
     request as an opaque handshake failure.
     """
     if keyfile and not certfile:
@@ -159,10 +146,8 @@ def ssl_context(
 def tls_verification(
     cafile: str | None, certfile: str | None = None, keyfile: str | None = None
 ) -> ssl.SSLContext | bool:
-    """How a client talks TLS to brokers: verify them against ``cafile`` (else the system
-    CAs) and, with ``certfile``, present it as the client certificate, which brokers that
-    set ``ssl.ca.certs`` (mutual TLS) require. Unset arguments fall back to the environment.
-    """
+    """httpx's ``verify``: trust ``cafile`` (else the system CAs), present ``certfile`` for
+    mutual TLS; unset arguments come from the environment."""
     cafile = _or_env(cafile, "ssl_cafile")
     certfile = _or_env(certfile, "ssl_certfile")
     keyfile = _or_env(keyfile, "ssl_keyfile")
@@ -183,9 +168,8 @@ class ProbeFailure:
 def describe_network_failure(exc: BaseException) -> str:
     """Why a broker could not be reached, in an operator's words.
 
-    httpx wraps the socket error that says what really happened (refused,
-    unknown host, no SYN-ACK in time); the chain of causes is searched for it
-    so the message names the cause rather than the wrapper.
+    The chain of causes is searched for the socket error httpx wraps, so the
+    message names what happened rather than the wrapper.
     """
     for seen in _causes(exc):
         if isinstance(seen, httpx.ConnectTimeout):
@@ -211,13 +195,9 @@ def describe_network_failure(exc: BaseException) -> str:
 class Connection:
     """Thread-safe access to a cluster: ``request()`` returns a 2xx response or raises.
 
-    ``transport`` replaces httpx's network layer (tests use it to lose
-    responses); ``discover=False`` keeps the client on the bootstrap list.
-    ``api_key``/``token`` authenticate (``X-API-Key`` / bearer JWT), ``client_id``
-    names the client for quotas, ``ssl_cafile`` verifies an https broker's
-    certificate against that CA bundle, ``ssl_certfile``/``ssl_keyfile`` are the
-    client certificate for brokers requiring mutual TLS (docs/security.md);
-    ``ssl_context``, when given, replaces all three.
+    ``transport`` replaces httpx's network layer (tests); ``discover=False``
+    keeps to the bootstrap list. Security options: docs/security.md;
+    ``ssl_context`` replaces the three ``ssl_*`` files.
     """
 
     def __init__(
@@ -330,9 +310,8 @@ class Connection:
     ) -> httpx.Response:
         """Send to the current broker, then to the others while the failure is the broker's.
 
-        Raises the broker's LakelogError at once if it is neither retriable nor
-        5xx (it would be the same everywhere); otherwise the last error after
-        every broker was tried once.
+        An error neither retriable nor 5xx is raised at once (it would be the
+        same everywhere); otherwise the last one after every broker was tried.
         """
         if self._closed:
             raise RuntimeError("the connection is closed")
@@ -416,11 +395,8 @@ class Connection:
                 self._discovering = False
 
     def refresh_brokers(self) -> list[str]:
-        """Ask the cluster which brokers are alive; keep the bootstrap list as a fallback.
-
-        Brokers that left the registry are dropped unless they were bootstrap
-        servers (an operator named them, and they may come back).
-        """
+        """Ask the cluster which brokers are alive; bootstrap servers are always kept
+        (an operator named them, and they may come back)."""
         body = self._one_pass("GET", "/v1/brokers", None, None, None, None, None, True).json()
         return self._adopt_brokers(body)
 
@@ -441,12 +417,9 @@ class Connection:
     ) -> list[ProbeFailure]:
         """One pass over ``urls`` (the bootstrap brokers) until one answers ``/v1/brokers``.
 
-        Returns ``[]`` once a broker answered (its broker list is adopted, as
-        discovery would), else why each one failed. Any answer from a lakelog
-        broker counts, even an error: an authentication failure is for the
-        request that follows to report. Callers that must reach a cluster
-        before their first request (the CLI tools) repeat it until their own
-        deadline; a failure marked ``final`` would fail the same way again.
+        Returns ``[]`` once one answered, else why each failed. Any lakelog
+        answer counts, even an error: an authentication failure is for the
+        next request to report. The CLI repeats this until its deadline.
         """
         connect_s = self._connect_timeout_s
         if connect_timeout_s is not None:
@@ -487,8 +460,7 @@ class Connection:
 
 
 class ClientBase:
-    """A producer, consumer or admin client: over a shared ``connection`` or its own,
-    which it closes with itself."""
+    """A client over a shared ``connection``, or over its own, which it closes with itself."""
 
     def __init__(
         self,

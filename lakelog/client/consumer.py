@@ -1,17 +1,11 @@
 """The consumer: read partitions from a position, alone (``assign``) or in a group (``subscribe``).
 
-With ``group_id`` and ``subscribe`` it is a member of a consumer group: the
-brokers' coordinator assigns partitions, ``poll`` joins and rejoins as
-rebalances require, positions start from the group's committed offsets (then
-``auto_offset_reset``), and offsets are committed automatically every
-``auto_commit_interval_ms``, before partitions are revoked and on ``close``
-(at-least-once: a crash re-delivers what was read after the last commit).
-Membership itself (join, heartbeats, the poll-interval check) lives in
-``group_coordinator``; this class owns what is read and where.
-
-Like Kafka's consumer it is not thread-safe: use it from one thread
-(rebalance and commit callbacks run on it too). Positions only advance over
-records ``poll`` has returned.
+In a group, ``poll`` joins and rejoins as rebalances require, positions start
+from the committed offsets (then ``auto_offset_reset``), and offsets are
+committed every ``auto_commit_interval_ms``, before a revoke and on ``close``
+(at-least-once). Membership lives in ``group_coordinator``; this class owns
+what is read and where. Not thread-safe, like Kafka's: positions only advance
+over records ``poll`` has returned.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from lakelog.client.fetcher import Fetcher
 from lakelog.client.group_coordinator import COOPERATIVE, GroupConfig, GroupCoordinator
 from lakelog.client.offsets import OffsetAndTimestamp, OffsetSpec, list_offset
 from lakelog.client.rebalance import ConsumerRebalanceListener
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Backoff, Retrying
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.client.subscription import ResetPolicy, SubscriptionState
 from lakelog.client.wire import WireFormat
@@ -101,8 +95,9 @@ class Consumer(ClientBase):
             raise ValueError("max_poll_records and max_partition_fetch_bytes must be positive")
         if auto_commit_interval_ms <= 0 or metadata_max_age_ms <= 0:
             raise ValueError("auto_commit_interval_ms and metadata_max_age_ms must be positive")
-        self._backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._api_timeout_ms = default_api_timeout_ms
+        self._retry = Retrying(
+            Backoff(retry_backoff_ms, retry_backoff_max_ms), default_api_timeout_ms
+        )
         self._coordinator: GroupCoordinator | None = None
         group: GroupConfig | None = None
         if group_id is not None:
@@ -118,9 +113,7 @@ class Consumer(ClientBase):
             group.validate()  # before opening anything, so a bad config leaks nothing
         super().__init__(bootstrap_servers, connection, request_timeout_ms, transport)
         if group is not None:
-            self._coordinator = GroupCoordinator(
-                self._conn, group, backoff=self._backoff, api_timeout_ms=default_api_timeout_ms
-            )
+            self._coordinator = GroupCoordinator(self._conn, group, self._retry)
         self._subs = SubscriptionState(auto_offset_reset)
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._max_poll_records = max_poll_records
@@ -130,7 +123,7 @@ class Consumer(ClientBase):
             max_records=max_poll_records,
             fetch_format=fetch_format,
             request_timeout_s=request_timeout_ms / 1000,
-            backoff=self._backoff,
+            backoff=self._retry.backoff,
             threads=fetch_threads,
         )
         self._committer = Committer(self._send_commit)
@@ -138,7 +131,6 @@ class Consumer(ClientBase):
         self._auto_commit_interval_s = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
         self._last_committed: dict[TopicPartition, int] = {}
-        # subscription: topic names or a pattern (None = not subscribed)
         self._topics: list[str] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._pattern_checked = 0.0
@@ -174,11 +166,8 @@ class Consumer(ClientBase):
     # -- assignment ------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replacing any previous assignment), without a group.
-
-        With ``group_id`` set, commits still go to that group (as "simple"
-        commits, accepted while the group has no members), like Kafka's.
-        """
+        """Read exactly these partitions, without a group; with ``group_id``, commits
+        still go to the group (as "simple" commits), like Kafka's."""
         self._check_open()
         if self._subscribed():
             raise RuntimeError(
@@ -212,9 +201,8 @@ class Consumer(ClientBase):
     ) -> None:
         """Join the group for these topics (a list), or every topic matching a regex.
 
-        The group's coordinator assigns the partitions on the next ``poll``;
-        ``listener`` hears about every change. Subscribing again replaces the
-        subscription (and rebalances if the topics changed).
+        Partitions are assigned on the next ``poll``; ``listener`` hears of every
+        change. Subscribing again replaces the subscription.
         """
         self._check_open()
         coordinator = self._group("subscribe()")
@@ -267,11 +255,7 @@ class Consumer(ClientBase):
         return self._topics is not None
 
     def _matching_topics(self, pattern: re.Pattern[str]) -> list[str]:
-        names: list[str] = call_with_retries(
-            lambda: self._conn.get_json("/v1/topics")["topics"],
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        names: list[str] = self._retry(lambda: self._conn.get_json("/v1/topics")["topics"])
         return sorted(n for n in names if pattern.fullmatch(n) and not n.startswith("_"))
 
     # -- the group, driven by poll ----------------------------------------------
@@ -354,11 +338,10 @@ class Consumer(ClientBase):
             self._last_committed[tp] = om.offset
 
     def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> None:
-        """Commit ``offsets`` (default: the position of every assigned partition) and wait.
+        """Commit ``offsets`` (default: every assigned partition's position) and wait.
 
-        Raises the broker's error: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
-        REBALANCE_IN_PROGRESS mean the group moved on (the consumer rejoins on
-        the next poll); retriable errors were retried until the API timeout.
+        ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and REBALANCE_IN_PROGRESS mean the
+        group moved on (the next poll rejoins); retriable errors were retried.
         """
         self._check_open()
         self._group("commit()")
@@ -430,11 +413,8 @@ class Consumer(ClientBase):
         return self._subs.high_watermark(TopicPartition(*tp))
 
     def _initialize_positions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Give partitions without a position one: committed offset, explicit seek, or the policy.
-
-        The group's committed offset is used once per assignment: after an
-        OFFSET_OUT_OF_RANGE the policy decides, as in Kafka.
-        """
+        """Give partitions a position: committed offset (once per assignment, as in Kafka),
+        explicit seek, or the policy."""
         partitions = list(partitions)
         if self._coordinator is not None:
             wanted = [tp for tp in partitions if self._subs.wants_committed(tp)]
@@ -455,7 +435,7 @@ class Consumer(ClientBase):
             self._subs.seek(tp, found.offset)
 
     def _list_offset(self, tp: TopicPartition, spec: OffsetSpec) -> OffsetAndTimestamp:
-        return list_offset(self._conn, tp, spec, self._backoff, self._api_timeout_ms)
+        return list_offset(self._conn, tp, spec, self._retry)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offset of each partition (assigned or not)."""
@@ -496,11 +476,9 @@ class Consumer(ClientBase):
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned, unpaused partitions; waits up to ``timeout_ms`` for some.
 
-        In a group, also joins or rejoins (running the listener's callbacks),
-        and auto-commits. Returns as soon as any partition has records. Raises
-        OFFSET_OUT_OF_RANGE (policy ``none``), NoOffsetForPartitionError, and
-        non-retriable broker errors such as UNKNOWN_TOPIC_OR_PARTITION;
-        retriable ones are retried.
+        In a group, also (re)joins, running the listener's callbacks, and
+        auto-commits. Raises OFFSET_OUT_OF_RANGE (policy ``none``),
+        NoOffsetForPartitionError and non-retriable broker errors.
         """
         self._check_open()
         if self._coordinator is not None:
@@ -530,11 +508,8 @@ class Consumer(ClientBase):
             raise RuntimeError("the consumer is closed")
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit (if auto-commit is on), leave the group and stop fetching. Idempotent.
-
-        ``autocommit=False`` skips the final commit (a consumer that must not
-        commit what it polled but did not process).
-        """
+        """Commit (if auto-commit is on; ``autocommit=False`` skips it), leave the group
+        and stop fetching. Idempotent."""
         if self._closed:
             return
         coordinator = self._coordinator
@@ -556,7 +531,7 @@ class Consumer(ClientBase):
             coordinator.leave("consumer closed")
         elif autocommit and self._auto_commit and self._consumed():
             self._commit_quietly(self._consumed())
-        self._committer.wait(self._api_timeout_ms / 1000)
+        self._committer.wait(self._retry.timeout_ms / 1000)
         self._committer.run_callbacks()
 
 

@@ -1,16 +1,11 @@
 """Fetching for the consumer: one long-poll request per partition in flight, results buffered.
 
-Each assigned partition has at most one fetch outstanding, run on a small
-thread pool, so an idle partition waiting out its long poll never delays a
-busy one, and fetches started before ``poll`` returns keep running into the
-next call (Kafka's fetch pipelining). Results are checked against the
-partition's position when they are used, not when they arrive: after a
-``seek`` (or a reset), an answer to the old offset is dropped.
-
-OFFSET_OUT_OF_RANGE clears the position so the reset policy picks a new one
-(or, with policy ``none``, is raised to the application). Other retriable
-errors back the partition off and are not reported: the connection has
-already tried every broker, and the next poll tries again.
+Fetches run on a thread pool, so an idle partition's long poll never delays a
+busy one, and they keep running between polls (Kafka's fetch pipelining).
+Results are checked against the position when used, so after a ``seek`` an
+answer for the old offset is dropped. OFFSET_OUT_OF_RANGE hands the partition
+to the reset policy; other retriable errors only back the partition off (the
+connection already tried every broker).
 """
 
 from __future__ import annotations
@@ -74,8 +69,6 @@ class Fetcher:
         self._retry_at: dict[TopicPartition, float] = {}
         self._rotation = 0
 
-    # -- requests --------------------------------------------------------------
-
     def send(self, subs: SubscriptionState, max_wait_ms: int) -> None:
         """Start a fetch for every fetchable partition with nothing buffered or in flight."""
         now = time.monotonic()
@@ -121,8 +114,6 @@ class Fetcher:
         now = time.monotonic()
         waits = [t - now for t in self._retry_at.values() if t > now]
         return min(waits) if waits else self._backoff.initial_ms / 1000
-
-    # -- results ---------------------------------------------------------------
 
     def collect(self, subs: SubscriptionState) -> None:
         """Move finished fetches into the buffer; raise errors the application must see."""

@@ -1,16 +1,11 @@
 """The consumer's side of the group protocol: membership, heartbeats, commits (aiokafka's split).
 
 The consumer owns *what* it reads; this class owns *being a member*: the
-two-step join (KIP-394), the generation and member id, a heartbeat thread
-that keeps the session alive and notices rebalances, the client-side
-``max_poll_interval_ms`` check (leave the group when the application stops
-polling), and commits stamped with the current generation.
-
-Threads: the heartbeat thread only flips flags (``rejoin_needed``, ``lost``)
-and sends heartbeats/leaves; joins, commits and every listener callback
-happen on the polling thread, which reads the flags. State shared by the two
-is guarded by one lock. NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and other
-retriable errors are retried with exponential backoff.
+two-step join (KIP-394), generation and member id, the heartbeat thread, the
+client-side ``max_poll_interval_ms`` check, and commits stamped with the
+generation. The heartbeat thread only flips flags (``rejoin_needed``,
+``lost``) under one lock; joins, commits and listener callbacks happen on the
+polling thread, which reads them.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ from dataclasses import dataclass
 
 from lakelog.client import group_requests as rq
 from lakelog.client.connection import Connection
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Retrying, call_with_retries
 from lakelog.client.structs import OffsetAndMetadata, TopicPartition
 from lakelog.errors import (
     FencedInstanceIdError,
@@ -76,20 +71,12 @@ class GroupConfig:
 class GroupCoordinator:
     """One consumer's membership in one group, via any broker (they forward to the coordinator)."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        config: GroupConfig,
-        *,
-        backoff: Backoff,
-        api_timeout_ms: int,
-    ) -> None:
+    def __init__(self, conn: Connection, config: GroupConfig, retry: Retrying) -> None:
         config.validate()
         self.config = config
         self.group_id = config.group_id
         self._conn = conn
-        self._backoff = backoff
-        self._api_timeout_ms = api_timeout_ms
+        self._retry = retry
         self._lock = threading.Lock()
         self._member_id = rq.NO_MEMBER
         self._generation = rq.NO_GENERATION
@@ -156,12 +143,11 @@ class GroupCoordinator:
     def join(self, topics: Iterable[str], owned: Iterable[TopicPartition]) -> rq.JoinResult:
         """Join (or rejoin) and wait for the rebalance to complete; returns the assignment.
 
-        MEMBER_ID_REQUIRED gives the member id to join with; UNKNOWN_MEMBER_ID
-        means the coordinator forgot us (start over with no id); retriable
-        errors and REBALANCE_IN_PROGRESS are retried with backoff until
-        ``default_api_timeout_ms`` has passed without success.
+        MEMBER_ID_REQUIRED gives the id to join with; UNKNOWN_MEMBER_ID (start over
+        without one), REBALANCE_IN_PROGRESS and retriable errors are retried with
+        backoff until ``default_api_timeout_ms``.
         """
-        deadline = time.monotonic() + self._api_timeout_ms / 1000
+        deadline = time.monotonic() + self._retry.timeout_ms / 1000
         attempt = 0
         topic_list = sorted(set(topics))
         owned_list = [rq.tp_json(tp) for tp in sorted(set(owned))]
@@ -209,18 +195,15 @@ class GroupCoordinator:
                 raise error
             attempt += 1
             log.info("join of group %s failed, retrying: %s", self.group_id, error)
-            time.sleep(self._backoff.delay_s(attempt))
+            time.sleep(self._retry.backoff.delay_s(attempt))
 
     # -- commits and committed offsets -------------------------------------------
 
     def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, in_group: bool
     ) -> None:
-        """Commit as a member of the current generation (``in_group``), else as a simple commit.
-
-        A stale generation or forgotten member makes this member rejoin and
-        raises the broker's error; so does REBALANCE_IN_PROGRESS.
-        """
+        """Commit as a member of the current generation (``in_group``), else as a simple commit;
+        a stale generation, forgotten member or rebalance makes this member rejoin and raises."""
         if not offsets:
             return
         if in_group:
@@ -229,11 +212,7 @@ class GroupCoordinator:
         else:
             member, generation = rq.NO_MEMBER, rq.NO_GENERATION
         try:
-            call_with_retries(
-                lambda: rq.commit(self._conn, self.group_id, member, generation, offsets),
-                backoff=self._backoff,
-                timeout_ms=self._api_timeout_ms,
-            )
+            self._retry(lambda: rq.commit(self._conn, self.group_id, member, generation, offsets))
         except (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError):
             if in_group:
                 self.request_rejoin()
@@ -247,13 +226,8 @@ class GroupCoordinator:
         topics = {tp.topic for tp in wanted}
         if not topics:
             return {}
-        found = call_with_retries(
-            lambda: rq.fetch_committed(
-                self._conn, self.group_id, next(iter(topics)) if len(topics) == 1 else None
-            ),
-            backoff=self._backoff,
-            timeout_ms=self._api_timeout_ms,
-        )
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        found = self._retry(lambda: rq.fetch_committed(self._conn, self.group_id, topic))
         return {tp: om for tp, om in found.items() if tp in wanted}
 
     # -- leaving -----------------------------------------------------------------
@@ -273,8 +247,8 @@ class GroupCoordinator:
         try:
             call_with_retries(
                 lambda: rq.leave(self._conn, self.group_id, member),
-                backoff=self._backoff,
-                timeout_ms=min(self._api_timeout_ms, self.config.session_timeout_ms),
+                backoff=self._retry.backoff,
+                timeout_ms=min(self._retry.timeout_ms, self.config.session_timeout_ms),
             )
         except UnknownMemberIdError:
             pass  # already expired: the coordinator has forgotten us, which is what we wanted

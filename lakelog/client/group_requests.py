@@ -1,8 +1,7 @@
 """The group protocol's requests as plain functions over a Connection (docs/consumer-groups.md).
 
-Shared by the consumer's coordinator and the admin client, so both build the
-same bodies and read answers the same way. No retries and no state here:
-callers decide what is worth repeating (a join is, a stale commit is not).
+Shared by the consumer's coordinator and the admin client. No retries and no
+state: callers decide what is worth repeating (a join is, a stale commit is not).
 """
 
 from __future__ import annotations

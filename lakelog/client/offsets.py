@@ -1,8 +1,4 @@
-"""ListOffsets: the earliest, latest, or first-at-a-time offset of a partition.
-
-Shared by the consumer (resetting positions, beginning/end offsets) and the
-admin client, so both ask the same question the same way.
-"""
+"""ListOffsets (earliest, latest, or first at a time), shared by the consumer and admin client."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from lakelog.client.connection import Connection
-from lakelog.client.retry import Backoff, call_with_retries
+from lakelog.client.retry import Retrying
 from lakelog.client.structs import TopicPartition
 
 #: "earliest", "latest", or a timestamp in ms (the first offset at or after it).
@@ -31,24 +27,14 @@ def topic_path(topic: str) -> str:
 
 
 def list_offset(
-    conn: Connection, tp: TopicPartition, spec: OffsetSpec, backoff: Backoff, timeout_ms: int
+    conn: Connection, tp: TopicPartition, spec: OffsetSpec, retry: Retrying
 ) -> OffsetAndTimestamp:
-    """One partition's offset for ``spec``, retried as ``call_with_retries`` does.
-
-    For a timestamp past every record the broker answers the high watermark
-    with no timestamp (Kafka's answer too), so a consumer seeking there waits
-    for new records.
-    """
+    """One partition's offset for ``spec``, retried; a timestamp past every record gives the
+    high watermark without a timestamp (as in Kafka), so a consumer waits for new records."""
     if isinstance(spec, bool) or (isinstance(spec, int) and spec < 0):
         raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp >= 0: {spec!r}")
-    body = call_with_retries(
-        lambda: conn.get_json(
-            f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets",
-            params={"timestamp": str(spec)},
-        ),
-        backoff=backoff,
-        timeout_ms=timeout_ms,
-    )
+    path = f"{topic_path(tp.topic)}/partitions/{tp.partition}/offsets"
+    body = retry(lambda: conn.get_json(path, params={"timestamp": str(spec)}))
     stamp = body.get("timestamp_ms")
     return OffsetAndTimestamp(int(body["offset"]), None if stamp is None else int(stamp))
 

@@ -1,22 +1,13 @@
 """The producer: ``send()`` returns a future at once; a background sender delivers in batches.
 
-Defaults follow Kafka's producer: ``acks="all"``, idempotence on, retries
-bounded by ``delivery_timeout_ms`` rather than by a count, exponential
-backoff. What differs is the unit of batching: a request carries one topic's
-records for any partitions (the broker places keyed records with Kafka's
-murmur2 partitioner and groups requests into Delta commits), so
-``batch_size`` and ``linger_ms`` apply per topic.
-
-Guarantees, with idempotence on: each record is written at most once however
-many times its request is retried or whichever broker the retry reaches, and
-records of one topic are delivered in send order (one request in flight per
-topic, retries before anything newer), so each partition keeps send order.
-Every future is settled: with metadata, with the broker's error, with
-REQUEST_TIMED_OUT after ``delivery_timeout_ms``, or when ``close`` gives up.
-
-A request succeeds or fails as a whole: a record the broker rejects (larger
-than the topic's ``max.message.bytes``, a partition that does not exist)
-fails the other records batched into the same request with the same error.
+Defaults follow Kafka's (``acks="all"``, idempotence, retries bounded by
+``delivery_timeout_ms``), but a request carries one topic's records for any
+partitions (the broker partitions keyed records with murmur2), so
+``batch_size`` and ``linger_ms`` apply per topic. With idempotence each record
+is written at most once however its request is retried, and each partition
+keeps send order. Every future is settled, by metadata, an error, or
+REQUEST_TIMED_OUT. A request fails as a whole: a record the broker rejects
+fails the others batched with it.
 """
 
 from __future__ import annotations
@@ -165,8 +156,6 @@ class Producer(ClientBase):
         """The producer id the topic's next request will carry (None before the first)."""
         return self._accumulator.producer_id(topic)
 
-    # -- send ------------------------------------------------------------------
-
     def send(
         self,
         topic: str,
@@ -180,14 +169,11 @@ class Producer(ClientBase):
     ) -> Future[RecordMetadata]:
         """Queue a record; the future resolves to where it was written.
 
-        ``partition=None`` lets the broker choose: murmur2 of the key (as
-        Kafka's producer), or its sticky partition for keyless records.
-        ``timestamp_ms`` defaults to now (CreateTime). ``callback(metadata,
-        error)`` runs once on a producer thread when the record is settled;
-        callbacks of one partition run in send order. Keep callbacks short and
-        never call ``flush`` or ``close`` from one (they would wait on the
-        thread running it). Blocks only when the buffer is full (up to
-        ``max_block_ms``, then BufferError).
+        ``partition=None`` lets the broker choose (murmur2 of the key, else its
+        sticky partition). ``callback(metadata, error)`` runs once on a producer
+        thread, in send order per partition; it must not call ``flush`` or
+        ``close`` (they would wait on its own thread). Blocks only while the
+        buffer is full (up to ``max_block_ms``, then BufferError).
         """
         if self._closed:
             raise RuntimeError("the producer is closed")
@@ -238,14 +224,9 @@ class Producer(ClientBase):
         with self._incomplete_lock:
             self._incomplete.discard(future)
 
-    # -- flush / close ---------------------------------------------------------
-
     def flush(self, timeout: float | None = None) -> None:
-        """Send everything queued now and wait until every record sent so far is settled.
-
-        Settled includes failed: check the futures. Raises TimeoutError if
-        records are still unsettled after ``timeout`` seconds.
-        """
+        """Send everything queued now and wait until every record sent so far is settled
+        (failed ones too: check the futures); TimeoutError after ``timeout`` seconds."""
         with self._incomplete_lock:
             waiting = list(self._incomplete)
         self._accumulator.begin_flush()
@@ -259,9 +240,8 @@ class Producer(ClientBase):
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued (up to ``timeout`` seconds), then stop; idempotent.
 
-        Whatever is still unsettled when the timeout passes fails with
-        REQUEST_TIMED_OUT (its records may or may not have been written), so
-        every future is done when ``close`` returns.
+        What is still unsettled then fails with REQUEST_TIMED_OUT, so every
+        future is done when ``close`` returns.
         """
         if self._closed:
             return

@@ -1,10 +1,7 @@
 """What an application hears when its consumer's partitions change: Kafka's rebalance listener.
 
-Kept in its own module because applications implement it and the group
-coordinator calls it; neither should need the other's internals. The
-callbacks run on the thread that calls ``Consumer.poll`` (or ``close`` /
-``unsubscribe``), never on the heartbeat thread, so they may use the
-consumer (commit, seek, position) freely, exactly as in Kafka.
+Callbacks run on the thread calling ``poll``, ``close`` or ``unsubscribe``, never on
+the heartbeat thread, so they may use the consumer freely, as in Kafka.
 """
 
 from __future__ import annotations
@@ -13,27 +10,17 @@ from lakelog.client.structs import TopicPartition
 
 
 class ConsumerRebalanceListener:
-    """Override what you need; every callback does nothing by default.
-
-    * ``on_partitions_revoked``: the consumer is about to give these up in an
-      orderly rebalance; offsets committed here still count (the consumer has
-      already committed its positions if auto-commit is on).
-    * ``on_partitions_assigned``: these are now the consumer's, positions are
-      set from committed offsets (or the reset policy) on the next poll.
-    * ``on_partitions_lost``: the consumer was dropped from the group (session
-      timeout, poll interval exceeded, coordinator lost its generation); the
-      partitions may already belong to someone else, so committing is
-      pointless. As in Kafka, the default forwards to ``on_partitions_revoked``.
-    """
+    """Override what you need; every callback does nothing by default."""
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Called before partitions are taken away in an orderly rebalance."""
+        """Before partitions are given up in an orderly rebalance; commits here still count."""
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        """Called after a rebalance with the partitions this consumer gained."""
+        """After a rebalance, with the partitions gained (positions are set on the next poll)."""
 
     def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        """Called when partitions were lost without an orderly revoke."""
+        """When the member was dropped: the partitions may be someone else's already, so
+        committing is pointless. As in Kafka, forwards to ``on_partitions_revoked``."""
         self.on_partitions_revoked(lost)
 
 

@@ -1,10 +1,8 @@
 """When to try again: exponential backoff with jitter, and a retry loop bounded by a deadline.
 
-Kafka clients back off exponentially (``retry.backoff.ms`` doubling up to
-``retry.backoff.max.ms``) with random jitter, so many clients that failed
-together do not come back in lockstep and knock a recovering broker over
-again. The same policy serves every client here; only the producer runs its
-own loop, because it must also keep sequence numbers and a delivery deadline.
+As in Kafka, the jitter keeps clients that failed together from returning in
+lockstep and knocking a recovering broker over again. Only the producer runs
+its own loop, as it also keeps sequence numbers and a delivery deadline.
 """
 
 from __future__ import annotations
@@ -36,17 +34,25 @@ class Backoff:
         return max(base * spread, 0.0) / 1000.0
 
 
+@dataclass(frozen=True)
+class Retrying:
+    """One client's retry policy: ``call_with_retries`` with its backoff and API timeout."""
+
+    backoff: Backoff
+    timeout_ms: int
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        return call_with_retries(call, backoff=self.backoff, timeout_ms=self.timeout_ms)
+
+
 def call_with_retries(
     call: Callable[[], T],
     *,
     backoff: Backoff,
     timeout_ms: int,
 ) -> T:
-    """Run ``call`` until it succeeds, fails non-retriably, or time runs out.
-
-    Only ``LakelogError`` with ``retriable`` set is retried; the last error is
-    raised unchanged, so callers see the broker's own error class.
-    """
+    """Run ``call`` until it succeeds, fails non-retriably, or time runs out; the last
+    error is raised unchanged, so callers see the broker's own error class."""
     deadline = time.monotonic() + timeout_ms / 1000
     attempt = 0
     while True:
@@ -60,4 +66,4 @@ def call_with_retries(
             time.sleep(min(backoff.delay_s(attempt), remaining))
 
 
-__all__ = ["Backoff", "call_with_retries"]
+__all__ = ["Backoff", "Retrying", "call_with_retries"]

@@ -1,13 +1,11 @@
 """The producer's background I/O: turn ready queues into requests, retry them, settle futures.
 
-One sender thread forms batches (it alone decides *when* to send); a small
-pool of I/O threads each carries one batch through its attempts, because a
-produce request blocks until the broker's Delta commit is durable and one
-slow topic must not hold up the others. A batch's retries reuse its encoded
-body, producer id and base sequence, and the connection fails over to another
-broker between attempts' failures; that combination is what makes a lost
-response or a crashed broker cost no duplicates. Backoff sleeps wait on the
-abort event so a forced close is not delayed by them.
+One sender thread decides *when* to send; a pool of I/O threads each carries
+one batch through its attempts, since a produce request blocks until the
+broker's Delta commit is durable and one slow topic must not hold up others.
+Retries reuse the batch's encoded body, producer id and base sequence, so a
+lost response or crashed broker costs no duplicates. Backoff waits on the abort
+event so a forced close is not delayed.
 """
 
 from __future__ import annotations
@@ -38,6 +36,8 @@ ARROW_MIN_BYTES = 32 * 1024
 
 
 class Sender:
+    """Delivers the accumulator's batches: one thread forming them, a pool sending them."""
+
     def __init__(
         self,
         accumulator: RecordAccumulator,

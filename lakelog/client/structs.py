@@ -9,11 +9,8 @@ from lakelog.structs import TopicPartition
 
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
-    """Where a produced record was written.
-
-    With ``acks=0`` nothing is confirmed, so ``offset`` is -1 (as in Kafka) and
-    ``partition`` is the requested partition, or -1 if the broker chose it.
-    """
+    """Where a produced record was written; with ``acks=0`` the offset is -1 (as in Kafka),
+    and so is the partition if the broker chose it."""
 
     topic: str
     partition: int
@@ -27,11 +24,9 @@ class RecordMetadata:
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
-    """A committed (or to-be-committed) position: the offset of the next record to read.
+    """A committed position: as in Kafka, the offset of the *next* record to read.
 
-    As in Kafka, the committed offset is the *next* record, not the last one
-    processed; ``metadata`` is free text stored with it. ``commit_timestamp_ms``
-    is set on offsets read back from the group (when the broker wrote them).
+    ``commit_timestamp_ms`` is set on offsets read back from the group.
     """
 
     offset: int

@@ -1,10 +1,7 @@
 """What a consumer reads: its assigned partitions, their positions, pause flags, pending resets.
 
-Kept apart from fetching so that whoever decides the assignment can change:
-the application calls ``assign``, or the consumer does after each rebalance of
-its group and then fills in positions from committed offsets before the reset
-policy is consulted (``wants_committed``). Not thread-safe: the
-consumer is used from one thread, as Kafka's is.
+Kept apart from fetching so that the application (``assign``) or the group's
+rebalances can decide the assignment. Not thread-safe, like the consumer.
 """
 
 from __future__ import annotations
@@ -30,11 +27,11 @@ class _Partition:
 
 
 class SubscriptionState:
+    """The consumer's per-partition state, keyed by its assigned partitions."""
+
     def __init__(self, default_reset: ResetPolicy) -> None:
         self.default_reset: ResetPolicy = default_reset
         self._parts: dict[TopicPartition, _Partition] = {}
-
-    # -- assignment ------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept from before keep their position."""
@@ -52,8 +49,6 @@ class SubscriptionState:
 
     def is_assigned(self, tp: TopicPartition) -> bool:
         return tp in self._parts
-
-    # -- positions -------------------------------------------------------------
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._get(tp).position
@@ -95,8 +90,6 @@ class SubscriptionState:
 
     def high_watermark(self, tp: TopicPartition) -> int | None:
         return self._get(tp).high_watermark
-
-    # -- pause -----------------------------------------------------------------
 
     def pause(self, tp: TopicPartition) -> None:
         self._get(tp).paused = True

@@ -1,10 +1,8 @@
 """Bodies on the wire: produce requests out (JSON or Arrow IPC), fetch responses in.
 
-Pure functions, so the formats can be tested without a broker and the
-producer can encode a request once and resend the identical bytes on retry.
-Keys, values and header values are arbitrary bytes, so JSON carries them as
-base64; Arrow carries them as binary columns and wins for large batches
-(no base64 inflation, no per-record JSON parsing on the broker).
+Pure functions, so a request is encoded once and resent byte for byte on retry.
+JSON carries bytes as base64; Arrow as binary columns, which wins for large
+batches (no base64 inflation, no per-record JSON parsing on the broker).
 """
 
 from __future__ import annotations
@@ -64,21 +62,18 @@ def encode_produce(
     sequence: int | None = None,
 ) -> EncodedProduce:
     """One request's body; ``producer_id``/``sequence`` make it idempotent."""
-    params: dict[str, str | int] = {"acks": acks}
+    ids: dict[str, int] = {}
+    if producer_id is not None and sequence is not None:
+        ids = {"producer_id": producer_id, "sequence": sequence}
     if fmt == "arrow":
-        if producer_id is not None and sequence is not None:
-            params["producer_id"] = producer_id
-            params["sequence"] = sequence
-        return EncodedProduce(_arrow_body(records), ARROW_STREAM, params)
+        return EncodedProduce(_arrow_body(records), ARROW_STREAM, {"acks": acks, **ids})
     body: dict[str, Any] = {
         "records": [_json_record(r) for r in records],
         "key_format": "base64",
         "value_format": "base64",
+        **ids,
     }
-    if producer_id is not None and sequence is not None:
-        body["producer_id"] = producer_id
-        body["sequence"] = sequence
-    return EncodedProduce(json.dumps(body, separators=(",", ":")).encode(), JSON, params)
+    return EncodedProduce(json.dumps(body, separators=(",", ":")).encode(), JSON, {"acks": acks})
 
 
 def _json_record(record: Record) -> dict[str, Any]:
@@ -100,9 +95,6 @@ def _arrow_body(records: Sequence[Record]) -> bytes:
         writer.write_table(table)
     data: bytes = sink.getvalue().to_pybytes()
     return data
-
-
-# -- fetch ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
