@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -46,6 +47,18 @@ class V2Failure(Exception):
         self.status = status
         self.error_code = error_code
         self.message = message
+
+
+def error_docs(model: type[BaseModel], *documented: tuple[int, str]) -> dict[int | str, Any]:
+    """A router's ``responses=``: the errors its routes document, each answered as ``model``."""
+    return {status: {"model": model, "description": text} for status, text in documented}
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """Pydantic's complaints in one line (2,000 characters at most), each naming its field."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'body'}: {e.get('msg')}" for e in errors
+    )[:2000]
 
 
 def describe(exc: msgspec.ValidationError) -> str:

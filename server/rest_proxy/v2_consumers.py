@@ -64,7 +64,7 @@ from server.rest_proxy.consumer_instances import (
     InstanceExists,
     InstanceNotFound,
 )
-from server.rest_proxy.records_models import V2Failure
+from server.rest_proxy.records_models import V2Failure, validation_message
 from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
@@ -266,10 +266,7 @@ async def _parse(
     try:
         return model.model_validate(decoded)
     except ValidationError as exc:
-        message = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
-        )
-        raise V2Failure(422, 422, message[:2000]) from None
+        raise V2Failure(422, 422, validation_message(exc.errors())) from None
 
 
 def _body_of(model: type[BaseModel], *, empty_ok: bool = False) -> Any:

@@ -94,7 +94,9 @@ from server.rest_proxy.records_models import (
     V2Topic,
     body_schema,
     decode_v2,
+    error_docs,
     v2_offsets_json,
+    validation_message,
 )
 from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
 from server.rest_proxy.v3_resources import v3_broker_id
@@ -212,11 +214,8 @@ class V2Route(APIRoute):
                     log.warning("%s %s failed: %s", request.method, request.url.path, exc)
                 return failure_response(from_lakelog(exc))
             except RequestValidationError as exc:
-                message = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                    for e in exc.errors()
-                )
-                return failure_response(V2Failure(422, 422, message[:2000]))
+                message = validation_message(exc.errors())
+                return failure_response(V2Failure(422, 422, message))
             except Exception as exc:
                 log.exception("unexpected error in %s %s", request.method, request.url.path)
                 return failure_response(
@@ -226,17 +225,13 @@ class V2Route(APIRoute):
         return v2_handler
 
 
-def _errors(*documented: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": V2Error, "description": text} for status, text in documented}
-
-
 def v2_router(tag: str, *documented: tuple[int, str]) -> APIRouter:
     """A router whose routes answer (errors included) in the v2 shape and content type."""
     return APIRouter(
         tags=[tag],
         route_class=V2Route,
         default_response_class=V2JSONResponse,
-        responses=_errors(*documented),
+        responses=error_docs(V2Error, *documented),
     )
 
 
@@ -247,7 +242,8 @@ router = v2_router(
     (422, "Invalid parameter or body (422)"),
     (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
 )
-PRODUCE_ERRORS = _errors(
+PRODUCE_ERRORS = error_docs(
+    V2Error,
     (400, "Malformed JSON (error_code 400)"),
     (413, "Body above the broker's max_request_bytes (41301)"),
     (415, "Produce needs an embedded-format content type (error_code 415)"),

@@ -15,20 +15,18 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from lakelog.catalog import MAX_PARTITIONS
-from server.rest_proxy.records_models import V3Error
+from server.rest_proxy.records_models import V3Error, error_docs
 
 #: The errors every v3 administration route documents (``error_code`` is the HTTP status).
-V3_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": V3Error, "description": text}
-    for status, text in [
-        (400, "Malformed request, invalid name, config or value"),
-        (401, "No or bad credentials"),
-        (403, "Not authorized by the ACLs"),
-        (404, "Unknown cluster, topic, partition, group, broker or config"),
-        (500, "Unexpected server error"),
-        (503, "Storage or coordinator unavailable: retry"),
-    ]
-}
+V3_ERRORS = error_docs(
+    V3Error,
+    (400, "Malformed request, invalid name, config or value"),
+    (401, "No or bad credentials"),
+    (403, "Not authorized by the ACLs"),
+    (404, "Unknown cluster, topic, partition, group, broker or config"),
+    (500, "Unexpected server error"),
+    (503, "Storage or coordinator unavailable: retry"),
+)
 
 
 class _Out(BaseModel):
