@@ -185,20 +185,17 @@ def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Column
         except msgspec.ValidationError as exc:
             raise V2Failure(422, 422, describe(exc)) from None
         typed = False
-    if body.key_schema is not None or body.key_schema_id is not None:
-        raise V2Failure(
-            422,
-            KEY_SCHEMA_REFUSED,
-            "key_schema/key_schema_id cannot be used: this proxy has no schema registry; "
-            "send keys with the binary or json embedded format",
-        )
-    if body.value_schema is not None or body.value_schema_id is not None:
-        raise V2Failure(
-            422,
-            VALUE_SCHEMA_REFUSED,
-            "value_schema/value_schema_id cannot be used: this proxy has no schema registry; "
-            "send values with the binary or json embedded format",
-        )
+    for part, code in (("key", KEY_SCHEMA_REFUSED), ("value", VALUE_SCHEMA_REFUSED)):
+        if (
+            getattr(body, f"{part}_schema") is not None
+            or getattr(body, f"{part}_schema_id") is not None
+        ):
+            raise V2Failure(
+                422,
+                code,
+                f"{part}_schema/{part}_schema_id cannot be used: this proxy has no schema "
+                f"registry; send {part}s with the binary or json embedded format",
+            )
     records = body.records
     columns = []
     for field in ("key", "value"):

@@ -1,23 +1,14 @@
 """Kafka REST Proxy API v3: brokers, broker configs and ACLs under ``/v3/clusters/{cluster_id}``.
 
-Endpoints: ``GET /brokers``, ``GET /brokers/{broker_id}``, ``GET
-/brokers/{broker_id}/configs`` and ``.../configs/{name}``, ``GET
-/brokers/{broker_id}/partition-replicas``, ``GET /brokers/-/configs``,
-``GET /broker-configs`` and ``.../broker-configs/{name}``; ``GET``,
-``POST``, ``DELETE /acls`` and ``POST /acls:batch``.
-
 Decisions:
 
 * The brokers are the live ones of the broker registry. A broker's configs
-  are its settings, read-only (they are fixed when it starts); a question
-  about another broker's configs or replicas is relayed to that broker.
-  There are no dynamic broker configs, so ``/brokers/-/configs`` and
-  ``/broker-configs`` are empty and one of them is 404.
-* ACLs are lakelog's own (the store behind ``/v1/acls``): the same resource
-  types (TOPIC, GROUP, CLUSTER), pattern types (LITERAL, PREFIXED; MATCH in
-  searches), operations and permissions as Kafka's. Kafka's other resource
-  types and operations are refused with 400 naming the value. Searching needs
-  CLUSTER DESCRIBE, creating and deleting CLUSTER ALTER, as for ``/v1/acls``.
+  are its settings, read-only (fixed when it starts); a question about another
+  broker's configs or replicas is relayed to that broker. There are no dynamic
+  broker configs: ``/brokers/-/configs`` and ``/broker-configs`` are empty.
+* ACLs are lakelog's own (the store behind ``/v1/acls``), with Kafka's names;
+  Kafka's other resource types and operations are refused with 400 naming the
+  value. Searching needs CLUSTER DESCRIBE, creating and deleting CLUSTER ALTER.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """Kafka REST Proxy API v3: consumer groups, their consumers, assignments and lags (read-only).
 
-Endpoints (below ``/v3/clusters/{cluster_id}/consumer-groups``): ``GET /``,
-``GET /{consumer_group_id}``, ``.../consumers``, ``.../consumers/{consumer_id}``,
-``.../consumers/{consumer_id}/assignments`` and
-``.../assignments/{topic_name}/partitions/{partition_id}``, ``.../lags``,
-``.../lags/{topic_name}/partitions/{partition_id}`` and ``.../lag-summary``.
-
 Decisions:
 
 * A group's members live on its coordinator: a request about one group is
@@ -13,7 +7,7 @@ Decisions:
   its answer name the coordinator's URL. The listing asks each coordinator.
 * A group that has no members, never had a generation and no committed
   offsets does not exist (404); the listing shows the groups the caller may
-  DESCRIBE (all of them with CLUSTER DESCRIBE), as ``/v1/groups`` does.
+  DESCRIBE, as ``/v1/groups`` does.
 * Lags are those of the committed partitions whose topic still exists; a
   partition no member owns has an empty ``consumer_id`` and ``client_id``.
   A group without committed offsets has no lag summary (404), as in the

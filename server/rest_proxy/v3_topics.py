@@ -1,25 +1,16 @@
 """Kafka REST Proxy API v3: topics, partitions, replicas and topic configs under ``/v3``.
 
-Endpoints (all below ``/v3/clusters/{cluster_id}``): ``GET``/``POST
-/topics``, ``GET``/``PATCH``/``DELETE /topics/{topic_name}``, ``GET
-.../partitions``, ``.../partitions/{partition_id}``, ``.../replicas``,
-``.../replicas/{broker_id}``, the reassignment listings, ``GET .../configs``,
-``GET``/``PUT``/``DELETE .../configs/{name}``, ``POST .../configs:alter`` and
-``GET /topics/-/configs``. Answers and errors have the v3 shapes of
-``v3_records`` (its route class renders errors).
-
 Decisions:
 
 * Creating a topic that exists answers HTTP 400, as the REST Proxy does;
   ``validate_only`` checks everything and answers 200 without creating.
   ``replicas_assignments`` is refused (400): lakelog places no replicas.
-* Listings show only what the caller may DESCRIBE (everything when
-  authentication is off), as ``/v1/topics`` does; the other routes check
-  their ACL before anything happens, as the native admin routes do.
-* The partition of a topic has one replica, the broker answering (see
-  ``server.rest_proxy.v3_resources``), so a reassignment is never in
-  progress: the listings are empty and one partition's reassignment is 404,
-  as the REST Proxy answers for a partition that is not being moved.
+* Listings show only what the caller may DESCRIBE, as ``/v1/topics`` does; the
+  other routes check their ACL before anything happens.
+* A partition's one replica is the broker answering (see ``v3_resources``),
+  so no reassignment is ever in progress: the listings are empty and one
+  partition's reassignment is 404, as the REST Proxy answers for a partition
+  that is not being moved.
 """
 
 from __future__ import annotations
