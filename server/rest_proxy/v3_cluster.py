@@ -102,24 +102,22 @@ async def on_broker(request: Request, broker: Broker, cluster_id: str, number: i
     raise V3Relayed(await broker.groups.forwarder.forward(request, info.url))
 
 
-@router.get(CLUSTER + "/brokers", responses={200: {"model": V3BrokerList}}, summary="Live brokers")
+@router.read(CLUSTER + "/brokers", V3BrokerList, "Live brokers")
 async def list_brokers(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     data = [broker_out(urls, n, info) for n, info in sorted((await live_brokers(broker)).items())]
     return listing(urls, V3BrokerList, data, "brokers")
 
 
-@router.get(
-    CLUSTER + "/brokers/-/configs",
-    responses={200: {"model": V3BrokerConfigList}},
-    summary="Dynamic configs of every broker (none)",
+@router.read(
+    CLUSTER + "/brokers/-/configs", V3BrokerConfigList, "Dynamic configs of every broker (none)"
 )
 async def list_dynamic_broker_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return listing(urls, V3BrokerConfigList, [], "brokers", "-", "configs")
 
 
-@router.get(BROKER, responses={200: {"model": V3Broker}}, summary="One live broker")
+@router.read(BROKER, V3Broker, "One live broker")
 async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return answer(broker_out(urls, broker_id, await find_broker(broker, broker_id)))
@@ -140,11 +138,7 @@ def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
     ]
 
 
-@router.get(
-    BROKER + "/configs",
-    responses={200: {"model": V3BrokerConfigList}},
-    summary="A broker's settings (read-only)",
-)
+@router.read(BROKER + "/configs", V3BrokerConfigList, "A broker's settings (read-only)")
 async def list_broker_configs(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
 ) -> Response:
@@ -153,11 +147,7 @@ async def list_broker_configs(
     return listing(urls, V3BrokerConfigList, data, "brokers", broker_id, "configs")
 
 
-@router.get(
-    BROKER + "/configs/{name}",
-    responses={200: {"model": V3BrokerConfig}},
-    summary="One setting of a broker",
-)
+@router.read(BROKER + "/configs/{name}", V3BrokerConfig, "One setting of a broker")
 async def get_broker_config(
     cluster_id: str, broker_id: int, name: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -168,10 +158,10 @@ async def get_broker_config(
     raise V3Failure(404, f"broker {broker_id} has no setting {name!r}")
 
 
-@router.get(
+@router.read(
     BROKER + "/partition-replicas",
-    responses={200: {"model": V3ReplicaList}},
-    summary="The partitions a broker serves (all, of the topics the caller may describe)",
+    V3ReplicaList,
+    "The partitions a broker serves (all, of the topics the caller may describe)",
 )
 async def list_broker_replicas(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
@@ -188,10 +178,8 @@ async def list_broker_replicas(
     return listing(urls, V3ReplicaList, data, "brokers", broker_id, "partition-replicas")
 
 
-@router.get(
-    CLUSTER + "/broker-configs",
-    responses={200: {"model": V3ClusterConfigList}},
-    summary="Dynamic cluster-wide broker configs (none)",
+@router.read(
+    CLUSTER + "/broker-configs", V3ClusterConfigList, "Dynamic cluster-wide broker configs (none)"
 )
 async def list_cluster_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
@@ -253,7 +241,7 @@ def searched(request: Request, query: AclQuery) -> tuple[BrokerSecurity, list[Ac
     return security, select(security.acls, chosen, match, query.resource_name)
 
 
-@router.get(CLUSTER + "/acls", responses={200: {"model": V3AclList}}, summary="Search ACLs")
+@router.read(CLUSTER + "/acls", V3AclList, "Search ACLs")
 def search_acls(cluster_id: str, request: Request, broker: BrokerDep, query: AclSearch) -> Response:
     urls = urls_of(broker, cluster_id)
     _, found = searched(request, query)

@@ -190,7 +190,7 @@ async def list_entry(
         return None  # gone while listing
 
 
-@router.get(GROUPS, responses={200: {"model": V3ConsumerGroupList}}, summary="List groups")
+@router.read(GROUPS, V3ConsumerGroupList, "List groups")
 async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     found = await broker.groups.list_groups(request)
@@ -202,7 +202,7 @@ async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> R
     return listing(urls, V3ConsumerGroupList, data, "consumer-groups")
 
 
-@router.get(GROUP, responses={200: {"model": V3ConsumerGroup}}, summary="Describe a group")
+@router.read(GROUP, V3ConsumerGroup, "Describe a group")
 async def get_group(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -213,9 +213,7 @@ async def get_group(
 # -- consumers and assignments ------------------------------------------------------------
 
 
-@router.get(
-    GROUP + "/consumers", responses={200: {"model": V3ConsumerList}}, summary="A group's members"
-)
+@router.read(GROUP + "/consumers", V3ConsumerList, "A group's members")
 async def list_consumers(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -224,7 +222,7 @@ async def list_consumers(
     return listing(urls, V3ConsumerList, data, "consumer-groups", consumer_group_id, "consumers")
 
 
-@router.get(CONSUMER, responses={200: {"model": V3Consumer}}, summary="One member of a group")
+@router.read(CONSUMER, V3Consumer, "One member of a group")
 async def get_consumer(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -237,10 +235,8 @@ def assigned(member: dict[str, Any]) -> list[TopicPartition]:
     return sorted(member["assignment"])
 
 
-@router.get(
-    CONSUMER + "/assignments",
-    responses={200: {"model": V3ConsumerAssignmentList}},
-    summary="The partitions assigned to a member",
+@router.read(
+    CONSUMER + "/assignments", V3ConsumerAssignmentList, "The partitions assigned to a member"
 )
 async def list_assignments(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
@@ -263,10 +259,10 @@ async def list_assignments(
     )
 
 
-@router.get(
+@router.read(
     CONSUMER + "/assignments/{topic_name}/partitions/{partition_id}",
-    responses={200: {"model": V3ConsumerAssignment}},
-    summary="One partition assigned to a member",
+    V3ConsumerAssignment,
+    "One partition assigned to a member",
 )
 async def get_assignment(
     cluster_id: str,
@@ -289,11 +285,7 @@ async def get_assignment(
 # -- lags -------------------------------------------------------------------------------------
 
 
-@router.get(
-    GROUP + "/lags",
-    responses={200: {"model": V3ConsumerLagList}},
-    summary="The lag of every committed partition",
-)
+@router.read(GROUP + "/lags", V3ConsumerLagList, "The lag of every committed partition")
 async def list_lags(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -302,10 +294,10 @@ async def list_lags(
     return listing(urls, V3ConsumerLagList, data, "consumer-groups", consumer_group_id, "lags")
 
 
-@router.get(
+@router.read(
     GROUP + "/lags/{topic_name}/partitions/{partition_id}",
-    responses={200: {"model": V3ConsumerLag}},
-    summary="The lag of one committed partition",
+    V3ConsumerLag,
+    "The lag of one committed partition",
 )
 async def get_lag(
     cluster_id: str,
@@ -325,10 +317,8 @@ async def get_lag(
     )
 
 
-@router.get(
-    GROUP + "/lag-summary",
-    responses={200: {"model": V3ConsumerGroupLagSummary}},
-    summary="The largest and the total lag of a group",
+@router.read(
+    GROUP + "/lag-summary", V3ConsumerGroupLagSummary, "The largest and the total lag of a group"
 )
 async def get_lag_summary(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
