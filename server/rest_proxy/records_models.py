@@ -73,6 +73,12 @@ def describe(exc: msgspec.ValidationError) -> str:
     return f"{where or 'body'}: {problem}"[:2000]
 
 
+def request_body(schema: dict[str, Any], *content_types: str, **extra: str) -> dict[str, Any]:
+    """``openapi_extra`` documenting a body the route reads itself (as ``schema``)."""
+    content = {kind: {"schema": schema} for kind in content_types}
+    return {"requestBody": {"required": True, **extra, "content": content}}
+
+
 def body_schema(body: Any) -> dict[str, Any]:
     """The JSON schema of a request body type, its ``$defs`` substituted in, for
     ``openapi_extra``."""
@@ -431,23 +437,16 @@ def decode_v3_stream(raw: bytes) -> V3Columns | None:
     whitespace, the same values ``split_concatenated`` finds; an empty body has
     none (``v3_records`` refuses it with 422).
     """
-    undecodable = _UNDECODABLE
     guess = _v3_guess[0]
-    try:
-        records = _V3_DECODERS[guess].decode_lines(raw)
-        kinds = guess
-    except undecodable:
-        for kinds in _V3_DECODERS:
-            if kinds == guess:
-                continue
-            try:
-                records = _V3_DECODERS[kinds].decode_lines(raw)
-            except undecodable:
-                continue
-            _v3_guess[0] = kinds
-            break
-        else:
-            return None
+    for kinds in [guess, *(k for k in _V3_DECODERS if k != guess)]:
+        try:
+            records = _V3_DECODERS[kinds].decode_lines(raw)
+        except _UNDECODABLE:
+            continue
+        _v3_guess[0] = kinds
+        break
+    else:
+        return None
     if not records:
         return None
     has_key, keys = _present_data([r.key for r in records])

@@ -71,6 +71,7 @@ from server.rest_proxy.records_models import (
     body_schema,
     decode_v2,
     error_docs,
+    request_body,
     v2_offsets_json,
     validation_message,
 )
@@ -234,13 +235,7 @@ def _documented(model: Any, *, produce: bool = False) -> dict[int | str, dict[st
 
 
 def _produce_body(with_partition: bool) -> dict[str, Any]:
-    schema = body_schema(V2_BODIES[with_partition])
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {kind: {"schema": schema} for kind in (BINARY_V2, JSON_V2)},
-        }
-    }
+    return request_body(body_schema(V2_BODIES[with_partition]), BINARY_V2, JSON_V2)
 
 
 # -- metadata ---------------------------------------------------------------------

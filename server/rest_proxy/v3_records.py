@@ -75,6 +75,7 @@ from server.rest_proxy.records_models import (
     decode_v3_stream,
     describe,
     error_docs,
+    request_body,
     v3_report_json,
     validation_message,
 )
@@ -488,20 +489,14 @@ async def deliver(
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 
-def produce_body() -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "description": "One record, or several as concatenated JSON objects",
-            "content": {JSON: {"schema": body_schema(V3ProduceRecord)}},
-        }
-    }
-
-
 @router.post(
     "/clusters/{cluster_id}/topics/{topic_name}/records",
     responses={200: {"model": V3ProduceResponse, "description": "One report per record"}},
-    openapi_extra=produce_body(),
+    openapi_extra=request_body(
+        body_schema(V3ProduceRecord),
+        JSON,
+        description="One record, or several as concatenated JSON objects",
+    ),
     summary="Produce records (one, or a stream of concatenated JSON objects)",
 )
 async def produce_records(
@@ -621,13 +616,11 @@ async def produce_columns(
     return render_reports(reports)
 
 
-def batch_body() -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "required": ["entries"],
-        "properties": {"entries": {"type": "array", "items": body_schema(V3BatchEntry)}},
-    }
-    return {"requestBody": {"required": True, "content": {JSON: {"schema": schema}}}}
+BATCH_SCHEMA = {
+    "type": "object",
+    "required": ["entries"],
+    "properties": {"entries": {"type": "array", "items": body_schema(V3BatchEntry)}},
+}
 
 
 def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
@@ -656,7 +649,7 @@ def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
     "/clusters/{cluster_id}/topics/{topic_name}/records:batch",
     status_code=207,
     responses={207: {"model": V3BatchResponse, "description": "Successes and failures"}},
-    openapi_extra=batch_body(),
+    openapi_extra=request_body(BATCH_SCHEMA, JSON),
     summary="Produce a batch of records",
 )
 async def produce_batch(
