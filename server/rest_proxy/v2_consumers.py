@@ -487,10 +487,6 @@ _seek_route("end", "Seek partitions to their end")
 # -- records --------------------------------------------------------------------------
 
 
-def _accepts(request: Request, content_type: str) -> bool:
-    return acceptable(request.headers.get("accept"), [content_type])
-
-
 def _size(record: ConsumerRecord) -> int:
     return len(record.key or b"") + len(record.value or b"")
 
@@ -552,7 +548,7 @@ async def get_records(
 ) -> Response:
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
-    if not _accepts(request, content_type):
+    if not acceptable(request.headers.get("accept"), [content_type]):
         raise V2Failure(
             406,
             NOT_ACCEPTABLE,

@@ -199,33 +199,6 @@ async def get_cluster_config(cluster_id: str, name: str, broker: BrokerDep) -> R
 Required = Annotated[str, Query()]
 
 
-def search(query: AclQuery) -> tuple[AclFilter, bool]:
-    """The filter of an ACL search, and whether ``pattern_type`` is MATCH.
-
-    MATCH (Kafka's) selects every binding that covers ``resource_name``:
-    the literal name, ``*`` and matching prefixes.
-    """
-    match = (query.pattern_type or "").strip().upper() == "MATCH"
-    named = replace(query, resource_name=None, pattern_type=None) if match else query
-    chosen = named.acl_filter()
-    if match and query.resource_name is None:
-        raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
-    return chosen, match
-
-
-def select(
-    bindings: frozenset[AclBinding] | set[AclBinding],
-    chosen: AclFilter,
-    match: bool,
-    resource_name: str | None,
-) -> list[AclBinding]:
-    found = [b for b in bindings if chosen.matches(b)]
-    if match:
-        assert resource_name is not None
-        found = [b for b in found if b.pattern.matches(b.pattern.resource_type, resource_name)]
-    return sorted(found)
-
-
 def security_state(request: Request) -> BrokerSecurity:
     security = security_of(request)
     assert security is not None  # create_app always installs it, enabled or not
@@ -234,11 +207,24 @@ def security_state(request: Request) -> BrokerSecurity:
 
 def searched(request: Request, query: AclQuery) -> tuple[BrokerSecurity, list[AclBinding]]:
     """The bindings an ACL search selects among the ACLs as stored now, and the broker's
-    security state they were read into."""
-    chosen, match = search(query)
+    security state they were read into.
+
+    MATCH (Kafka's) selects every binding that covers ``resource_name``:
+    the literal name, ``*`` and matching prefixes.
+    """
+    name = query.resource_name
+    match = (query.pattern_type or "").strip().upper() == "MATCH"
+    named = replace(query, resource_name=None, pattern_type=None) if match else query
+    chosen = named.acl_filter()
+    if match and name is None:
+        raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
     security = security_state(request)
     security.refresh()
-    return security, select(security.acls, chosen, match, query.resource_name)
+    found = [b for b in security.acls if chosen.matches(b)]
+    if match:
+        assert name is not None
+        found = [b for b in found if b.pattern.matches(b.pattern.resource_type, name)]
+    return security, sorted(found)
 
 
 @router.read(CLUSTER + "/acls", V3AclList, "Search ACLs")

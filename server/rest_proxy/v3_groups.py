@@ -80,12 +80,8 @@ class GroupView:
     snapshot: GroupSnapshot
     lags: list[PartitionLag]
 
-    @property
-    def members(self) -> list[dict[str, Any]]:
-        return self.snapshot.members
-
     def member(self, member_id: str, group: str) -> dict[str, Any]:
-        for m in self.members:
+        for m in self.snapshot.members:
             if m["member_id"] == member_id:
                 return m
         raise V3Failure(404, f"group {group!r} has no consumer {member_id!r}")
@@ -218,7 +214,7 @@ async def list_consumers(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
     urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
-    data = [consumer_data(urls, consumer_group_id, m) for m in found.members]
+    data = [consumer_data(urls, consumer_group_id, m) for m in found.snapshot.members]
     return listing(urls, V3ConsumerList, data, "consumer-groups", consumer_group_id, "consumers")
 
 

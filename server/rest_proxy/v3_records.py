@@ -229,10 +229,10 @@ class RecordRefused(Exception):
 class Decoded:
     """A record ready to produce, and what its delivery report says about key and value."""
 
-    partition: int | None
-    timestamp_ms: int | None
-    key: bytes | None
-    value: bytes | None
+    partition: int | None = None
+    timestamp_ms: int | None = None
+    key: bytes | None = None
+    value: bytes | None = None
     headers: list[dict[str, Any]] = field(default_factory=list)
     key_info: V3ProduceResponseData | None = None
     value_info: V3ProduceResponseData | None = None
@@ -604,10 +604,6 @@ async def produce_columns(
         key = V3ProduceResponseData(type=columns.key_kind, size=key_sizes[i])
         value = V3ProduceResponseData(type=columns.value_kind, size=value_sizes[i])
         decoded = Decoded(
-            partition=None,
-            timestamp_ms=None,
-            key=None,
-            value=None,
             key_info=key if columns.has_key[i] else None,
             value_info=value if columns.has_value[i] else None,
         )

@@ -96,15 +96,11 @@ async def partition_count(broker: Broker, topic: str) -> int:
     return topic_log.num_partitions
 
 
-async def check_partition(broker: Broker, topic: str, partition: int) -> None:
-    if partition >= await partition_count(broker, topic):
-        raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
-
-
 async def partition_urls(broker: Broker, cluster_id: str, topic: str, partition: int) -> V3Urls:
     """The cluster's URLs, once the topic is known to have ``partition`` (404 otherwise)."""
     urls = urls_of(broker, cluster_id)
-    await check_partition(broker, topic, partition)
+    if partition >= await partition_count(broker, topic):
+        raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
     return urls
 
 
