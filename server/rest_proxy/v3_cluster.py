@@ -125,17 +125,7 @@ async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Resp
 
 def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
     number = own_id(broker)
-    return [
-        broker_config_data(
-            urls,
-            number,
-            s.name,
-            None if s.value is None else str(s.value),
-            default=s.default,
-            sensitive=s.sensitive,
-        )
-        for s in setting_values(broker.settings)
-    ]
+    return [broker_config_data(urls, number, s) for s in setting_values(broker.settings)]
 
 
 @router.read(BROKER + "/configs", V3BrokerConfigList, "A broker's settings (read-only)")

@@ -43,6 +43,7 @@ from server.rest_proxy.v3_models import (
     V3TopicConfig,
     kind_of,
 )
+from server.settings import SettingValue
 
 INT31_MASK = 0x7FFF_FFFF
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -184,12 +185,11 @@ def broker_data(urls: V3Urls, broker: int, host: str | None, port: int | None) -
     )
 
 
-def broker_config_data(
-    urls: V3Urls, broker: int, name: str, value: str | None, *, default: bool, sensitive: bool
-) -> V3BrokerConfig:
+def broker_config_data(urls: V3Urls, broker: int, setting: SettingValue) -> V3BrokerConfig:
     """A broker setting: read-only (settings are fixed at start), STATIC unless defaulted."""
-    source = "DEFAULT_CONFIG" if default else "STATIC_BROKER_CONFIG"
-    shown = None if sensitive else value
+    name = setting.name
+    source = "DEFAULT_CONFIG" if setting.default else "STATIC_BROKER_CONFIG"
+    shown = None if setting.sensitive or setting.value is None else str(setting.value)
     return urls.resource(
         V3BrokerConfig,
         f"broker={broker}/config={name}",
@@ -197,9 +197,9 @@ def broker_config_data(
         broker_id=broker,
         name=name,
         value=shown,
-        is_default=default,
+        is_default=setting.default,
         is_read_only=True,
-        is_sensitive=sensitive,
+        is_sensitive=setting.sensitive,
         source=source,
         synonyms=[V3ConfigSynonym(name=name, value=shown, source=source)],
     )
