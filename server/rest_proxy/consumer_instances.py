@@ -186,17 +186,20 @@ class ConsumerInstances:
             idle = [i for i in self._instances.values() if i.expired(now)]
             for instance in idle:
                 del self._instances[(instance.group, instance.name)]
-        for instance in idle:
-            log.info("consumer instance %s/%s expired", instance.group, instance.name)
-            with instance.lock:
-                self._close_logged(instance)
+        self._close_all(idle, expired=True)
         return idle
 
-    def _close_logged(self, instance: ConsumerInstance) -> None:
-        try:
-            self._close(instance)
-        except Exception:  # one failing instance must not stop the others from closing
-            log.exception("closing consumer instance %s/%s failed", instance.group, instance.name)
+    def _close_all(self, instances: list[ConsumerInstance], *, expired: bool = False) -> None:
+        for instance in instances:
+            if expired:
+                log.info("consumer instance %s/%s expired", instance.group, instance.name)
+            with instance.lock:
+                try:
+                    self._close(instance)
+                except Exception:  # one failing instance must not stop the others from closing
+                    log.exception(
+                        "closing consumer instance %s/%s failed", instance.group, instance.name
+                    )
 
     def _sweep_loop(self, interval_s: float) -> None:
         while not self._stop.wait(interval_s):
@@ -208,9 +211,7 @@ class ConsumerInstances:
         with self._lock:
             instances = list(self._instances.values())
             self._instances.clear()
-        for instance in instances:
-            with instance.lock:
-                self._close_logged(instance)
+        self._close_all(instances)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -221,12 +222,3 @@ def _close_consumer(consumer: Consumer) -> None:
         consumer.close()
     finally:
         consumer.connection.close()
-
-
-__all__ = [
-    "ConsumerInstance",
-    "ConsumerInstances",
-    "InstanceConfig",
-    "InstanceExists",
-    "InstanceNotFound",
-]

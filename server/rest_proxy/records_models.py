@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -48,6 +49,18 @@ class V2Failure(Exception):
         self.message = message
 
 
+def error_docs(model: type[BaseModel], *documented: tuple[int, str]) -> dict[int | str, Any]:
+    """A router's ``responses=``: the errors its routes document, each answered as ``model``."""
+    return {status: {"model": model, "description": text} for status, text in documented}
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """Pydantic's complaints in one line (2,000 characters at most), each naming its field."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'body'}: {e.get('msg')}" for e in errors
+    )[:2000]
+
+
 def describe(exc: msgspec.ValidationError) -> str:
     """msgspec's complaint in one line, naming the field at fault (``records.0.partition``)."""
     found = _WHERE.fullmatch(str(exc))
@@ -58,6 +71,12 @@ def describe(exc: msgspec.ValidationError) -> str:
     if unknown:
         return f"Unrecognized field: {'.'.join(filter(None, [where, unknown.group(1)]))}"[:2000]
     return f"{where or 'body'}: {problem}"[:2000]
+
+
+def request_body(schema: dict[str, Any], *content_types: str, **extra: str) -> dict[str, Any]:
+    """``openapi_extra`` documenting a body the route reads itself (as ``schema``)."""
+    content = {kind: {"schema": schema} for kind in content_types}
+    return {"requestBody": {"required": True, **extra, "content": content}}
 
 
 def body_schema(body: Any) -> dict[str, Any]:
@@ -172,20 +191,17 @@ def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Column
         except msgspec.ValidationError as exc:
             raise V2Failure(422, 422, describe(exc)) from None
         typed = False
-    if body.key_schema is not None or body.key_schema_id is not None:
-        raise V2Failure(
-            422,
-            KEY_SCHEMA_REFUSED,
-            "key_schema/key_schema_id cannot be used: this proxy has no schema registry; "
-            "send keys with the binary or json embedded format",
-        )
-    if body.value_schema is not None or body.value_schema_id is not None:
-        raise V2Failure(
-            422,
-            VALUE_SCHEMA_REFUSED,
-            "value_schema/value_schema_id cannot be used: this proxy has no schema registry; "
-            "send values with the binary or json embedded format",
-        )
+    for part, code in (("key", KEY_SCHEMA_REFUSED), ("value", VALUE_SCHEMA_REFUSED)):
+        if (
+            getattr(body, f"{part}_schema") is not None
+            or getattr(body, f"{part}_schema_id") is not None
+        ):
+            raise V2Failure(
+                422,
+                code,
+                f"{part}_schema/{part}_schema_id cannot be used: this proxy has no schema "
+                f"registry; send {part}s with the binary or json embedded format",
+            )
     records = body.records
     columns = []
     for field in ("key", "value"):
@@ -421,23 +437,16 @@ def decode_v3_stream(raw: bytes) -> V3Columns | None:
     whitespace, the same values ``split_concatenated`` finds; an empty body has
     none (``v3_records`` refuses it with 422).
     """
-    undecodable = _UNDECODABLE
     guess = _v3_guess[0]
-    try:
-        records = _V3_DECODERS[guess].decode_lines(raw)
-        kinds = guess
-    except undecodable:
-        for kinds in _V3_DECODERS:
-            if kinds == guess:
-                continue
-            try:
-                records = _V3_DECODERS[kinds].decode_lines(raw)
-            except undecodable:
-                continue
-            _v3_guess[0] = kinds
-            break
-        else:
-            return None
+    for kinds in [guess, *(k for k in _V3_DECODERS if k != guess)]:
+        try:
+            records = _V3_DECODERS[kinds].decode_lines(raw)
+        except _UNDECODABLE:
+            continue
+        _v3_guess[0] = kinds
+        break
+    else:
+        return None
     if not records:
         return None
     has_key, keys = _present_data([r.key for r in records])

@@ -1,35 +1,23 @@
 """Kafka REST Proxy API v2 consumers: ``/consumers/{group}/instances/{instance}/...``.
 
-Endpoints: create (``POST /consumers/{group}``) and delete an instance;
-subscribe (topics or ``topic_pattern``), read and drop the subscription;
-manual assignments; positions (seek, beginning, end); ``GET records``; commit
-(``POST offsets``, an empty body commits everything consumed) and read
-committed offsets (``GET offsets``). Answers and errors use the v2 content
-types and error shape of ``v2_records`` (its route class renders them).
-
+Answers and errors use the v2 content types and error shape of ``v2_records``.
 Decisions where the REST Proxy leaves room:
 
 * ``auto.commit.enable`` defaults to false, as the REST Proxy sets it: a
   client commits with ``POST offsets``. With it on, the consumer auto-commits
   while polled and commits on delete and on expiry.
 * ``POST offsets`` takes the offsets of the *last records consumed* and
-  commits offset + 1 (the next record), as the REST Proxy does. It answers
-  HTTP 200 with a JSON array, the REST Proxy's answer: one ``{topic,
-  partition, consumed, committed}`` per partition named in the body, and
-  ``[]`` when an empty body committed everything consumed (the proxy's own
-  releases always answer ``[]``); ``GET
-  offsets`` answers the committed offset as stored (the next record to read).
-  Partitions without a committed offset are left out of the answer.
+  commits offset + 1, as the REST Proxy does, and answers one ``{topic,
+  partition, consumed, committed}`` per partition named (``[]`` when an empty
+  body committed everything consumed); ``GET offsets`` answers the committed
+  offset as stored (the next record to read), leaving out partitions without one.
 * ``consumer.instance.timeout.ms`` may be given per instance in the create
   body (a lakelog extension; default 300000, the REST Proxy's default).
-* A consumer config the consumer cannot take (``auto.offset.reset``,
-  ``auto.commit.enable``, ``fetch.min.bytes``, the timeouts) is
-  422/42204 ("Invalid consumer configuration"), an unknown ``format`` 422/422.
-* Group protocol errors keep their Kafka meaning: a bad group id is 422/42204,
-  a manual-assignment/subscription conflict or seeking a partition the
-  instance does not own is 409/40903 ("illegal state"), an unknown instance
-  404/40403, a second instance of the same name 409/40902, a ``GET records``
-  whose ``Accept`` names another embedded format 406/40601.
+* Errors keep the REST Proxy's codes: a config the consumer cannot take or a
+  bad group id is 422/42204, an unknown ``format`` 422/422, an assignment
+  conflict or seeking a partition not owned 409/40903, an unknown instance
+  404/40403, a duplicate name 409/40902, an ``Accept`` naming another embedded
+  format 406/40601.
 """
 
 from __future__ import annotations
@@ -64,7 +52,7 @@ from server.rest_proxy.consumer_instances import (
     InstanceExists,
     InstanceNotFound,
 )
-from server.rest_proxy.records_models import V2Failure
+from server.rest_proxy.records_models import V2Failure, validation_message
 from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
@@ -241,9 +229,9 @@ async def _run(instances: ConsumerInstances, instance: ConsumerInstance, fn: Any
         return await instances.run(instance, fn)
     except InstanceNotFound as exc:
         raise V2Failure(404, INSTANCE_NOT_FOUND, str(exc)) from None
-    except RuntimeError as exc:  # assign/subscribe conflict: Kafka's IllegalStateException
-        raise V2Failure(409, ILLEGAL_STATE, f"Illegal state: {exc}") from None
-    except ValueError as exc:  # e.g. seeking a partition not assigned to this instance
+    # Kafka's IllegalStateException: an assign/subscribe conflict (RuntimeError), seeking a
+    # partition not assigned to this instance (ValueError)
+    except (RuntimeError, ValueError) as exc:
         raise V2Failure(409, ILLEGAL_STATE, f"Illegal state: {exc}") from None
     except InvalidGroupIdError as exc:
         raise V2Failure(422, INVALID_GROUP, exc.message) from None
@@ -266,10 +254,7 @@ async def _parse(
     try:
         return model.model_validate(decoded)
     except ValidationError as exc:
-        message = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
-        )
-        raise V2Failure(422, 422, message[:2000]) from None
+        raise V2Failure(422, 422, validation_message(exc.errors())) from None
 
 
 def _body_of(model: type[BaseModel], *, empty_ok: bool = False) -> Any:
@@ -346,10 +331,6 @@ def _tps(items: list[V2TopicPartition]) -> list[TopicPartition]:
     return [TopicPartition(i.topic, i.partition) for i in items]
 
 
-def _json(body: dict[str, Any]) -> Response:
-    return V2JSONResponse(body)
-
-
 def _no_content() -> Response:
     return Response(status_code=204, media_type=V2_JSON)
 
@@ -375,13 +356,8 @@ async def create_instance(
         raise V2Failure(409, INSTANCE_EXISTS, str(exc)) from None
     except LakelogError as exc:
         raise from_lakelog(exc) from None
-    base = str(request.base_url).rstrip("/")
-    return _json(
-        {
-            "instance_id": instance.name,
-            "base_uri": f"{base}/consumers/{group}/instances/{instance.name}",
-        }
-    )
+    base = f"{str(request.base_url).rstrip('/')}/consumers/{group}/instances/{instance.name}"
+    return V2JSONResponse({"instance_id": instance.name, "base_uri": base})
 
 
 @router.delete(
@@ -428,7 +404,7 @@ async def subscribe(
 @router.get("/consumers/{group}/instances/{instance}/subscription", summary="Subscribed topics")
 async def get_subscription(target: OwnedInstance, instances: Instances) -> Response:
     topics = await _run(instances, target, lambda c: sorted(c.subscription()))
-    return _json({"topics": topics})
+    return V2JSONResponse({"topics": topics})
 
 
 @router.delete(
@@ -455,9 +431,8 @@ async def assign(target: OwnedInstance, body: PartitionsBody, instances: Instanc
 @router.get("/consumers/{group}/instances/{instance}/assignments", summary="Assigned partitions")
 async def get_assignments(target: OwnedInstance, instances: Instances) -> Response:
     assigned = await _run(instances, target, lambda c: sorted(c.assignment()))
-    return _json(
-        {"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in assigned]}
-    )
+    partitions = [{"topic": tp.topic, "partition": tp.partition} for tp in assigned]
+    return V2JSONResponse({"partitions": partitions})
 
 
 # -- positions ------------------------------------------------------------------------
@@ -510,10 +485,6 @@ _seek_route("end", "Seek partitions to their end")
 
 
 # -- records --------------------------------------------------------------------------
-
-
-def _accepts(request: Request, content_type: str) -> bool:
-    return acceptable(request.headers.get("accept"), [content_type])
 
 
 def _size(record: ConsumerRecord) -> int:
@@ -577,7 +548,7 @@ async def get_records(
 ) -> Response:
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
-    if not _accepts(request, content_type):
+    if not acceptable(request.headers.get("accept"), [content_type]):
         raise V2Failure(
             406,
             NOT_ACCEPTABLE,
@@ -661,17 +632,9 @@ async def get_offsets(
 ) -> Response:
     partitions = _tps(body.partitions)
     found = await _run(instances, target, lambda c: c.committed(partitions))
-    return _json(
-        {
-            "offsets": [
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "offset": om.offset,
-                    "metadata": om.metadata,
-                }
-                for tp, om in found.items()
-                if om is not None
-            ]
-        }
-    )
+    offsets = [
+        {"topic": tp.topic, "partition": tp.partition, "offset": om.offset, "metadata": om.metadata}
+        for tp, om in found.items()
+        if om is not None
+    ]
+    return V2JSONResponse({"offsets": offsets})

@@ -1,59 +1,35 @@
 """Kafka REST Proxy API v2: produce and topic metadata at ``/topics``, for existing clients.
 
-Endpoints: ``GET /brokers``, ``GET /topics``, ``GET /topics/{topic}``, ``POST /topics/{topic}``,
-``GET /topics/{topic}/partitions``, ``GET /topics/{topic}/partitions/{partition}``,
-``POST /topics/{topic}/partitions/{partition}`` and
-``GET /topics/{topic}/partitions/{partition}/offsets``. Every answer, errors
-included, has the content type ``application/vnd.kafka.v2+json``; errors have
-the v2 shape ``{"error_code": 40401, "message": "..."}``, rendered by this
-router's own route class, so the native error handlers stay untouched.
+Every answer, errors included, has the content type
+``application/vnd.kafka.v2+json``; errors have the v2 shape ``{"error_code":
+40401, "message": "..."}``, rendered by this router's own route class, so the
+native error handlers stay untouched.
 
 Decisions:
 
-* Content types of produce. The embedded format comes from the content type:
-  ``application/vnd.kafka.binary.v2+json`` (keys/values base64) and
-  ``application/vnd.kafka.json.v2+json`` (keys/values embedded JSON, stored as
-  compact JSON text). ``application/vnd.kafka.v2+json``, which names no
-  embedded format, is taken as binary, as the REST Proxy releases that
-  accepted it did. Anything else, ``application/json`` included, gets HTTP 415
-  with ``error_code`` 415, as in current REST Proxy releases, which accept only
-  embedded-format content types for produce. ``avro``, ``protobuf`` and
-  ``jsonschema`` are refused the same way: they need a schema registry.
+* The embedded format of produce comes from the content type:
+  ``application/vnd.kafka.binary.v2+json`` (base64) or
+  ``application/vnd.kafka.json.v2+json`` (embedded JSON, stored as compact JSON
+  text); ``application/vnd.kafka.v2+json`` is taken as binary, as the REST
+  Proxy releases that accepted it did. Anything else (``application/json``,
+  ``avro``, ``protobuf``, ``jsonschema``: no schema registry) is 415/415, as in
+  current REST Proxy releases.
 * ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
   (42202) are refused with HTTP 422 when set; null is accepted.
 * v2 has no acks setting; produce waits for the durable commit (acks=all).
-* Errors of the whole request (the mapping below) mean nothing was written:
-  malformed or misshapen bodies, data that is not what the embedded format
-  says (42203), schema fields (42201/42202), an unknown topic (40401) or
-  partition (40402), a body above ``max_request_bytes`` (413/41301), a full
-  produce buffer (429/42901), authentication and ACL refusals.
-* What the REST Proxy's Kafka producer would refuse for one record is
-  reported in that record's ``offsets[i]`` entry, with HTTP 200, and the
-  other records of the request are written (in one commit): a record above
-  the topic's ``max.message.bytes``, a keyless record on a compacted topic.
-  A failure of the commit itself (storage unavailable, commit retries spent,
-  ...) is reported the same way for each record of that commit. The entry's
-  ``error_code`` is 2 when retrying may succeed, else 1 (the codes of the v2
-  API reference; current proxy releases send 50003/50002 there) and
-  ``error`` names the Kafka error and the problem. The native
-  ``POST /v1/topics/{topic}/records`` keeps its own answer: one such record
-  refuses the whole request (413 MESSAGE_TOO_LARGE, 400 INVALID_RECORD) and
-  nothing is written.
-* An ``Accept`` header that names none of ``application/vnd.kafka.v2+json``,
-  ``application/vnd.kafka+json``, ``application/json``, an embedded-format v2
-  type or a wildcard is refused with HTTP 406 (``error_code`` 406) before
-  anything happens, on every v2 route; answers are always
-  ``application/vnd.kafka.v2+json``.
-* Producing to an internal topic (``__consumer_offsets``) is refused, with
-  nothing written, the way the REST Proxy reports Kafka's refusal: HTTP 200
-  and every record's ``error_code`` 1 with ``INVALID_TOPIC_EXCEPTION:
-  cannot append to internal topic ...``.
-* Malformed JSON is HTTP 400 with ``error_code`` 400; a body of the wrong
-  shape (unknown field, no records, ...) is HTTP 422 with ``error_code`` 422.
-* ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; a
-  broker id that is not a number is given a stable number derived from it.
-  Brokers own no partitions, so every partition's leader and only in-sync
-  replica is the broker answering (durability comes from the storage root).
+* Errors of the whole request (``V2_ERRORS``) mean nothing was written.
+* What the REST Proxy's Kafka producer would refuse for one record (above
+  ``max.message.bytes``, keyless on a compacted topic, an internal topic) and
+  a failure of the commit itself are reported in each record's ``offsets[i]``
+  entry, with HTTP 200, and the other records are written (in one commit). The
+  entry's ``error_code`` is 2 when retrying may succeed, else 1 (the codes of
+  the v2 API reference; current proxy releases send 50003/50002 there). The
+  native ``POST /v1/topics/{topic}/records`` refuses the whole request instead.
+* An ``Accept`` header naming none of ``V2_ANSWER_TYPES`` nor a wildcard is
+  406/406 before anything happens, on every v2 route.
+* Malformed JSON is 400/400; a body of the wrong shape 422/422.
+* ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; every
+  partition's leader and only in-sync replica is the broker answering.
 """
 
 from __future__ import annotations
@@ -94,7 +70,10 @@ from server.rest_proxy.records_models import (
     V2Topic,
     body_schema,
     decode_v2,
+    error_docs,
+    request_body,
     v2_offsets_json,
+    validation_message,
 )
 from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
 from server.rest_proxy.v3_resources import v3_broker_id
@@ -212,11 +191,8 @@ class V2Route(APIRoute):
                     log.warning("%s %s failed: %s", request.method, request.url.path, exc)
                 return failure_response(from_lakelog(exc))
             except RequestValidationError as exc:
-                message = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                    for e in exc.errors()
-                )
-                return failure_response(V2Failure(422, 422, message[:2000]))
+                message = validation_message(exc.errors())
+                return failure_response(V2Failure(422, 422, message))
             except Exception as exc:
                 log.exception("unexpected error in %s %s", request.method, request.url.path)
                 return failure_response(
@@ -226,17 +202,13 @@ class V2Route(APIRoute):
         return v2_handler
 
 
-def _errors(*documented: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": V2Error, "description": text} for status, text in documented}
-
-
 def v2_router(tag: str, *documented: tuple[int, str]) -> APIRouter:
     """A router whose routes answer (errors included) in the v2 shape and content type."""
     return APIRouter(
         tags=[tag],
         route_class=V2Route,
         default_response_class=V2JSONResponse,
-        responses=_errors(*documented),
+        responses=error_docs(V2Error, *documented),
     )
 
 
@@ -247,7 +219,8 @@ router = v2_router(
     (422, "Invalid parameter or body (422)"),
     (500, "Storage failure (50002, or 50003 when retrying may succeed)"),
 )
-PRODUCE_ERRORS = _errors(
+PRODUCE_ERRORS = error_docs(
+    V2Error,
     (400, "Malformed JSON (error_code 400)"),
     (413, "Body above the broker's max_request_bytes (41301)"),
     (415, "Produce needs an embedded-format content type (error_code 415)"),
@@ -262,13 +235,7 @@ def _documented(model: Any, *, produce: bool = False) -> dict[int | str, dict[st
 
 
 def _produce_body(with_partition: bool) -> dict[str, Any]:
-    schema = body_schema(V2_BODIES[with_partition])
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {kind: {"schema": schema} for kind in (BINARY_V2, JSON_V2)},
-        }
-    }
+    return request_body(body_schema(V2_BODIES[with_partition]), BINARY_V2, JSON_V2)
 
 
 # -- metadata ---------------------------------------------------------------------

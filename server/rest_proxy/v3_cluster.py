@@ -1,23 +1,14 @@
 """Kafka REST Proxy API v3: brokers, broker configs and ACLs under ``/v3/clusters/{cluster_id}``.
 
-Endpoints: ``GET /brokers``, ``GET /brokers/{broker_id}``, ``GET
-/brokers/{broker_id}/configs`` and ``.../configs/{name}``, ``GET
-/brokers/{broker_id}/partition-replicas``, ``GET /brokers/-/configs``,
-``GET /broker-configs`` and ``.../broker-configs/{name}``; ``GET``,
-``POST``, ``DELETE /acls`` and ``POST /acls:batch``.
-
 Decisions:
 
 * The brokers are the live ones of the broker registry. A broker's configs
-  are its settings, read-only (they are fixed when it starts); a question
-  about another broker's configs or replicas is relayed to that broker.
-  There are no dynamic broker configs, so ``/brokers/-/configs`` and
-  ``/broker-configs`` are empty and one of them is 404.
-* ACLs are lakelog's own (the store behind ``/v1/acls``): the same resource
-  types (TOPIC, GROUP, CLUSTER), pattern types (LITERAL, PREFIXED; MATCH in
-  searches), operations and permissions as Kafka's. Kafka's other resource
-  types and operations are refused with 400 naming the value. Searching needs
-  CLUSTER DESCRIBE, creating and deleting CLUSTER ALTER, as for ``/v1/acls``.
+  are its settings, read-only (fixed when it starts); a question about another
+  broker's configs or replicas is relayed to that broker. There are no dynamic
+  broker configs: ``/brokers/-/configs`` and ``/broker-configs`` are empty.
+* ACLs are lakelog's own (the store behind ``/v1/acls``), with Kafka's names;
+  Kafka's other resource types and operations are refused with 400 naming the
+  value. Searching needs CLUSTER DESCRIBE, creating and deleting CLUSTER ALTER.
 """
 
 from __future__ import annotations
@@ -111,24 +102,22 @@ async def on_broker(request: Request, broker: Broker, cluster_id: str, number: i
     raise V3Relayed(await broker.groups.forwarder.forward(request, info.url))
 
 
-@router.get(CLUSTER + "/brokers", responses={200: {"model": V3BrokerList}}, summary="Live brokers")
+@router.read(CLUSTER + "/brokers", V3BrokerList, "Live brokers")
 async def list_brokers(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     data = [broker_out(urls, n, info) for n, info in sorted((await live_brokers(broker)).items())]
     return listing(urls, V3BrokerList, data, "brokers")
 
 
-@router.get(
-    CLUSTER + "/brokers/-/configs",
-    responses={200: {"model": V3BrokerConfigList}},
-    summary="Dynamic configs of every broker (none)",
+@router.read(
+    CLUSTER + "/brokers/-/configs", V3BrokerConfigList, "Dynamic configs of every broker (none)"
 )
 async def list_dynamic_broker_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return listing(urls, V3BrokerConfigList, [], "brokers", "-", "configs")
 
 
-@router.get(BROKER, responses={200: {"model": V3Broker}}, summary="One live broker")
+@router.read(BROKER, V3Broker, "One live broker")
 async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return answer(broker_out(urls, broker_id, await find_broker(broker, broker_id)))
@@ -136,24 +125,10 @@ async def get_broker(cluster_id: str, broker_id: int, broker: BrokerDep) -> Resp
 
 def own_configs(urls: V3Urls, broker: Broker) -> list[V3BrokerConfig]:
     number = own_id(broker)
-    return [
-        broker_config_data(
-            urls,
-            number,
-            s.name,
-            None if s.value is None else str(s.value),
-            default=s.default,
-            sensitive=s.sensitive,
-        )
-        for s in setting_values(broker.settings)
-    ]
+    return [broker_config_data(urls, number, s) for s in setting_values(broker.settings)]
 
 
-@router.get(
-    BROKER + "/configs",
-    responses={200: {"model": V3BrokerConfigList}},
-    summary="A broker's settings (read-only)",
-)
+@router.read(BROKER + "/configs", V3BrokerConfigList, "A broker's settings (read-only)")
 async def list_broker_configs(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
 ) -> Response:
@@ -162,11 +137,7 @@ async def list_broker_configs(
     return listing(urls, V3BrokerConfigList, data, "brokers", broker_id, "configs")
 
 
-@router.get(
-    BROKER + "/configs/{name}",
-    responses={200: {"model": V3BrokerConfig}},
-    summary="One setting of a broker",
-)
+@router.read(BROKER + "/configs/{name}", V3BrokerConfig, "One setting of a broker")
 async def get_broker_config(
     cluster_id: str, broker_id: int, name: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -177,10 +148,10 @@ async def get_broker_config(
     raise V3Failure(404, f"broker {broker_id} has no setting {name!r}")
 
 
-@router.get(
+@router.read(
     BROKER + "/partition-replicas",
-    responses={200: {"model": V3ReplicaList}},
-    summary="The partitions a broker serves (all, of the topics the caller may describe)",
+    V3ReplicaList,
+    "The partitions a broker serves (all, of the topics the caller may describe)",
 )
 async def list_broker_replicas(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
@@ -197,10 +168,8 @@ async def list_broker_replicas(
     return listing(urls, V3ReplicaList, data, "brokers", broker_id, "partition-replicas")
 
 
-@router.get(
-    CLUSTER + "/broker-configs",
-    responses={200: {"model": V3ClusterConfigList}},
-    summary="Dynamic cluster-wide broker configs (none)",
+@router.read(
+    CLUSTER + "/broker-configs", V3ClusterConfigList, "Dynamic cluster-wide broker configs (none)"
 )
 async def list_cluster_configs(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
@@ -220,33 +189,6 @@ async def get_cluster_config(cluster_id: str, name: str, broker: BrokerDep) -> R
 Required = Annotated[str, Query()]
 
 
-def search(query: AclQuery) -> tuple[AclFilter, bool]:
-    """The filter of an ACL search, and whether ``pattern_type`` is MATCH.
-
-    MATCH (Kafka's) selects every binding that covers ``resource_name``:
-    the literal name, ``*`` and matching prefixes.
-    """
-    match = (query.pattern_type or "").strip().upper() == "MATCH"
-    named = replace(query, resource_name=None, pattern_type=None) if match else query
-    chosen = named.acl_filter()
-    if match and query.resource_name is None:
-        raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
-    return chosen, match
-
-
-def select(
-    bindings: frozenset[AclBinding] | set[AclBinding],
-    chosen: AclFilter,
-    match: bool,
-    resource_name: str | None,
-) -> list[AclBinding]:
-    found = [b for b in bindings if chosen.matches(b)]
-    if match:
-        assert resource_name is not None
-        found = [b for b in found if b.pattern.matches(b.pattern.resource_type, resource_name)]
-    return sorted(found)
-
-
 def security_state(request: Request) -> BrokerSecurity:
     security = security_of(request)
     assert security is not None  # create_app always installs it, enabled or not
@@ -255,14 +197,27 @@ def security_state(request: Request) -> BrokerSecurity:
 
 def searched(request: Request, query: AclQuery) -> tuple[BrokerSecurity, list[AclBinding]]:
     """The bindings an ACL search selects among the ACLs as stored now, and the broker's
-    security state they were read into."""
-    chosen, match = search(query)
+    security state they were read into.
+
+    MATCH (Kafka's) selects every binding that covers ``resource_name``:
+    the literal name, ``*`` and matching prefixes.
+    """
+    name = query.resource_name
+    match = (query.pattern_type or "").strip().upper() == "MATCH"
+    named = replace(query, resource_name=None, pattern_type=None) if match else query
+    chosen = named.acl_filter()
+    if match and name is None:
+        raise InvalidRequestError("pattern_type MATCH needs a resource_name to match")
     security = security_state(request)
     security.refresh()
-    return security, select(security.acls, chosen, match, query.resource_name)
+    found = [b for b in security.acls if chosen.matches(b)]
+    if match:
+        assert name is not None
+        found = [b for b in found if b.pattern.matches(b.pattern.resource_type, name)]
+    return security, sorted(found)
 
 
-@router.get(CLUSTER + "/acls", responses={200: {"model": V3AclList}}, summary="Search ACLs")
+@router.read(CLUSTER + "/acls", V3AclList, "Search ACLs")
 def search_acls(cluster_id: str, request: Request, broker: BrokerDep, query: AclSearch) -> Response:
     urls = urls_of(broker, cluster_id)
     _, found = searched(request, query)

@@ -1,11 +1,5 @@
 """Kafka REST Proxy API v3: consumer groups, their consumers, assignments and lags (read-only).
 
-Endpoints (below ``/v3/clusters/{cluster_id}/consumer-groups``): ``GET /``,
-``GET /{consumer_group_id}``, ``.../consumers``, ``.../consumers/{consumer_id}``,
-``.../consumers/{consumer_id}/assignments`` and
-``.../assignments/{topic_name}/partitions/{partition_id}``, ``.../lags``,
-``.../lags/{topic_name}/partitions/{partition_id}`` and ``.../lag-summary``.
-
 Decisions:
 
 * A group's members live on its coordinator: a request about one group is
@@ -13,7 +7,7 @@ Decisions:
   its answer name the coordinator's URL. The listing asks each coordinator.
 * A group that has no members, never had a generation and no committed
   offsets does not exist (404); the listing shows the groups the caller may
-  DESCRIBE (all of them with CLUSTER DESCRIBE), as ``/v1/groups`` does.
+  DESCRIBE, as ``/v1/groups`` does.
 * Lags are those of the committed partitions whose topic still exists; a
   partition no member owns has an empty ``consumer_id`` and ``client_id``.
   A group without committed offsets has no lag summary (404), as in the
@@ -86,12 +80,8 @@ class GroupView:
     snapshot: GroupSnapshot
     lags: list[PartitionLag]
 
-    @property
-    def members(self) -> list[dict[str, Any]]:
-        return self.snapshot.members
-
     def member(self, member_id: str, group: str) -> dict[str, Any]:
-        for m in self.members:
+        for m in self.snapshot.members:
             if m["member_id"] == member_id:
                 return m
         raise V3Failure(404, f"group {group!r} has no consumer {member_id!r}")
@@ -196,7 +186,7 @@ async def list_entry(
         return None  # gone while listing
 
 
-@router.get(GROUPS, responses={200: {"model": V3ConsumerGroupList}}, summary="List groups")
+@router.read(GROUPS, V3ConsumerGroupList, "List groups")
 async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     found = await broker.groups.list_groups(request)
@@ -208,7 +198,7 @@ async def list_groups(cluster_id: str, request: Request, broker: BrokerDep) -> R
     return listing(urls, V3ConsumerGroupList, data, "consumer-groups")
 
 
-@router.get(GROUP, responses={200: {"model": V3ConsumerGroup}}, summary="Describe a group")
+@router.read(GROUP, V3ConsumerGroup, "Describe a group")
 async def get_group(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -219,18 +209,16 @@ async def get_group(
 # -- consumers and assignments ------------------------------------------------------------
 
 
-@router.get(
-    GROUP + "/consumers", responses={200: {"model": V3ConsumerList}}, summary="A group's members"
-)
+@router.read(GROUP + "/consumers", V3ConsumerList, "A group's members")
 async def list_consumers(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
     urls, found = await on_coordinator(request, broker, cluster_id, consumer_group_id)
-    data = [consumer_data(urls, consumer_group_id, m) for m in found.members]
+    data = [consumer_data(urls, consumer_group_id, m) for m in found.snapshot.members]
     return listing(urls, V3ConsumerList, data, "consumer-groups", consumer_group_id, "consumers")
 
 
-@router.get(CONSUMER, responses={200: {"model": V3Consumer}}, summary="One member of a group")
+@router.read(CONSUMER, V3Consumer, "One member of a group")
 async def get_consumer(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -243,10 +231,8 @@ def assigned(member: dict[str, Any]) -> list[TopicPartition]:
     return sorted(member["assignment"])
 
 
-@router.get(
-    CONSUMER + "/assignments",
-    responses={200: {"model": V3ConsumerAssignmentList}},
-    summary="The partitions assigned to a member",
+@router.read(
+    CONSUMER + "/assignments", V3ConsumerAssignmentList, "The partitions assigned to a member"
 )
 async def list_assignments(
     cluster_id: str, consumer_group_id: str, consumer_id: str, request: Request, broker: BrokerDep
@@ -269,10 +255,10 @@ async def list_assignments(
     )
 
 
-@router.get(
+@router.read(
     CONSUMER + "/assignments/{topic_name}/partitions/{partition_id}",
-    responses={200: {"model": V3ConsumerAssignment}},
-    summary="One partition assigned to a member",
+    V3ConsumerAssignment,
+    "One partition assigned to a member",
 )
 async def get_assignment(
     cluster_id: str,
@@ -295,11 +281,7 @@ async def get_assignment(
 # -- lags -------------------------------------------------------------------------------------
 
 
-@router.get(
-    GROUP + "/lags",
-    responses={200: {"model": V3ConsumerLagList}},
-    summary="The lag of every committed partition",
-)
+@router.read(GROUP + "/lags", V3ConsumerLagList, "The lag of every committed partition")
 async def list_lags(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep
 ) -> Response:
@@ -308,10 +290,10 @@ async def list_lags(
     return listing(urls, V3ConsumerLagList, data, "consumer-groups", consumer_group_id, "lags")
 
 
-@router.get(
+@router.read(
     GROUP + "/lags/{topic_name}/partitions/{partition_id}",
-    responses={200: {"model": V3ConsumerLag}},
-    summary="The lag of one committed partition",
+    V3ConsumerLag,
+    "The lag of one committed partition",
 )
 async def get_lag(
     cluster_id: str,
@@ -331,10 +313,8 @@ async def get_lag(
     )
 
 
-@router.get(
-    GROUP + "/lag-summary",
-    responses={200: {"model": V3ConsumerGroupLagSummary}},
-    summary="The largest and the total lag of a group",
+@router.read(
+    GROUP + "/lag-summary", V3ConsumerGroupLagSummary, "The largest and the total lag of a group"
 )
 async def get_lag_summary(
     cluster_id: str, consumer_group_id: str, request: Request, broker: BrokerDep

@@ -15,20 +15,18 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from lakelog.catalog import MAX_PARTITIONS
-from server.rest_proxy.records_models import V3Error
+from server.rest_proxy.records_models import V3Error, error_docs
 
 #: The errors every v3 administration route documents (``error_code`` is the HTTP status).
-V3_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": V3Error, "description": text}
-    for status, text in [
-        (400, "Malformed request, invalid name, config or value"),
-        (401, "No or bad credentials"),
-        (403, "Not authorized by the ACLs"),
-        (404, "Unknown cluster, topic, partition, group, broker or config"),
-        (500, "Unexpected server error"),
-        (503, "Storage or coordinator unavailable: retry"),
-    ]
-}
+V3_ERRORS = error_docs(
+    V3Error,
+    (400, "Malformed request, invalid name, config or value"),
+    (401, "No or bad credentials"),
+    (403, "Not authorized by the ACLs"),
+    (404, "Unknown cluster, topic, partition, group, broker or config"),
+    (500, "Unexpected server error"),
+    (503, "Storage or coordinator unavailable: retry"),
+)
 
 
 class _Out(BaseModel):
@@ -56,6 +54,7 @@ class V3CollectionMetadata(_Out):
 class V3Resource(_Out):
     kind: str
     metadata: V3ResourceMetadata
+    cluster_id: str
 
 
 class V3Collection(_Out):
@@ -80,7 +79,6 @@ def collection_of(item: type[V3Resource], description: str | None = None) -> typ
 
 
 class V3Topic(V3Resource):
-    cluster_id: str
     topic_name: str
     is_internal: bool = Field(description="True for __consumer_offsets")
     replication_factor: int = Field(description="1: the storage root keeps the copies")
@@ -91,7 +89,6 @@ class V3Topic(V3Resource):
 
 
 class V3Partition(V3Resource):
-    cluster_id: str
     topic_name: str
     partition_id: int
     leader: V3Relationship
@@ -100,7 +97,6 @@ class V3Partition(V3Resource):
 
 
 class V3Replica(V3Resource):
-    cluster_id: str
     topic_name: str
     partition_id: int
     broker_id: int
@@ -110,7 +106,6 @@ class V3Replica(V3Resource):
 
 
 class V3Reassignment(V3Resource):
-    cluster_id: str
     topic_name: str
     partition_id: int
     adding_replicas: list[int]
@@ -128,7 +123,6 @@ class V3ConfigSynonym(_Out):
 
 
 class V3Config(V3Resource):
-    cluster_id: str
     name: str
     value: str | None = Field(None, description="Absent for sensitive configs")
     is_default: bool
@@ -154,7 +148,6 @@ class V3ClusterConfig(V3Config):
 
 
 class V3Broker(V3Resource):
-    cluster_id: str
     broker_id: int = Field(description="The broker id if it is a number, else a number from it")
     host: str | None = None
     port: int | None = None
@@ -167,7 +160,6 @@ class V3Broker(V3Resource):
 
 
 class V3ConsumerGroup(V3Resource):
-    cluster_id: str
     consumer_group_id: str
     is_simple: bool = Field(description="True for a group that only stores committed offsets")
     partition_assignor: str = Field(description="The group's protocol; empty when it has none")
@@ -180,7 +172,6 @@ class V3ConsumerGroup(V3Resource):
 
 
 class V3Consumer(V3Resource):
-    cluster_id: str
     consumer_group_id: str
     consumer_id: str
     instance_id: str | None = None
@@ -189,7 +180,6 @@ class V3Consumer(V3Resource):
 
 
 class V3ConsumerAssignment(V3Resource):
-    cluster_id: str
     consumer_group_id: str
     consumer_id: str
     topic_name: str
@@ -199,7 +189,6 @@ class V3ConsumerAssignment(V3Resource):
 
 
 class V3ConsumerLag(V3Resource):
-    cluster_id: str
     consumer_group_id: str
     topic_name: str
     partition_id: int
@@ -212,7 +201,6 @@ class V3ConsumerLag(V3Resource):
 
 
 class V3ConsumerGroupLagSummary(V3Resource):
-    cluster_id: str
     consumer_group_id: str
     max_lag_consumer_id: str
     max_lag_instance_id: str | None = None
@@ -229,7 +217,6 @@ class V3ConsumerGroupLagSummary(V3Resource):
 
 
 class V3Acl(V3Resource):
-    cluster_id: str
     resource_type: str
     resource_name: str
     pattern_type: str

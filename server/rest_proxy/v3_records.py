@@ -1,52 +1,33 @@
 """Kafka REST Proxy API v3: produce records and the cluster resource, under ``/v3``.
 
-Endpoints: ``GET /v3/clusters``, ``GET /v3/clusters/{cluster_id}``,
-``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records`` and
-``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records:batch``, shaped
-after the v3 contract (``ProduceRequest``/``ProduceResponse``/``ProduceBatch*``).
 The cluster id must be the broker's ``cluster_id`` setting (404 otherwise).
 Errors of the whole request have the v3 shape ``{"error_code": 404, "message":
-...}`` where ``error_code`` is the HTTP status, rendered by this router's own
-route class; the native error handlers stay untouched.
+...}`` (``error_code`` is the HTTP status), rendered by this router's own route
+class so the native error handlers stay untouched.
 
 Decisions:
 
-* ``.../records`` takes one ProduceRequest object or several concatenated
-  JSON objects (whitespace between them optional). The body is read to its
-  end (``max_request_bytes`` at most) before anything is produced, so a
-  chunked body works, but delivery reports come after the last record rather
-  than interleaved with the stream. The answer is one ProduceResponse per
-  record in request order: a single object for a single record, else the
-  objects separated by newlines (concatenated JSON). HTTP status is 200 once
-  the cluster, topic, content type and body size are accepted; each record's
-  fate is in its own ``error_code``.
-* A record that cannot be decoded (not an object, unknown field, data not
-  base64, unknown type, schema-registry fields, bad timestamp, bad header)
-  gets a report with ``error_code`` 400 and is not written; the valid records
-  of the same request are still written. A body that stops being valid JSON
-  gets one 400 report for the rest of the body, after the reports of the
-  records before it.
-* The valid records of one request are committed together (one produce, one
-  Delta commit): they succeed or fail as a unit, and a commit failure gives
-  each of them a report with the error's HTTP status (503 storage
-  unavailable, 429 produce buffer full, ...). If lakelog refuses the batch
-  because of some record (partition out of range, record above
-  max.message.bytes, keyless record on a compacted topic), each record is
-  checked on its own, the offending ones get reports (404, 413, 400) and the
-  rest are produced. An internal topic (``__consumer_offsets``) refuses every
-  record: each report has ``error_code`` 400 and ``INVALID_TOPIC_EXCEPTION:
-  cannot append to internal topic ...``, and nothing is written.
+* ``.../records`` takes one ProduceRequest or several concatenated JSON
+  objects, read to the end (``max_request_bytes`` at most) before anything is
+  produced: a chunked body works, but the reports come after the last record.
+  The answer is one ProduceResponse per record in request order, separated by
+  newlines. HTTP status is 200 once the cluster, topic, content type and body
+  size are accepted; each record's fate is in its own ``error_code``.
+* A record that cannot be decoded gets a 400 report and is not written; the
+  valid records of the request still are. A body that stops being valid JSON
+  gets one 400 report for the rest of the body.
+* The valid records of one request are one produce (one Delta commit): a
+  commit failure gives each a report with the error's HTTP status. If lakelog
+  refuses the batch because of some record (partition out of range, above
+  max.message.bytes, keyless on a compacted topic), the offending ones get
+  reports (404, 413, 400) and the rest are produced. An internal topic refuses
+  every record (400, ``INVALID_TOPIC_EXCEPTION``) and nothing is written.
 * Key and value ``type`` is BINARY (base64, the default), STRING or JSON
-  (stored as compact JSON text); ``data`` absent or null means a null key or
-  value. Reports give ``size`` 0 for those, and no ``key``/``value`` object at
-  all when the request had none.
+  (stored as compact JSON text); ``data`` absent or null is a null key or
+  value (``size`` 0; no ``key``/``value`` object when the request had none).
 * Produce waits for the durable commit (acks=all).
-* ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``,
-  each in entry order; entry ids must be unique (400 for the whole request
-  otherwise).
-* The cluster resource links (``acls``, ``brokers``, ``topics``...) point at
-  the standard v3 URLs of this broker; the routers ``v3_topics``,
-  ``v3_cluster`` and ``v3_groups`` serve them.
+* ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``, each
+  in entry order; entry ids must be unique (400 for the whole request).
 """
 
 from __future__ import annotations
@@ -69,7 +50,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.column_buffers import binary_lengths
@@ -94,7 +74,10 @@ from server.rest_proxy.records_models import (
     body_schema,
     decode_v3_stream,
     describe,
+    error_docs,
+    request_body,
     v3_report_json,
+    validation_message,
 )
 from server.settings import BrokerSettings
 
@@ -157,11 +140,8 @@ class V3Route(APIRoute):
                     log.warning("%s %s failed: %s", request.method, request.url.path, exc)
                 return error_response(exc.http_status, lakelog_message(exc))
             except RequestValidationError as exc:
-                text = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                    for e in exc.errors()
-                )
-                return error_response(400, status_message(400, text[:2000]))
+                text = validation_message(exc.errors())
+                return error_response(400, status_message(400, text))
             except StarletteHTTPException as exc:  # e.g. a body that is not JSON (400)
                 text = status_message(exc.status_code, str(exc.detail))
                 return error_response(exc.status_code, text)
@@ -176,18 +156,16 @@ router = APIRouter(
     prefix="/v3",
     tags=["REST Proxy v3"],
     route_class=V3Route,
-    responses={
-        status: {"model": V3Error, "description": text}
-        for status, text in [
-            (400, "Malformed request"),
-            (404, "Unknown cluster or topic"),
-            (413, "Body larger than the broker accepts"),
-            (415, "Not application/json"),
-            (422, "Empty body"),
-            (500, "Unexpected server error"),
-            (503, "Storage unavailable: retry"),
-        ]
-    },
+    responses=error_docs(
+        V3Error,
+        (400, "Malformed request"),
+        (404, "Unknown cluster or topic"),
+        (413, "Body larger than the broker accepts"),
+        (415, "Not application/json"),
+        (422, "Empty body"),
+        (500, "Unexpected server error"),
+        (503, "Storage unavailable: retry"),
+    ),
 )
 BrokerDep = Annotated[Broker, Depends(get_broker)]
 
@@ -195,12 +173,8 @@ BrokerDep = Annotated[Broker, Depends(get_broker)]
 # -- cluster ----------------------------------------------------------------------
 
 
-def cluster_url(settings: BrokerSettings) -> str:
-    return f"{settings.url.rstrip('/')}/v3/clusters/{settings.cluster_id}"
-
-
 def cluster_data(settings: BrokerSettings) -> dict[str, Any]:
-    base = cluster_url(settings)
+    base = f"{settings.url.rstrip('/')}/v3/clusters/{settings.cluster_id}"
     links = {
         "acls": "/acls",
         "brokers": "/brokers",
@@ -255,10 +229,10 @@ class RecordRefused(Exception):
 class Decoded:
     """A record ready to produce, and what its delivery report says about key and value."""
 
-    partition: int | None
-    timestamp_ms: int | None
-    key: bytes | None
-    value: bytes | None
+    partition: int | None = None
+    timestamp_ms: int | None = None
+    key: bytes | None = None
+    value: bytes | None = None
     headers: list[dict[str, Any]] = field(default_factory=list)
     key_info: V3ProduceResponseData | None = None
     value_info: V3ProduceResponseData | None = None
@@ -490,10 +464,6 @@ def json_text(raw: bytes) -> str:
     return text
 
 
-async def read_json_body(request: Request, broker: Broker) -> str:
-    return json_text(await read_json_raw(request, broker))
-
-
 def decode_each(
     values: Iterable[Any], model: type[V3ProduceRecord] = V3ProduceRecord
 ) -> list[Decoded | RecordRefused]:
@@ -519,35 +489,14 @@ async def deliver(
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 
-def written_fields(
-    cluster_id: str, topic_name: str, decoded: Decoded, written: Written
-) -> dict[str, Any]:
-    """What the report of a durable record says (a single report or a batch success)."""
-    return {
-        "cluster_id": cluster_id,
-        "topic_name": topic_name,
-        "partition_id": written.partition,
-        "offset": written.offset,
-        "timestamp": rfc3339(written.timestamp_ms),
-        "key": decoded.key_info,
-        "value": decoded.value_info,
-    }
-
-
-def produce_body() -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "description": "One record, or several as concatenated JSON objects",
-            "content": {JSON: {"schema": body_schema(V3ProduceRecord)}},
-        }
-    }
-
-
 @router.post(
     "/clusters/{cluster_id}/topics/{topic_name}/records",
     responses={200: {"model": V3ProduceResponse, "description": "One report per record"}},
-    openapi_extra=produce_body(),
+    openapi_extra=request_body(
+        body_schema(V3ProduceRecord),
+        JSON,
+        description="One record, or several as concatenated JSON objects",
+    ),
     summary="Produce records (one, or a stream of concatenated JSON objects)",
 )
 async def produce_records(
@@ -574,26 +523,32 @@ async def produce_decoded(
     broker: Broker, topic_log: TopicLog, cluster_id: str, text: str
 ) -> str | bytes:
     """Records decoded one by one through the models; each gets its report, in request order."""
-    topic_name = topic_log.name
     delivered = await deliver(broker, topic_log, decode_each(split_concatenated(text)))
-    reports: list[V3ProduceResponse] = []
-    for item in delivered:
-        if isinstance(item, RecordRefused):
-            message = status_message(400, str(item))
-            reports.append(V3ProduceResponse(error_code=400, message=message))
-            continue
-        decoded, outcome = item
-        if isinstance(outcome, LakelogError):
-            reports.append(
-                V3ProduceResponse(error_code=outcome.http_status, message=lakelog_message(outcome))
-            )
-            continue
-        reports.append(
-            V3ProduceResponse(
-                error_code=200, **written_fields(cluster_id, topic_name, decoded, outcome)
-            )
-        )
-    return render_reports(reports)
+    return render_reports(
+        V3ProduceResponse(**report_fields(cluster_id, topic_log.name, item)) for item in delivered
+    )
+
+
+def report_fields(
+    cluster_id: str, topic_name: str, item: tuple[Decoded, Outcome] | RecordRefused
+) -> dict[str, Any]:
+    """What one record's report says: ``error_code`` 200 and where it went, or why it was not
+    written (a single report, or a batch success or failure)."""
+    if isinstance(item, RecordRefused):
+        return {"error_code": 400, "message": status_message(400, str(item))}
+    decoded, outcome = item
+    if isinstance(outcome, LakelogError):
+        return {"error_code": outcome.http_status, "message": lakelog_message(outcome)}
+    return {
+        "error_code": 200,
+        "cluster_id": cluster_id,
+        "topic_name": topic_name,
+        "partition_id": outcome.partition,
+        "offset": outcome.offset,
+        "timestamp": rfc3339(outcome.timestamp_ms),
+        "key": decoded.key_info,
+        "value": decoded.value_info,
+    }
 
 
 def render_reports(reports: Iterable[V3ProduceResponse]) -> str:
@@ -646,36 +601,22 @@ async def produce_columns(
         )
     reports = []
     for i, outcome in enumerate(written):
-        if isinstance(outcome, LakelogError):
-            reports.append(
-                V3ProduceResponse(error_code=outcome.http_status, message=lakelog_message(outcome))
-            )
-            continue
         key = V3ProduceResponseData(type=columns.key_kind, size=key_sizes[i])
         value = V3ProduceResponseData(type=columns.value_kind, size=value_sizes[i])
         decoded = Decoded(
-            partition=None,
-            timestamp_ms=None,
-            key=None,
-            value=None,
             key_info=key if columns.has_key[i] else None,
             value_info=value if columns.has_value[i] else None,
         )
-        reports.append(
-            V3ProduceResponse(
-                error_code=200, **written_fields(cluster_id, topic_log.name, decoded, outcome)
-            )
-        )
+        fields = report_fields(cluster_id, topic_log.name, (decoded, outcome))
+        reports.append(V3ProduceResponse(**fields))
     return render_reports(reports)
 
 
-def batch_body() -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "required": ["entries"],
-        "properties": {"entries": {"type": "array", "items": body_schema(V3BatchEntry)}},
-    }
-    return {"requestBody": {"required": True, "content": {JSON: {"schema": schema}}}}
+BATCH_SCHEMA = {
+    "type": "object",
+    "required": ["entries"],
+    "properties": {"entries": {"type": "array", "items": body_schema(V3BatchEntry)}},
+}
 
 
 def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
@@ -704,7 +645,7 @@ def batch_ids(document: Any) -> tuple[list[Any], list[str]]:
     "/clusters/{cluster_id}/topics/{topic_name}/records:batch",
     status_code=207,
     responses={207: {"model": V3BatchResponse, "description": "Successes and failures"}},
-    openapi_extra=batch_body(),
+    openapi_extra=request_body(BATCH_SCHEMA, JSON),
     summary="Produce a batch of records",
 )
 async def produce_batch(
@@ -714,7 +655,7 @@ async def produce_batch(
     with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
     with broker.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
-        text = await read_json_body(request, broker)
+        text = json_text(await read_json_raw(request, broker))
         try:
             document = json.loads(text)
         except ValueError as exc:
@@ -724,25 +665,11 @@ async def produce_batch(
     successes: list[V3BatchSuccess] = []
     failures: list[V3BatchFailure] = []
     for entry_id, item in zip(ids, delivered, strict=True):
-        if isinstance(item, RecordRefused):
-            failures.append(
-                V3BatchFailure(id=entry_id, error_code=400, message=status_message(400, str(item)))
-            )
-            continue
-        decoded, outcome = item
-        if isinstance(outcome, LakelogError):
-            failures.append(
-                V3BatchFailure(
-                    id=entry_id, error_code=outcome.http_status, message=lakelog_message(outcome)
-                )
-            )
-            continue
-        successes.append(
-            V3BatchSuccess(id=entry_id, **written_fields(cluster_id, topic_name, decoded, outcome))
-        )
+        fields = report_fields(cluster_id, topic_name, item)
+        code = fields.pop("error_code")
+        if code == 200:
+            successes.append(V3BatchSuccess(id=entry_id, **fields))
+        else:
+            failures.append(V3BatchFailure(id=entry_id, error_code=code, **fields))
     body = V3BatchResponse(successes=successes, failures=failures)
-    return JSONResponse(dump(body), status_code=207)
-
-
-def dump(model: BaseModel) -> Any:
-    return model.model_dump(mode="json", exclude_none=True)
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=207)

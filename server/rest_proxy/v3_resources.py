@@ -19,7 +19,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from lakelog.security.acl import AclBinding
@@ -37,13 +37,17 @@ from server.rest_proxy.v3_models import (
     V3Partition,
     V3Relationship,
     V3Replica,
+    V3Resource,
     V3ResourceMetadata,
     V3Topic,
     V3TopicConfig,
+    kind_of,
 )
+from server.settings import SettingValue
 
 INT31_MASK = 0x7FFF_FFFF
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+R = TypeVar("R", bound=V3Resource)
 
 
 def v3_broker_id(broker_id: str) -> int:
@@ -85,18 +89,20 @@ class V3Urls:
     def link(self, *segments: str | int) -> V3Relationship:
         return V3Relationship(related=self.at(*segments))
 
-    def meta(self, crn: str | None, *segments: str | int) -> V3ResourceMetadata:
-        return V3ResourceMetadata(self_=self.at(*segments), resource_name=crn)
+    def resource(self, model: type[R], crn: str, path: Sequence[str | int], **fields: Any) -> R:
+        """A resource of this cluster at ``path``, named ``crn`` below the cluster's CRN."""
+        metadata = V3ResourceMetadata(self_=self.at(*path), resource_name=f"{self.crn}/{crn}")
+        return model(kind=kind_of(model), metadata=metadata, cluster_id=self.cluster_id, **fields)
 
 
 # -- topics -------------------------------------------------------------------------------
 
 
 def topic_data(urls: V3Urls, name: str, partitions: int) -> V3Topic:
-    return V3Topic(
-        kind="KafkaTopic",
-        metadata=urls.meta(f"{urls.crn}/topic={name}", "topics", name),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3Topic,
+        f"topic={name}",
+        ("topics", name),
         topic_name=name,
         is_internal=name in INTERNAL_TOPICS,
         replication_factor=1,
@@ -109,10 +115,10 @@ def topic_data(urls: V3Urls, name: str, partitions: int) -> V3Topic:
 
 def partition_data(urls: V3Urls, topic: str, partition: int, leader: int) -> V3Partition:
     path = ("topics", topic, "partitions", partition)
-    return V3Partition(
-        kind="KafkaPartition",
-        metadata=urls.meta(f"{urls.crn}/topic={topic}/partition={partition}", *path),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3Partition,
+        f"topic={topic}/partition={partition}",
+        path,
         topic_name=topic,
         partition_id=partition,
         leader=urls.link(*path, "replicas", leader),
@@ -123,12 +129,10 @@ def partition_data(urls: V3Urls, topic: str, partition: int, leader: int) -> V3P
 
 def replica_data(urls: V3Urls, topic: str, partition: int, broker: int) -> V3Replica:
     path = ("topics", topic, "partitions", partition, "replicas", broker)
-    return V3Replica(
-        kind="KafkaReplica",
-        metadata=urls.meta(
-            f"{urls.crn}/topic={topic}/partition={partition}/replica={broker}", *path
-        ),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3Replica,
+        f"topic={topic}/partition={partition}/replica={broker}",
+        path,
         topic_name=topic,
         partition_id=partition,
         broker_id=broker,
@@ -146,12 +150,10 @@ def topic_config_data(urls: V3Urls, topic: str, config: TopicConfig, name: str) 
     synonyms = [V3ConfigSynonym(name=name, value=default, source="DEFAULT_CONFIG")]
     if overridden:
         synonyms.insert(0, V3ConfigSynonym(name=name, value=value, source="DYNAMIC_TOPIC_CONFIG"))
-    return V3TopicConfig(
-        kind="KafkaTopicConfig",
-        metadata=urls.meta(
-            f"{urls.crn}/topic={topic}/config={name}", "topics", topic, "configs", name
-        ),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3TopicConfig,
+        f"topic={topic}/config={name}",
+        ("topics", topic, "configs", name),
         topic_name=topic,
         name=name,
         value=value,
@@ -171,10 +173,10 @@ def topic_configs(urls: V3Urls, topic: str, config: TopicConfig) -> list[V3Topic
 
 
 def broker_data(urls: V3Urls, broker: int, host: str | None, port: int | None) -> V3Broker:
-    return V3Broker(
-        kind="KafkaBroker",
-        metadata=urls.meta(f"{urls.crn}/broker={broker}", "brokers", broker),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3Broker,
+        f"broker={broker}",
+        ("brokers", broker),
         broker_id=broker,
         host=host,
         port=port,
@@ -183,24 +185,21 @@ def broker_data(urls: V3Urls, broker: int, host: str | None, port: int | None) -
     )
 
 
-def broker_config_data(
-    urls: V3Urls, broker: int, name: str, value: str | None, *, default: bool, sensitive: bool
-) -> V3BrokerConfig:
+def broker_config_data(urls: V3Urls, broker: int, setting: SettingValue) -> V3BrokerConfig:
     """A broker setting: read-only (settings are fixed at start), STATIC unless defaulted."""
-    source = "DEFAULT_CONFIG" if default else "STATIC_BROKER_CONFIG"
-    shown = None if sensitive else value
-    return V3BrokerConfig(
-        kind="KafkaBrokerConfig",
-        metadata=urls.meta(
-            f"{urls.crn}/broker={broker}/config={name}", "brokers", broker, "configs", name
-        ),
-        cluster_id=urls.cluster_id,
+    name = setting.name
+    source = "DEFAULT_CONFIG" if setting.default else "STATIC_BROKER_CONFIG"
+    shown = None if setting.sensitive or setting.value is None else str(setting.value)
+    return urls.resource(
+        V3BrokerConfig,
+        f"broker={broker}/config={name}",
+        ("brokers", broker, "configs", name),
         broker_id=broker,
         name=name,
         value=shown,
-        is_default=default,
+        is_default=setting.default,
         is_read_only=True,
-        is_sensitive=sensitive,
+        is_sensitive=setting.sensitive,
         source=source,
         synonyms=[V3ConfigSynonym(name=name, value=shown, source=source)],
     )
@@ -219,10 +218,10 @@ def group_data(
     coordinator: int,
 ) -> V3ConsumerGroup:
     path = ("consumer-groups", group)
-    return V3ConsumerGroup(
-        kind="KafkaConsumerGroup",
-        metadata=urls.meta(f"{urls.crn}/consumer-group={group}", *path),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3ConsumerGroup,
+        f"consumer-group={group}",
+        path,
         consumer_group_id=group,
         is_simple=simple,
         partition_assignor=protocol or "",
@@ -238,10 +237,10 @@ def group_data(
 def consumer_data(urls: V3Urls, group: str, member: dict[str, Any]) -> V3Consumer:
     member_id = str(member["member_id"])
     path = ("consumer-groups", group, "consumers", member_id)
-    return V3Consumer(
-        kind="KafkaConsumer",
-        metadata=urls.meta(f"{urls.crn}/consumer-group={group}/consumer={member_id}", *path),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3Consumer,
+        f"consumer-group={group}/consumer={member_id}",
+        path,
         consumer_group_id=group,
         consumer_id=member_id,
         instance_id=member.get("group_instance_id"),
@@ -253,17 +252,11 @@ def consumer_data(urls: V3Urls, group: str, member: dict[str, Any]) -> V3Consume
 def assignment_data(
     urls: V3Urls, group: str, member_id: str, topic: str, partition: int
 ) -> V3ConsumerAssignment:
-    path = ("consumer-groups", group, "consumers", member_id, "assignments", topic)
-    return V3ConsumerAssignment(
-        kind="KafkaConsumerAssignment",
-        metadata=urls.meta(
-            f"{urls.crn}/consumer-group={group}/consumer={member_id}"
-            f"/assignment={topic}/partition={partition}",
-            *path,
-            "partitions",
-            partition,
-        ),
-        cluster_id=urls.cluster_id,
+    path = ("consumer-groups", group, "consumers", member_id)
+    return urls.resource(
+        V3ConsumerAssignment,
+        f"consumer-group={group}/consumer={member_id}/assignment={topic}/partition={partition}",
+        (*path, "assignments", topic, "partitions", partition),
         consumer_group_id=group,
         consumer_id=member_id,
         topic_name=topic,
@@ -292,13 +285,10 @@ class PartitionLag:
 
 
 def lag_data(urls: V3Urls, group: str, row: PartitionLag) -> V3ConsumerLag:
-    path = ("consumer-groups", group, "lags", row.topic, "partitions", row.partition)
-    return V3ConsumerLag(
-        kind="KafkaConsumerLag",
-        metadata=urls.meta(
-            f"{urls.crn}/consumer-group={group}/lag={row.topic}/partition={row.partition}", *path
-        ),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3ConsumerLag,
+        f"consumer-group={group}/lag={row.topic}/partition={row.partition}",
+        ("consumer-groups", group, "lags", row.topic, "partitions", row.partition),
         consumer_group_id=group,
         topic_name=row.topic,
         partition_id=row.partition,
@@ -318,15 +308,10 @@ def lag_summary_data(
     if not rows:
         return None
     worst = max(rows, key=lambda r: r.lag)  # the first of equal lags, in partition order
-    return V3ConsumerGroupLagSummary(
-        kind="KafkaConsumerGroupLagSummary",
-        metadata=urls.meta(
-            f"{urls.crn}/consumer-group={group}/lag-summary",
-            "consumer-groups",
-            group,
-            "lag-summary",
-        ),
-        cluster_id=urls.cluster_id,
+    return urls.resource(
+        V3ConsumerGroupLagSummary,
+        f"consumer-group={group}/lag-summary",
+        ("consumer-groups", group, "lag-summary"),
         consumer_group_id=group,
         max_lag_consumer_id=worst.member_id,
         max_lag_instance_id=worst.instance_id,

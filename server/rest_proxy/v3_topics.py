@@ -1,25 +1,16 @@
 """Kafka REST Proxy API v3: topics, partitions, replicas and topic configs under ``/v3``.
 
-Endpoints (all below ``/v3/clusters/{cluster_id}``): ``GET``/``POST
-/topics``, ``GET``/``PATCH``/``DELETE /topics/{topic_name}``, ``GET
-.../partitions``, ``.../partitions/{partition_id}``, ``.../replicas``,
-``.../replicas/{broker_id}``, the reassignment listings, ``GET .../configs``,
-``GET``/``PUT``/``DELETE .../configs/{name}``, ``POST .../configs:alter`` and
-``GET /topics/-/configs``. Answers and errors have the v3 shapes of
-``v3_records`` (its route class renders errors).
-
 Decisions:
 
 * Creating a topic that exists answers HTTP 400, as the REST Proxy does;
   ``validate_only`` checks everything and answers 200 without creating.
   ``replicas_assignments`` is refused (400): lakelog places no replicas.
-* Listings show only what the caller may DESCRIBE (everything when
-  authentication is off), as ``/v1/topics`` does; the other routes check
-  their ACL before anything happens, as the native admin routes do.
-* The partition of a topic has one replica, the broker answering (see
-  ``server.rest_proxy.v3_resources``), so a reassignment is never in
-  progress: the listings are empty and one partition's reassignment is 404,
-  as the REST Proxy answers for a partition that is not being moved.
+* Listings show only what the caller may DESCRIBE, as ``/v1/topics`` does; the
+  other routes check their ACL before anything happens.
+* A partition's one replica is the broker answering (see ``v3_resources``),
+  so no reassignment is ever in progress: the listings are empty and one
+  partition's reassignment is 404, as the REST Proxy answers for a partition
+  that is not being moved.
 """
 
 from __future__ import annotations
@@ -105,15 +96,11 @@ async def partition_count(broker: Broker, topic: str) -> int:
     return topic_log.num_partitions
 
 
-async def check_partition(broker: Broker, topic: str, partition: int) -> None:
-    if partition >= await partition_count(broker, topic):
-        raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
-
-
 async def partition_urls(broker: Broker, cluster_id: str, topic: str, partition: int) -> V3Urls:
     """The cluster's URLs, once the topic is known to have ``partition`` (404 otherwise)."""
     urls = urls_of(broker, cluster_id)
-    await check_partition(broker, topic, partition)
+    if partition >= await partition_count(broker, topic):
+        raise V3Failure(404, f"topic {topic!r} has no partition {partition}")
     return urls
 
 
@@ -124,7 +111,7 @@ def own_id(broker: Broker) -> int:
 # -- topics -----------------------------------------------------------------------------
 
 
-@router.get(CLUSTER + "/topics", responses={200: {"model": V3TopicList}}, summary="List topics")
+@router.read(CLUSTER + "/topics", V3TopicList, "List topics")
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     names = await asyncio.to_thread(broker.catalog.list_topics)
@@ -186,7 +173,7 @@ async def create_topic(cluster_id: str, body: V3CreateTopic, broker: BrokerDep) 
     return answer(topic_data(urls, created.name, created.num_partitions), 201)
 
 
-@router.get(TOPIC, responses={200: {"model": V3Topic}}, summary="Describe a topic")
+@router.read(TOPIC, V3Topic, "Describe a topic")
 async def get_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return answer(topic_data(urls, topic_name, await partition_count(broker, topic_name)))
@@ -220,9 +207,7 @@ async def delete_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> R
 # -- partitions and replicas ---------------------------------------------------------------
 
 
-@router.get(
-    TOPIC + "/partitions", responses={200: {"model": V3PartitionList}}, summary="List partitions"
-)
+@router.read(TOPIC + "/partitions", V3PartitionList, "List partitions")
 async def list_partitions(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     count = await partition_count(broker, topic_name)
@@ -230,11 +215,7 @@ async def list_partitions(cluster_id: str, topic_name: str, broker: BrokerDep) -
     return listing(urls, V3PartitionList, data, "topics", topic_name, "partitions")
 
 
-@router.get(
-    TOPIC + "/partitions/{partition_id}",
-    responses={200: {"model": V3Partition}},
-    summary="Describe a partition",
-)
+@router.read(TOPIC + "/partitions/{partition_id}", V3Partition, "Describe a partition")
 async def get_partition(
     cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
 ) -> Response:
@@ -242,10 +223,10 @@ async def get_partition(
     return answer(partition_data(urls, topic_name, partition_id, own_id(broker)))
 
 
-@router.get(
+@router.read(
     TOPIC + "/partitions/{partition_id}/replicas",
-    responses={200: {"model": V3ReplicaList}},
-    summary="A partition's replicas (the broker answering)",
+    V3ReplicaList,
+    "A partition's replicas (the broker answering)",
 )
 async def list_replicas(
     cluster_id: str, topic_name: str, partition_id: PartitionId, broker: BrokerDep
@@ -277,20 +258,20 @@ async def get_replica(
     return answer(replica_data(urls, topic_name, partition_id, broker_id))
 
 
-@router.get(
+@router.read(
     CLUSTER + "/topics/-/partitions/-/reassignment",
-    responses={200: {"model": V3ReassignmentList}},
-    summary="Reassignments in progress (none: replicas never move)",
+    V3ReassignmentList,
+    "Reassignments in progress (none: replicas never move)",
 )
 async def list_all_reassignments(cluster_id: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     return listing(urls, V3ReassignmentList, [], "topics", "-", "partitions", "-", "reassignment")
 
 
-@router.get(
+@router.read(
     TOPIC + "/partitions/-/reassignment",
-    responses={200: {"model": V3ReassignmentList}},
-    summary="A topic's reassignments in progress (none)",
+    V3ReassignmentList,
+    "A topic's reassignments in progress (none)",
 )
 async def list_topic_reassignments(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
@@ -326,10 +307,10 @@ def config_name(name: str) -> str:
     return name
 
 
-@router.get(
+@router.read(
     CLUSTER + "/topics/-/configs",
-    responses={200: {"model": V3TopicConfigList}},
-    summary="Every config of every topic the caller may describe",
+    V3TopicConfigList,
+    "Every config of every topic the caller may describe",
 )
 async def list_all_topic_configs(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
@@ -344,9 +325,7 @@ async def list_all_topic_configs(cluster_id: str, request: Request, broker: Brok
     return listing(urls, V3TopicConfigList, data, "topics", "-", "configs")
 
 
-@router.get(
-    TOPIC + "/configs", responses={200: {"model": V3TopicConfigList}}, summary="A topic's configs"
-)
+@router.read(TOPIC + "/configs", V3TopicConfigList, "A topic's configs")
 async def list_topic_configs(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
     described = await describe(broker, topic_name)
@@ -354,9 +333,7 @@ async def list_topic_configs(cluster_id: str, topic_name: str, broker: BrokerDep
     return listing(urls, V3TopicConfigList, data, "topics", topic_name, "configs")
 
 
-@router.get(
-    TOPIC + "/configs/{name}", responses={200: {"model": V3TopicConfig}}, summary="One config"
-)
+@router.read(TOPIC + "/configs/{name}", V3TopicConfig, "One config")
 async def get_topic_config(
     cluster_id: str, topic_name: str, name: str, broker: BrokerDep
 ) -> Response:
