@@ -204,20 +204,18 @@ def run_jobs(
     """
     from tqdm import tqdm
 
+    from compaction.compact import require_compacted
     from compaction.report import append_history
     from compaction.runner import Outcome, error_message, run_job
-    from lakelog.errors import InvalidConfigError, LakelogError
+    from lakelog.errors import LakelogError
 
     started = time.perf_counter()
     if topics:
         names = list(dict.fromkeys(topics))
         for name in names:
             config = catalog.topic(name).config  # UNKNOWN_TOPIC_OR_PARTITION before any work
-            if explicit and "compact" in jobs and not config.compacted:
-                raise InvalidConfigError(
-                    f"topic {name!r} has cleanup.policy={config.get('cleanup.policy')}; "
-                    "compaction needs a policy containing 'compact'"
-                )
+            if explicit and "compact" in jobs:
+                require_compacted(name, config)
     else:
         names = catalog.list_topics()
     outcomes: list[Outcome] = []

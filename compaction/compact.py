@@ -1,34 +1,27 @@
 """Key-based compaction of a topic on Spark, with Kafka's semantics.
 
-Per partition the planner picks the cleanable tail (never the active segment,
-nothing younger than min.compaction.lag.ms) and decides from the dirty ratio
-and max.compaction.lag.ms whether cleaning is due. Spark reads that tail
-with its own Parquet reader from the file list of the Delta snapshot where it
-can open the root (``native_read``; else Python tasks read it through the
-storage layer), keeps for every key only its record with the highest offset
-(an aggregate over the narrow columns and a broadcast semi-join, so values
-are never shuffled), drops tombstones older than delete.retention.ms, and
-Python tasks encode only the survivors as new segments that keep the covered
-offset ranges. The driver then commits
-"remove the old segments, add the new ones" as one Delta transaction, which
-either lands whole or not at all; a concurrent append does not conflict with
-it, and the old files stay on storage until a vacuum after a grace period,
-so readers holding an older snapshot keep working.
+The planner picks each partition's cleanable tail and whether cleaning is
+due. Spark reads that tail (``native_read`` where it can open the root, else
+Python tasks), keeps each key's record with the highest offset (an aggregate
+over the narrow columns and a broadcast semi-join, so values are never
+shuffled), drops tombstones older than delete.retention.ms, and Python tasks
+write the survivors as new segments that keep the covered offset ranges. The
+driver swaps old for new segments in one Delta transaction; concurrent appends
+do not conflict, and the old files stay until vacuum for older snapshots.
 
-Tombstone rule: a tombstone that is the latest record of its key is dropped
-once its own timestamp is older than ``now - delete.retention.ms`` (the rule
-of docs/architecture.md, "Maintenance jobs"). Kafka (KIP-534) instead
-counts delete.retention.ms from the first cleaning that saw the tombstone;
-the two agree for tombstones produced with the current time.
-
-Records without a key cannot be compacted (produce refuses them on compacted
-topics); any left from before the topic became compacted are dropped.
+A tombstone that is the latest record of its key is dropped once its own
+timestamp is older than ``now - delete.retention.ms`` (docs/architecture.md,
+"Maintenance jobs"); Kafka (KIP-534) counts from the first cleaning that saw
+it, which agrees for tombstones produced with the current time. Keyless
+records (left from before the topic became compacted) are dropped.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
@@ -58,8 +51,11 @@ from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.segment_rewrite import commit_rewrite
 from lakelog.segments import write_segment
-from lakelog.storage import Storage, join
+from lakelog.storage import join
+from lakelog.topic_config import TopicConfig
 from lakelog.topic_log import TopicLog
+
+T = TypeVar("T")
 
 CLEANED_TXN_PREFIX = "lakelog.cleaned."
 
@@ -84,15 +80,6 @@ def task_count(spark: SparkSession, items: int) -> int:
     return max(1, min(items, spark.sparkContext.defaultParallelism * 2))
 
 
-def segment_writer_task(
-    storage: Storage, table_path: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from write_groups(storage, table_path, batches)
-
-    return run
-
-
 def refs_for_groups(partition: int, groups: Sequence[SegmentGroup]) -> list[SegmentRef]:
     """Read descriptors for the segments of one partition's groups (group ids 0, 1, ...)."""
     return [
@@ -114,21 +101,33 @@ def refs_for(plans: Sequence[CompactionPlan]) -> list[SegmentRef]:
     return [ref for plan in plans for ref in refs_for_groups(plan.partition, plan.groups)]
 
 
-def read_rows(spark: SparkSession, topic_log: TopicLog, refs: Sequence[SegmentRef]) -> DataFrame:
-    """The rows of the given segments as a DataFrame, read inside Spark tasks.
+def map_indexed(
+    spark: SparkSession,
+    items: Sequence[T],
+    task: Callable[[list[T]], Iterator[pa.RecordBatch]],
+    ddl: str,
+) -> DataFrame:
+    """``task`` run inside Spark tasks, each on the items whose indexes ``spark.range`` hands it.
 
-    The descriptors travel in the task closure and a task reads those whose
-    index ``spark.range`` hands it, so spreading them costs no shuffle.
+    The items travel in the task closure, so spreading them costs no shuffle.
     """
-    storage, table_path, chosen = topic_log.storage, topic_log.table_path, list(refs)
+    chosen = list(items)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            ids = batch.column(0).to_pylist()
-            yield from read_segments(storage, table_path, [chosen[i] for i in ids])
+            yield from task([chosen[i] for i in batch.column(0).to_pylist()])
 
     tasks = task_count(spark, len(chosen))
-    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ROWS_DDL)
+    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ddl)
+
+
+def require_compacted(topic: str, config: TopicConfig) -> None:
+    """Compaction of a topic that is not compacted is an error, not a no-op."""
+    if not config.compacted:
+        raise InvalidConfigError(
+            f"topic {topic!r} has cleanup.policy={config.get('cleanup.policy')}; "
+            "compaction needs a policy containing 'compact'"
+        )
 
 
 def expired_tombstone(tombstone_cutoff_ms: int) -> Column:
@@ -313,7 +312,8 @@ def python_survivors(
     Each key's latest row by a window over (partition, key): these rows come
     from Python tasks, which a second pass (the semi-join) would read again.
     """
-    rows = read_rows(spark, topic_log, refs_for(plans)).where(F.col("key").isNotNull())
+    read = functools.partial(read_segments, topic_log.storage, topic_log.table_path)
+    rows = map_indexed(spark, refs_for(plans), read, ROWS_DDL).where(F.col("key").isNotNull())
     newest = F.max("offset").over(Window.partitionBy("partition", "key"))
     return (
         rows.withColumn("_newest", newest)
@@ -402,11 +402,7 @@ def compact_topic(
     topic_log = catalog.topic(topic)
     topic_log.refresh()
     config = topic_log.config
-    if not config.compacted:
-        raise InvalidConfigError(
-            f"topic {topic!r} has cleanup.policy={config.get('cleanup.policy')}; "
-            "compaction needs a policy containing 'compact'"
-        )
+    require_compacted(topic, config)
     now = now_ms if now_ms is not None else wall_ms()
     say(f"{topic}: planning")
     plans = plan_topic(topic_log, now, force)
@@ -436,7 +432,8 @@ def compact_topic(
                 .withColumn("headers", F.to_json("headers"))
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
-                    segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL
+                    functools.partial(write_groups, topic_log.storage, topic_log.table_path),
+                    WRITTEN_DDL,
                 )
                 .collect()
             )

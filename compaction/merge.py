@@ -10,19 +10,17 @@ changes. Each task owns whole runs, so merging needs no shuffle.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
-
-import pyarrow as pa
 
 from compaction.compact import (
     Progress,
     SparkLike,
     complete_groups,
+    map_indexed,
     refs_for_groups,
     segment_of,
     session_of,
-    task_count,
     wall_ms,
 )
 from compaction.planner import SegmentGroup, plan_merge
@@ -71,18 +69,8 @@ def merge_topic(
     if progress:
         progress(f"{topic}: merging {len(inputs)} segments into {len(runs)}")
     session = session_of(spark)
-    storage, table_path = topic_log.storage, topic_log.table_path
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield from rewrite_groups(
-                storage, table_path, [runs[i] for i in batch.column(0).to_pylist()]
-            )
-
-    tasks = task_count(session, len(runs))
-    written_rows = spark_action(
-        lambda: session.range(0, len(runs), 1, tasks).mapInArrow(run, WRITTEN_DDL).collect()
-    )
+    rewrite = functools.partial(rewrite_groups, topic_log.storage, topic_log.table_path)
+    written_rows = spark_action(lambda: map_indexed(session, runs, rewrite, WRITTEN_DDL).collect())
     wall = wall_ms()
     written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
     outputs = complete_groups(topic_log, by_partition, written)

@@ -114,14 +114,10 @@ def max_segment_ms(config: TopicConfig) -> int:
 def active_segment(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> Segment | None:
     """The partition's active segment: its newest one, until Kafka would have rolled it.
 
-    Kafka appends to one open segment and rolls it once it holds segment.bytes
-    or its first batch's newest record is older than ``max_segment_ms``; no
-    job ever touches the open segment. Every lakelog append writes a sealed
-    segment of its own, so the newest segment plays the open one (the records
-    since the last roll) while it is within those limits, and counts as
-    rolled once past them, without waiting for another append. Nothing else
-    is ever active, so merging (which never folds the active segment) cannot
-    leave records that no cleaning pass may reach until new data arrives.
+    Every lakelog append writes a sealed segment, so the newest plays Kafka's
+    open segment while under segment.bytes and ``max_segment_ms``, and counts
+    as rolled once past them without waiting for another append; so merging
+    cannot strand records that no cleaning pass reaches until new data arrives.
     """
     if not segments:
         return None

@@ -13,19 +13,11 @@ log.vacuum.interval.ms            3600000    vacuum + checkpoint
 log.vacuum.grace.ms               604800000  how long removed files are kept
 ================================  =========  ======================================
 
-Settings are typed and validated on construction; they come from flags >
-``LAKELOG_*`` environment variables (``LAKELOG_LOG_COMPACTION_INTERVAL_MS``)
-> a ``.properties`` or ``.json`` file > defaults. Every job is due at start,
-then again one interval after it last started (at once if it overran). The
-pure part, which job is due when, is ``Schedule``.
-
-A job failing on a topic is logged with its traceback, recorded in the jobs
-history as ``failed``, and simply runs again at its next interval. The Spark
-session is created on the first job that needs Spark and kept for the life of
-the process. SIGTERM (or Ctrl-C) stops the scheduler after the job on the
-current topic (commits are atomic, so even a SIGKILL loses nothing); a second
-signal also cancels the running Spark jobs. ``--once`` runs every job once
-and exits, non-zero if any failed (for cron and tests).
+Settings come from flags > ``LAKELOG_*`` variables > a ``.properties`` or
+``.json`` file > defaults. A job failing on a topic is logged, recorded as
+``failed`` in the jobs history, and runs again at its next interval. SIGTERM
+(or Ctrl-C) stops after the job on the current topic (commits are atomic, so
+even a SIGKILL loses nothing); a second signal also cancels running Spark jobs.
 """
 
 from __future__ import annotations
