@@ -1,24 +1,14 @@
 """Batch reads on Spark's own Parquet scan: ``read_topic(spark, "orders", root=...)``.
 
 The ``lakelog`` Python data source moves every row from a Python worker into
-the JVM; for a batch read that is pure cost, since segments are plain
-Parquet files Spark reads itself. ``read_topic`` plans on the driver exactly
-as the data source does (same options, same validation and errors, same
-offset resolution from the Delta snapshot and its offset index), lists only
-the segment files overlapping each partition's offset range, and returns
-``spark.read.parquet`` of those files shaped into the connector's schema:
-``topic`` a constant per table, ``partition`` from the Hive-style path,
-``timestampType``/``headers`` renamed and converted, and an exact
-``offset`` filter only where a file straddles a bound.
-
-It falls back to ``spark.read.format("lakelog")`` (and logs why) when Spark
-cannot read the root itself (``memory://``; ``s3://`` unless the session's
-Hadoop has the ``s3a`` filesystem), when the session has no JVM (Spark
-Connect), and for options that shape the Python source's input partitions
-(``maxRecordsPerPartition``, ``minPartitions``). ``scan_choice`` says which
-path a read takes.
-
-The DataFrame is a snapshot: the files are listed when it is created.
+the JVM; for a batch read that is pure cost, since segments are plain Parquet
+files Spark reads itself. ``read_topic`` plans on the driver exactly as the
+data source does (same options, errors and offset resolution), lists only the
+segment files overlapping each partition's range, and shapes
+``spark.read.parquet`` of them into the connector's schema, filtering
+``offset`` only where a file straddles a bound. ``scan_choice`` says when it
+falls back to the data source. The DataFrame is a snapshot: the files are
+listed when it is created.
 """
 
 from __future__ import annotations
@@ -260,7 +250,7 @@ def read_topic(
         given["subscribe"] = topic
     if root is not None:
         given["root"] = root
-    opts = parse_read_options({k.lower(): v for k, v in given.items()}, streaming=False)
+    opts = parse_read_options(given, streaming=False)
     choice = scan_choice(spark, opts, given)
     if choice.native:
         return native_frame(spark, opts)

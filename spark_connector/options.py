@@ -355,9 +355,6 @@ def parse_duration_ms(options: Mapping[str, str], name: str, default: int) -> in
 
 # -- read options ------------------------------------------------------------
 
-STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
-BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
-
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -462,15 +459,16 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = {k.lower(): v for k, v in options.items()}
-    topic = opts.get("topic")
-    if topic is not None and not topic.strip():
-        raise option_error("topic", "must not be empty")
-    writer_id = opts.get("writerid")
-    if writer_id is not None and not writer_id.strip():
-        raise option_error("writerId", "must not be empty")
-    return WriteOptions(
+    return WriteOptions(  # keyword order = check order: topic, writerId, then root
+        topic=_non_empty(opts, "topic"),
+        writer_id=_non_empty(opts, "writerId"),
         storage=parse_storage(opts),
-        topic=topic.strip() if topic else None,
-        writer_id=writer_id.strip() if writer_id else None,
         checkpoint_location=opts.get("checkpointlocation") or None,
     )
+
+
+def _non_empty(options: Mapping[str, str], name: str) -> str | None:
+    text = options.get(name.lower())
+    if text is not None and not text.strip():
+        raise option_error(name, "must not be empty")
+    return text.strip() if text else None

@@ -11,16 +11,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -56,19 +48,8 @@ def ddl(include_headers: bool) -> str:
 
 
 def spark_schema(include_headers: bool) -> StructType:
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
+    """The output schema as a Spark ``StructType`` (derived from the Arrow one, no JVM needed)."""
+    return from_arrow_schema(arrow_schema(include_headers))
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:

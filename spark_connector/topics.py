@@ -1,9 +1,6 @@
 """The driver's view of the storage root: which partitions a subscription covers, and their state.
 
-The only module of the read path that opens the catalog; it turns a
-subscription into ``PartitionSnapshot``\\ s (log start, high watermark, live
-segments), refreshing every topic first so new commits and new partitions
-are seen.
+The only module of the read path that opens the catalog.
 """
 
 from __future__ import annotations
@@ -70,11 +67,9 @@ class TopicSource:
     ) -> list[PartitionSnapshot]:
         """Current state of every subscribed partition (topics refreshed first).
 
-        Each refresh applies only the commits made since the last one. With
-        ``segments=False`` the snapshots carry no segments (log start and high
-        watermark only); with ``segments_from`` a partition's segments start at
-        the first one that can hold that offset. Either way the cost does not
-        grow with the number of segments a read does not need.
+        ``segments=False``: no segments (log start and high watermark only);
+        ``segments_from``: a partition's segments from the first that can hold
+        that offset; so the cost does not grow with segments a read skips.
         """
         names = list(topics) if topics is not None else self.topics(subscription)
         assigned = subscription.as_dict() if isinstance(subscription, Assign) else {}

@@ -1,31 +1,17 @@
 """Batch and streaming writers: ``df.write.format("lakelog")``, ``df.writeStream.format(...)``.
 
-Batch: every task stages its rows (``staging.py``); the driver's ``commit``
-appends all of them with ONE append per topic (atomic: the write is
-entirely visible or not at all) and deletes the staging files; ``abort``
-deletes them. A DataFrame writing to several topics commits them one after
-the other (each atomic, all validated before the first commit).
+Batch: tasks stage their rows (``staging.py``); the driver's ``commit``
+appends them with one atomic append per topic and deletes the staging files.
 
-Streaming: exactly once per micro-batch. The driver's ``commit(messages,
-batchId)`` appends with the Delta app transaction
-``(f"spark-query.{query id}", batchId)`` in the same commit as the records
-(``TopicLog.append_once``'s mechanism), so a micro-batch that Spark runs
-again after a crash -- it re-runs every batch whose commit it had not
-recorded -- is a no-op for every topic it had already reached.
-
-The query id must be stable across restarts of the same query and new for
-a new query. It is, in order:
-
-* the ``writerId`` option, if given (then the caller owns that promise:
-  reusing a writerId with a fresh checkpoint would make batches 0, 1, ...
-  look like repeats and skip them);
-* otherwise the id Spark itself keeps in ``<checkpointLocation>/metadata``
-  (the same id ``StreamingQuery.id`` reports), read from the
-  ``checkpointLocation`` option that ``writeStream.option(...)`` passes to
-  the sink. Deleting the checkpoint makes a new query with a new id, as
-  Spark's own exactly-once sinks (Delta's) behave.
-
-A streaming write needs one of them; otherwise it is refused at start.
+Streaming: exactly once per micro-batch. ``commit(messages, batchId)`` appends
+with the Delta app transaction ``(f"spark-query.{query id}", batchId)`` in the
+same commit as the records, so a micro-batch Spark re-runs after a crash is a
+no-op for every topic it had already reached. The query id must be stable
+across restarts and new for a new query: the ``writerId`` option if given (the
+caller then owns that promise), else the id Spark keeps in
+``<checkpointLocation>/metadata`` (``StreamingQuery.id``), so deleting the
+checkpoint makes a new query, as Delta's exactly-once sink behaves. A
+streaming write with neither is refused at start.
 """
 
 from __future__ import annotations
