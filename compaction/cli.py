@@ -1,13 +1,9 @@
 """``lakelog compact|retention|merge|vacuum|maintain|scheduler``: the maintenance commands.
 
-Registered into the ``lakelog`` command through the ``lakelog.commands``
-entry point (the core never imports compaction). ``compaction/job.py`` reuses
-the same parsers under spark-submit.
-
-A run prints its progress (tqdm, to stderr) and, at the end, one report line
-per job and topic (to stdout); the reports of jobs that did something or
-failed are appended to the jobs-history table. The exit code is 1 if any job
-failed, with each failure's message on stderr.
+Registered through the ``lakelog.commands`` entry point (the core never
+imports compaction); ``compaction/job.py`` reuses the same parsers under
+spark-submit. Progress goes to stderr, one report line per job and topic to
+stdout; the exit code is 1 if any job failed.
 """
 
 from __future__ import annotations

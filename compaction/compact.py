@@ -130,10 +130,6 @@ def require_compacted(topic: str, config: TopicConfig) -> None:
         )
 
 
-def expired_tombstone(tombstone_cutoff_ms: int) -> Column:
-    return F.col("value").isNull() & (F.col("ts_ms") < F.lit(tombstone_cutoff_ms))
-
-
 #: (lowest offset, highest offset, partition count) of the rows a job reads.
 OffsetSpan = tuple[int, int, int]
 
@@ -261,12 +257,9 @@ def spread_groups(
 
 
 def native_survivors(
-    spark: SparkSession,
-    topic_log: TopicLog,
-    plans: Sequence[CompactionPlan],
-    tombstone_cutoff_ms: int,
+    spark: SparkSession, topic_log: TopicLog, plans: Sequence[CompactionPlan]
 ) -> DataFrame:
-    """Writer input from Spark's Parquet scan: each key's latest row, its group, ``_keep``.
+    """Writer input from Spark's Parquet scan: each key's latest row and its group.
 
     The group (output segment) of a survivor is the plan's offset range that
     holds its offset, found by a broadcast join with the few group ranges.
@@ -298,14 +291,11 @@ def native_survivors(
         "r.headers",
         "r.producer_id",
         "r.sequence",
-    ).withColumn(KEEP_COLUMN, ~expired_tombstone(tombstone_cutoff_ms))
+    )
 
 
 def python_survivors(
-    spark: SparkSession,
-    topic_log: TopicLog,
-    plans: Sequence[CompactionPlan],
-    tombstone_cutoff_ms: int,
+    spark: SparkSession, topic_log: TopicLog, plans: Sequence[CompactionPlan]
 ) -> DataFrame:
     """Writer input from segments read in Python tasks through lakelog's storage layer.
 
@@ -319,7 +309,6 @@ def python_survivors(
         rows.withColumn("_newest", newest)
         .where(F.col("offset") == F.col("_newest"))
         .drop("_newest")
-        .withColumn(KEEP_COLUMN, ~expired_tombstone(tombstone_cutoff_ms))
     )
 
 
@@ -419,10 +408,9 @@ def compact_topic(
     cutoff = now - int(config.get("delete.retention.ms"))
     # Only the latest record of a key can survive; expired tombstones travel on
     # (flagged, not written) so the writers can count them.
-    if path is ReadPath.SPARK_PARQUET:
-        survivors = native_survivors(session, topic_log, plans, cutoff)
-    else:
-        survivors = python_survivors(session, topic_log, plans, cutoff)
+    latest = native_survivors if path is ReadPath.SPARK_PARQUET else python_survivors
+    expired = F.col("value").isNull() & (F.col("ts_ms") < F.lit(cutoff))
+    survivors = latest(session, topic_log, plans).withColumn(KEEP_COLUMN, ~expired)
     tasks = task_count(session, sum(len(p.groups) for p in plans))
     refs = refs_for(plans)
     written_rows = native_action(

@@ -1,10 +1,8 @@
 """What each maintenance job would do to a partition (pure logic, no I/O, no Spark).
 
-The planners see a partition as its list of segments (offset range, record
-count, bytes, min/max timestamp) plus the topic config and the clock, and
-return plans the jobs execute. Keeping the decisions here makes Kafka's rules
-(the active segment, the dirty ratio, the lags, retention by time and size,
-merge targets) testable without a cluster.
+Kafka's rules (the active segment, the dirty ratio, the lags, retention by
+time and size, merge targets) decided from segment lists, the topic config and
+the clock, so they are testable without a cluster.
 """
 
 from __future__ import annotations

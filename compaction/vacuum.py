@@ -2,17 +2,13 @@
 
 Two kinds of files are deleted, with two grace periods:
 
-- files *removed* by compaction, retention or merging, once they have been
-  unreferenced for longer than ``grace_ms``, so a reader on an older snapshot
-  (a broker between refreshes, a running Spark query) never finds a file
-  gone. This is delta-rs' "lite" vacuum, driven by the remove actions.
+- files *removed* by compaction, retention or merging, once unreferenced for
+  longer than ``grace_ms``, so a reader on an older snapshot never finds a
+  file gone (delta-rs' "lite" vacuum);
 - files *never committed* (orphans of crashed appends or jobs), once older
-  than ``orphan_grace_ms``. This is delta-rs' "full" vacuum, which deletes
-  every unreferenced file older than its threshold. A file being written
-  right now is unreferenced too until its commit lands, so this threshold
-  must exceed the longest append or maintenance job: it is never below
-  ``grace_ms`` and defaults to at least a day, so ``--grace-ms 0`` reclaims
-  removed files at once without racing a broker that is mid-append.
+  than ``orphan_grace_ms`` (delta-rs' "full" vacuum). A file being written is
+  unreferenced until its commit lands, so this is never below ``grace_ms`` and
+  at least a day by default: ``--grace-ms 0`` cannot race a mid-append broker.
 
 Delta counts retention in whole hours, so both periods are rounded up.
 """
