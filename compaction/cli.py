@@ -144,14 +144,7 @@ def lazy_spark(master: str | None) -> Callable[[], SparkSession]:
     """A factory that starts (or joins) Spark on first use only: planning needs no cluster."""
     from compaction.spark_session import spark_session
 
-    holder: list[SparkSession] = []
-
-    def get() -> SparkSession:
-        if not holder:
-            holder.append(spark_session(master))
-        return holder[0]
-
-    return get
+    return functools.cache(lambda: spark_session(master))
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -31,15 +31,13 @@ def under_spark_submit() -> bool:
 def spark_session(master: str | None = None, app_name: str = "lakelog") -> SparkSession:
     """Get or create the session; an existing one (spark-submit, notebooks) is reused as is."""
     active = SparkSession.getActiveSession()
+    if active is None and SparkContext._active_spark_context is not None:
+        # A session exists but is not active in this thread: join it as it is, since
+        # builder options would silently change the configuration of a shared session.
+        active = SparkSession.builder.getOrCreate()
     if active is not None:
         use_driver_python_for_workers(active)
         return active
-    if SparkContext._active_spark_context is not None:
-        # A session exists but is not active in this thread: join it as it is, since
-        # builder options would silently change the configuration of a shared session.
-        joined = SparkSession.builder.getOrCreate()
-        use_driver_python_for_workers(joined)
-        return joined
     if under_spark_submit() and not master:
         return SparkSession.builder.getOrCreate()  # keeps even spark-submit's --name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

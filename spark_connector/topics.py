@@ -13,7 +13,14 @@ from lakelog.catalog import META_TOPICS, Catalog
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from lakelog.offset_index import Segment
 from lakelog.structs import TopicPartition
-from spark_connector.options import Assign, StorageSpec, Subscribe, Subscription, option_error
+from spark_connector.options import (
+    Assign,
+    StorageSpec,
+    Subscribe,
+    SubscribePattern,
+    Subscription,
+    option_error,
+)
 from spark_connector.planning import PartitionSnapshot
 
 
@@ -41,21 +48,19 @@ class TopicSource:
     def topics(self, subscription: Subscription) -> list[str]:
         """The topics a subscription names now, every one checked to exist."""
         existing = self.check_root()
-        if isinstance(subscription, Subscribe | Assign):
-            option = "subscribe" if isinstance(subscription, Subscribe) else "assign"
-            names = (
-                list(subscription.topics)
-                if isinstance(subscription, Subscribe)
-                else [t for t, _ in subscription.partitions]
+        if isinstance(subscription, SubscribePattern):
+            return [t for t in existing if subscription.matches(t)]
+        if isinstance(subscription, Subscribe):
+            option, names = "subscribe", list(subscription.topics)
+        else:
+            option, names = "assign", [t for t, _ in subscription.partitions]
+        missing = [t for t in names if t not in existing]
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"option '{option}': topic {missing[0]!r} does not exist in {self.spec.url!r}"
+                + (f" (topics there: {', '.join(existing)})" if len(existing) <= 20 else "")
             )
-            missing = [t for t in names if t not in existing]
-            if missing:
-                raise UnknownTopicOrPartitionError(
-                    f"option '{option}': topic {missing[0]!r} does not exist in {self.spec.url!r}"
-                    + (f" (topics there: {', '.join(existing)})" if len(existing) <= 20 else "")
-                )
-            return names
-        return [t for t in existing if subscription.matches(t)]
+        return names
 
     def snapshots(
         self,

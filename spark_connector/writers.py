@@ -51,12 +51,6 @@ def _paths(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
     return [p for m in messages if isinstance(m, StagedFiles) for p in m.paths]
 
 
-def _stage(opts: WriteOptions, write_id: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
-    path = new_staging_path(write_id)
-    count = stage_batches(storage_for(opts.storage), path, batches, opts.topic)
-    return StagedFiles([path] if count else [], count)
-
-
 def commit_paths(
     opts: WriteOptions, paths: list[str], app_transaction: tuple[str, int] | None = None
 ) -> dict[str, AppendResult]:
@@ -78,15 +72,21 @@ def delete_paths(opts: WriteOptions, paths: list[str]) -> None:
         storage.delete(path)
 
 
-class LakelogBatchWriter(DataSourceArrowWriter):
-    """Created on the driver; pickled to the tasks and back to the driver for commit/abort."""
+class _Stager:
+    """The tasks' half of both writers: stage the rows under this write's id."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.opts, self.write_id, iterator)
+        path = new_staging_path(self.write_id)
+        count = stage_batches(storage_for(self.opts.storage), path, iterator, self.opts.topic)
+        return StagedFiles([path] if count else [], count)
+
+
+class LakelogBatchWriter(_Stager, DataSourceArrowWriter):
+    """Created on the driver; pickled to the tasks and back to the driver for commit/abort."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
@@ -131,17 +131,13 @@ def query_app_id(opts: WriteOptions) -> str:
     )
 
 
-class LakelogStreamWriter(DataSourceStreamArrowWriter):
+class LakelogStreamWriter(_Stager, DataSourceStreamArrowWriter):
     """One per micro-batch commit on the driver; the tasks' copy only stages rows."""
 
     def __init__(self, opts: WriteOptions) -> None:
         if opts.writer_id is None and opts.checkpoint_location is None:
             query_app_id(opts)  # raises the error that says what to set
-        self.opts = opts
-        self.write_id = uuid.uuid4().hex
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.opts, self.write_id, iterator)
+        super().__init__(opts)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         paths = _paths(messages)
