@@ -26,6 +26,7 @@ from typing import TypeVar
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from compaction.native_read import (
     ReadPath,
@@ -38,7 +39,7 @@ from compaction.report import JobReport
 from compaction.segment_tasks import (
     KEEP_COLUMN,
     ROWS_DDL,
-    WRITTEN_DDL,
+    WRITTEN_ROW,
     SegmentRef,
     read_segments,
     write_groups,
@@ -105,7 +106,7 @@ def map_indexed(
     spark: SparkSession,
     items: Sequence[T],
     task: Callable[[list[T]], Iterator[pa.RecordBatch]],
-    ddl: str,
+    schema: StructType | str,
 ) -> DataFrame:
     """``task`` run inside Spark tasks, each on the items whose indexes ``spark.range`` hands it.
 
@@ -118,7 +119,7 @@ def map_indexed(
             yield from task([chosen[i] for i in batch.column(0).to_pylist()])
 
     tasks = task_count(spark, len(chosen))
-    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ddl)
+    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, schema)
 
 
 def require_compacted(topic: str, config: TopicConfig) -> None:
@@ -421,7 +422,7 @@ def compact_topic(
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
                     functools.partial(write_groups, topic_log.storage, topic_log.table_path),
-                    WRITTEN_DDL,
+                    WRITTEN_ROW,
                 )
                 .collect()
             )

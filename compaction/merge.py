@@ -25,7 +25,7 @@ from compaction.compact import (
 )
 from compaction.planner import SegmentGroup, plan_merge
 from compaction.report import JobReport
-from compaction.segment_tasks import WRITTEN_DDL, SegmentRef, rewrite_groups
+from compaction.segment_tasks import WRITTEN_ROW, SegmentRef, rewrite_groups
 from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
 from lakelog.errors import CorruptRecordError
@@ -70,7 +70,7 @@ def merge_topic(
         progress(f"{topic}: merging {len(inputs)} segments into {len(runs)}")
     session = session_of(spark)
     rewrite = functools.partial(rewrite_groups, topic_log.storage, topic_log.table_path)
-    written_rows = spark_action(lambda: map_indexed(session, runs, rewrite, WRITTEN_DDL).collect())
+    written_rows = spark_action(lambda: map_indexed(session, runs, rewrite, WRITTEN_ROW).collect())
     wall = wall_ms()
     written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
     outputs = complete_groups(topic_log, by_partition, written)

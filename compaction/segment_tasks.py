@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
 from lakelog.offset_index import Segment
@@ -51,10 +52,6 @@ ROWS_DDL = (
 KEEP_COLUMN = "_keep"
 
 #: What a writing task reports back to the driver for every segment it wrote.
-WRITTEN_DDL = (
-    "partition int, group int, path string, size long, num_records long, "
-    "min_ts long, max_ts long, base_offset long, last_offset long, dropped long"
-)
 WRITTEN_SCHEMA = pa.schema(
     [
         pa.field("partition", pa.int32()),
@@ -69,6 +66,7 @@ WRITTEN_SCHEMA = pa.schema(
         pa.field("dropped", pa.int64()),
     ]
 )
+WRITTEN_ROW = from_arrow_schema(WRITTEN_SCHEMA)
 
 
 def headers_from_json(column: pa.ChunkedArray) -> pa.Array:

@@ -31,6 +31,14 @@ __all__ = ["DEFAULT_GRACE_MS", "DEFAULT_ORPHAN_GRACE_MS", "vacuum_topic"]
 HOUR_MS = 3_600_000
 
 
+def check_grace_periods(grace_ms: int, orphan_grace_ms: int | None) -> None:
+    """Negative grace periods are refused before any file is touched."""
+    if grace_ms < 0:
+        raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {grace_ms}")
+    if orphan_grace_ms is not None and orphan_grace_ms < 0:
+        raise InvalidConfigError(f"orphan grace period must be >= 0 ms, got {orphan_grace_ms}")
+
+
 def vacuum_topic(
     catalog: Catalog,
     topic: str,
@@ -39,12 +47,9 @@ def vacuum_topic(
     orphan_grace_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
-    if grace_ms < 0:
-        raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {grace_ms}")
+    check_grace_periods(grace_ms, orphan_grace_ms)
     if orphan_grace_ms is None:
         orphan_grace_ms = max(grace_ms, DEFAULT_ORPHAN_GRACE_MS)
-    if orphan_grace_ms < 0:
-        raise InvalidConfigError(f"orphan grace period must be >= 0 ms, got {orphan_grace_ms}")
     started = time.perf_counter()
     report = JobReport("vacuum", topic)
     topic_log = catalog.topic(topic)

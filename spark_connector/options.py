@@ -43,9 +43,8 @@ def option_error(name: str, message: str) -> InvalidConfigError:
 class StorageSpec:
     """How to open the storage root: its URL and explicitly given S3 settings.
 
-    S3 settings not given as options are left to ``S3Settings`` itself, which
-    reads the standard AWS variables (or ``LAKELOG_S3_*``) in the process that
-    opens the root, so executors use their own environment.
+    The rest is left to ``S3Settings`` in the process that opens the root, so
+    executors read their own environment (AWS or ``LAKELOG_S3_*`` variables).
     """
 
     url: str
