@@ -211,9 +211,8 @@ _HASH_SLOTS: dict[int, list[int]] = {}
 def hash_slots(spark: SparkSession, tasks: int) -> list[int]:
     """For each task ``t``, a value that Spark's hash partitioning into ``tasks`` sends to ``t``.
 
-    ``repartition(n, col)`` places a row by ``pmod(murmur3(col), n)``, which
-    ``F.hash`` computes; so one tiny query finds such values, once per task
-    count (the hash is fixed).
+    ``repartition(n, col)`` places a row by ``pmod(F.hash(col), n)``, so one
+    tiny query per task count finds such values.
     """
     known = _HASH_SLOTS.get(tasks)
     if known is not None:
@@ -236,9 +235,8 @@ def spread_groups(
 ) -> DataFrame:
     """Survivors repartitioned so that each (partition, group) goes whole to one writer task.
 
-    Hashing (partition, group) itself can send two groups to one task and
-    leave another idle; each group instead gets a slot value that hashes to
-    the next task in turn, so the groups spread evenly over the tasks.
+    Each group gets a slot value hashing to the next task in turn: hashing
+    (partition, group) itself can send two groups to one task and idle another.
     """
     targets = hash_slots(spark, tasks)
     slots = spark.createDataFrame(
@@ -335,9 +333,8 @@ def complete_groups(
 ) -> list[Segment]:
     """Outputs for every (partition, group), writing empty segments for groups without rows.
 
-    A group whose every record was superseded (or that held none) still keeps
-    its offset range, so the log start offset never moves and a fetch inside
-    the range lands on the next record (Kafka keeps cleaned segments too).
+    An emptied group keeps its offset range, so the log start offset never
+    moves and a fetch inside it lands on the next record (as in Kafka).
     """
     outputs = dict(written)
     try:
@@ -381,10 +378,9 @@ def compact_topic(
     force: bool = False,
     progress: Progress | None = None,
 ) -> JobReport:
-    """Compact one topic; returns the report (status "skipped" if nothing was due).
+    """Compact one topic as of ``now_ms`` (status "skipped" if nothing was due).
 
-    ``now_ms`` is the clock the time-based rules (lags, delete.retention.ms)
-    are evaluated against; Spark is only started when some partition is due.
+    Spark is only started when some partition is due.
     """
     started = time.perf_counter()
     say = progress or (lambda _: None)

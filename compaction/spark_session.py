@@ -23,11 +23,6 @@ from spark_connector.worker_python import use_driver_python_for_workers
 UNIX_SOCKETS_TO_PYTHON_WORKERS = "spark.python.unix.domain.socket.enabled"
 
 
-def under_spark_submit() -> bool:
-    """True in a driver started by spark-submit (its JVM gateway is already running)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
 def spark_session(master: str | None = None, app_name: str = "lakelog") -> SparkSession:
     """Get or create the session; an existing one (spark-submit, notebooks) is reused as is."""
     active = SparkSession.getActiveSession()
@@ -38,7 +33,7 @@ def spark_session(master: str | None = None, app_name: str = "lakelog") -> Spark
     if active is not None:
         use_driver_python_for_workers(active)
         return active
-    if under_spark_submit() and not master:
+    if "PYSPARK_GATEWAY_PORT" in os.environ and not master:  # under spark-submit
         return SparkSession.builder.getOrCreate()  # keeps even spark-submit's --name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

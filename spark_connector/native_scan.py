@@ -74,11 +74,9 @@ def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
 def not_native(spark: SparkSession, url: str) -> str | None:
     """Why Spark cannot read the root at ``url`` with its own filesystems; None if it can.
 
-    The one rule of the connector's native scan and the maintenance jobs: Spark
-    reads a root itself when the session's Hadoop can load a filesystem class
-    for its scheme (``fs.<scheme>.impl``, else Hadoop's own). Local and HDFS
-    filesystems ship with Spark; ``s3://`` is read as ``s3a://`` only when the
-    deployment put hadoop-aws on the classpath.
+    The one rule of the native scan and the maintenance jobs: the session's
+    Hadoop must load a filesystem class for the scheme (``fs.<scheme>.impl``,
+    else Hadoop's own); ``s3://`` is read as ``s3a://`` if hadoop-aws is there.
     """
     scheme = hadoop_scheme(url)
     if scheme is None:
@@ -239,10 +237,9 @@ def read_topic(
 ) -> DataFrame:
     """A batch read of topics, on Spark's native Parquet scan wherever Spark can do it.
 
-    Takes the options of ``spark.read.format("lakelog")`` (``options`` and
-    keyword arguments; ``topic`` is ``subscribe``, ``root`` is ``root``) and
-    returns the same rows and schema. Where the native scan cannot serve the
-    read (see ``scan_choice``) it is that data source's DataFrame.
+    Takes the options of ``spark.read.format("lakelog")`` (``topic`` is
+    ``subscribe``) and returns the same rows and schema; else (``scan_choice``)
+    it is that data source's DataFrame.
     """
     given: dict[str, str] = {str(k): str(v) for k, v in (options or {}).items()}
     given.update({str(k): str(v) for k, v in more.items()})

@@ -163,12 +163,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _partition_key(name: str, topic: str, key: str) -> int:
-    if not is_unsigned_int(key):
-        raise option_error(name, f"partition {key!r} of topic {topic!r} is not a partition number")
-    return int(key)
-
-
 def _parse_assign(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     obj = _load_json("assign", text)
     if not isinstance(obj, dict) or not obj:
@@ -249,7 +243,11 @@ def _parse_partition_json(name: str, text: str, minimum: int) -> dict[TopicParti
                 name, f"topic {topic!r}: expected an object of partition -> number, got {parts!r}"
             )
         for key, value in parts.items():
-            partition = _partition_key(name, topic, key)
+            if not is_unsigned_int(key):
+                raise option_error(
+                    name, f"partition {key!r} of topic {topic!r} is not a partition number"
+                )
+            partition = int(key)
             if not _is_int(value) or value < minimum:
                 raise option_error(
                     name,

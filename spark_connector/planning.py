@@ -318,8 +318,7 @@ def rate_limit(
     budget = max_offsets
     order = sorted(positive)
     if budget >= len(order):
-        for tp in order:
-            grant[tp] = 1
+        grant.update(dict.fromkeys(order, 1))
         budget -= len(order)
     rest = {tp: positive[tp] - grant[tp] for tp in order}
     rest_total = sum(rest.values())

@@ -1,10 +1,7 @@
 """The row schema of a topic read through the connector: exactly Spark's Kafka source.
 
-``key binary, value binary, topic string, partition int, offset long,
-timestamp timestamp, timestampType int`` and, with ``includeHeaders``,
-``headers array<struct<key:string,value:binary>>``. As in Spark's Kafka
-source, a record without headers has ``headers = null``. ``timestampType``
-is Kafka's id: 0 = CreateTime, 1 = LogAppendTime.
+As there, a record without headers has ``headers = null``, and ``timestampType``
+is Kafka's id (0 = CreateTime, 1 = LogAppendTime).
 """
 
 from __future__ import annotations

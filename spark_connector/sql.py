@@ -63,12 +63,10 @@ def register_topics(
 ) -> dict[str, str]:
     """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
 
-    ``options`` are passed to every view's reader (``s3.endpoint``, ...).
-    By default a view is the ``lakelog`` data source, planned afresh at every
-    query. With ``snapshot=True`` a view is the topic as of this call on
-    Spark's native Parquet scan (``read_topic``), which Spark cannot re-plan
-    per query: call again to see newer records. Roots Spark cannot read
-    itself keep the data source views either way.
+    ``options`` go to every view's reader. A view is the ``lakelog`` data
+    source, planned afresh at every query; with ``snapshot=True``, where Spark
+    can read the root itself, it is the topic as of this call on the native
+    Parquet scan (Spark cannot re-plan that per query: call again to refresh).
     """
     extra = {str(k): str(v) for k, v in (options or {}).items()}
     if topics is None:

@@ -123,11 +123,10 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         A named topic deleted later still fails the trigger: opening it raises.
         """
-        if self._named is None or isinstance(self.opts.subscription, SubscribePattern):
-            topics = self.source.topics(self.opts.subscription)
-            if isinstance(self.opts.subscription, SubscribePattern):
-                return topics
-            self._named = topics
+        if isinstance(self.opts.subscription, SubscribePattern):
+            return self.source.topics(self.opts.subscription)
+        if self._named is None:
+            self._named = self.source.topics(self.opts.subscription)
         return self._named
 
     def _snapshots(

@@ -101,7 +101,7 @@ class TopicSource:
                     listed = topic_log.segments(p)
                     start = wanted_from.get(TopicPartition(name, p))
                     if start is not None:
-                        first = bisect.bisect_left(listed, start, key=_last_offset)
+                        first = bisect.bisect_left(listed, start, key=lambda s: s.last_offset)
                         listed = listed[first:]
                     live = tuple(listed)
                 out.append(
@@ -119,10 +119,6 @@ class TopicSource:
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         found = self.catalog.topic(topic).offset_for_timestamp(partition, timestamp_ms)
         return None if found is None else found[0]
-
-
-def _last_offset(segment: Segment) -> int:
-    return segment.last_offset
 
 
 @contextmanager
