@@ -188,8 +188,7 @@ def run_jobs(
     """Run ``jobs`` on each topic (in that order per topic); print reports; 1 if any failed.
 
     Named topics are checked first, so a typo (or compacting a topic that is not
-    compacted, when ``explicit``) fails before any work starts. Without names,
-    every topic of the root is processed and compaction skips plain topics.
+    compacted, when ``explicit``) fails before any work starts.
     """
     from tqdm import tqdm
 

@@ -45,8 +45,7 @@ def merge_topic(
 ) -> JobReport:
     """Merge the runs of small rolled segments of every partition (never the active one).
 
-    ``now_ms`` is the clock that decides whether the newest segment is still
-    active (segment.ms); the wall clock by default.
+    ``now_ms`` decides whether the newest segment is still active (wall clock by default).
     """
     started = time.perf_counter()
     report = JobReport("merge", topic)

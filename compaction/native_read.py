@@ -105,11 +105,8 @@ def check_footers(
 ) -> list[SegmentRef]:
     """Check every input's footer on the driver; returns those whose offsets it cannot vouch for.
 
-    A maintenance job must never rewrite data it cannot vouch for: each
-    segment must exist, be Parquet, and hold only offsets inside the range its
-    Delta entry gives. lakelog's writers keep offset statistics in every row
-    group, so the footers answer that without reading a row; segments without
-    them are returned for ``check_offset_ranges``.
+    lakelog's writers keep offset statistics in every row group, so footers
+    answer without reading a row; segments without them go to ``check_offset_ranges``.
     """
     with ThreadPoolExecutor(FOOTER_THREADS) as pool:
         found = list(pool.map(lambda ref: footer_offsets(storage, table_path, ref), refs))

@@ -71,10 +71,9 @@ def run_job(
 ) -> Outcome:
     """Run ``job`` on ``topic``; failures become a ``failed`` report, not an exception.
 
-    ``explicit`` is False when the topic was not named by the user but found
-    by listing the root: then compaction of a topic that is not compacted is
-    a skip, not an error. ``spark`` is only called by jobs that need Spark
-    and only when they have work.
+    ``explicit`` is False for a topic found by listing the root: then compacting
+    a topic that is not compacted is a skip, not an error. ``spark`` is only
+    called by jobs that have Spark work.
     """
     started, started_ms = time.perf_counter(), int(time.time() * 1000)
     try:
