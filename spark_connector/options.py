@@ -1,13 +1,9 @@
 """Options of the ``lakelog`` data source: parsed and validated, with no I/O.
 
-Names and meanings follow Spark's Kafka source and sink wherever the concept
-exists there (``subscribe``, ``startingOffsets``, ``maxOffsetsPerTrigger``,
-...); ``root`` (or ``load(path)``) names the storage root instead of
-``kafka.bootstrap.servers``. Option names are case-insensitive, as in Spark.
-Every error names the option it is about: ``option 'assign': ...``.
-
-Unknown options are ignored, as Spark's Kafka source does, so that jobs
-migrated from Kafka keep their ``kafka.*`` settings harmlessly.
+Names, meanings and case-insensitivity follow Spark's Kafka source and sink;
+``root`` (or ``load(path)``) replaces ``kafka.bootstrap.servers``. Every error
+names its option. Unknown options are ignored, as Spark does, so jobs migrated
+from Kafka keep their ``kafka.*`` settings harmlessly.
 """
 
 from __future__ import annotations

@@ -203,9 +203,8 @@ def append_staged(
 ) -> dict[str, AppendResult]:
     """Append staged rows, one commit per topic; all topics are validated before any commit.
 
-    With ``app_transaction`` = (app id, version) each topic's commit happens
-    at most once (``TopicLog.append_once``'s mechanism): a repeat returns a
-    result with ``duplicate=True`` and writes nothing.
+    With ``app_transaction`` = (app id, version) each topic's commit happens at
+    most once: a repeat returns ``duplicate=True`` and writes nothing.
     """
     prepared: list[tuple[str, PreparedBatch]] = []
     for topic, table in by_topic(rows, topic_option).items():
