@@ -1,13 +1,9 @@
 """``lakelog compact|retention|merge|vacuum|maintain|scheduler``: the maintenance commands.
 
-Registered into the ``lakelog`` command through the ``lakelog.commands``
-entry point (the core never imports compaction). ``compaction/job.py`` reuses
-the same parsers under spark-submit.
-
-A run prints its progress (tqdm, to stderr) and, at the end, one report line
-per job and topic (to stdout); the reports of jobs that did something or
-failed are appended to the jobs-history table. The exit code is 1 if any job
-failed, with each failure's message on stderr.
+Registered through the ``lakelog.commands`` entry point (the core never
+imports compaction); ``compaction/job.py`` reuses the same parsers under
+spark-submit. Progress goes to stderr, one report line per job and topic to
+stdout; the exit code is 1 if any job failed.
 """
 
 from __future__ import annotations
@@ -148,14 +144,7 @@ def lazy_spark(master: str | None) -> Callable[[], SparkSession]:
     """A factory that starts (or joins) Spark on first use only: planning needs no cluster."""
     from compaction.spark_session import spark_session
 
-    holder: list[SparkSession] = []
-
-    def get() -> SparkSession:
-        if not holder:
-            holder.append(spark_session(master))
-        return holder[0]
-
-    return get
+    return functools.cache(lambda: spark_session(master))
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -199,25 +188,22 @@ def run_jobs(
     """Run ``jobs`` on each topic (in that order per topic); print reports; 1 if any failed.
 
     Named topics are checked first, so a typo (or compacting a topic that is not
-    compacted, when ``explicit``) fails before any work starts. Without names,
-    every topic of the root is processed and compaction skips plain topics.
+    compacted, when ``explicit``) fails before any work starts.
     """
     from tqdm import tqdm
 
+    from compaction.compact import require_compacted
     from compaction.report import append_history
     from compaction.runner import Outcome, error_message, run_job
-    from lakelog.errors import InvalidConfigError, LakelogError
+    from lakelog.errors import LakelogError
 
     started = time.perf_counter()
     if topics:
         names = list(dict.fromkeys(topics))
         for name in names:
             config = catalog.topic(name).config  # UNKNOWN_TOPIC_OR_PARTITION before any work
-            if explicit and "compact" in jobs and not config.compacted:
-                raise InvalidConfigError(
-                    f"topic {name!r} has cleanup.policy={config.get('cleanup.policy')}; "
-                    "compaction needs a policy containing 'compact'"
-                )
+            if explicit and "compact" in jobs:
+                require_compacted(name, config)
     else:
         names = catalog.list_topics()
     outcomes: list[Outcome] = []

@@ -1,38 +1,32 @@
 """Key-based compaction of a topic on Spark, with Kafka's semantics.
 
-Per partition the planner picks the cleanable tail (never the active segment,
-nothing younger than min.compaction.lag.ms) and decides from the dirty ratio
-and max.compaction.lag.ms whether cleaning is due. Spark reads that tail
-with its own Parquet reader from the file list of the Delta snapshot where it
-can open the root (``native_read``; else Python tasks read it through the
-storage layer), keeps for every key only its record with the highest offset
-(an aggregate over the narrow columns and a broadcast semi-join, so values
-are never shuffled), drops tombstones older than delete.retention.ms, and
-Python tasks encode only the survivors as new segments that keep the covered
-offset ranges. The driver then commits
-"remove the old segments, add the new ones" as one Delta transaction, which
-either lands whole or not at all; a concurrent append does not conflict with
-it, and the old files stay on storage until a vacuum after a grace period,
-so readers holding an older snapshot keep working.
+The planner picks each partition's cleanable tail and whether cleaning is
+due. Spark reads that tail (``native_read`` where it can open the root, else
+Python tasks), keeps each key's record with the highest offset (an aggregate
+over the narrow columns and a broadcast semi-join, so values are never
+shuffled), drops tombstones older than delete.retention.ms, and Python tasks
+write the survivors as new segments that keep the covered offset ranges. The
+driver swaps old for new segments in one Delta transaction; concurrent appends
+do not conflict, and the old files stay until vacuum for older snapshots.
 
-Tombstone rule: a tombstone that is the latest record of its key is dropped
-once its own timestamp is older than ``now - delete.retention.ms`` (the rule
-of docs/architecture.md, "Maintenance jobs"). Kafka (KIP-534) instead
-counts delete.retention.ms from the first cleaning that saw the tombstone;
-the two agree for tombstones produced with the current time.
-
-Records without a key cannot be compacted (produce refuses them on compacted
-topics); any left from before the topic became compacted are dropped.
+A tombstone that is the latest record of its key is dropped once its own
+timestamp is older than ``now - delete.retention.ms`` (docs/architecture.md,
+"Maintenance jobs"); Kafka (KIP-534) counts from the first cleaning that saw
+it, which agrees for tombstones produced with the current time. Keyless
+records (left from before the topic became compacted) are dropped.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from compaction.native_read import (
     ReadPath,
@@ -45,7 +39,7 @@ from compaction.report import JobReport
 from compaction.segment_tasks import (
     KEEP_COLUMN,
     ROWS_DDL,
-    WRITTEN_DDL,
+    WRITTEN_ROW,
     SegmentRef,
     read_segments,
     write_groups,
@@ -58,8 +52,11 @@ from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.segment_rewrite import commit_rewrite
 from lakelog.segments import write_segment
-from lakelog.storage import Storage, join
+from lakelog.storage import join
+from lakelog.topic_config import TopicConfig
 from lakelog.topic_log import TopicLog
+
+T = TypeVar("T")
 
 CLEANED_TXN_PREFIX = "lakelog.cleaned."
 
@@ -84,15 +81,6 @@ def task_count(spark: SparkSession, items: int) -> int:
     return max(1, min(items, spark.sparkContext.defaultParallelism * 2))
 
 
-def segment_writer_task(
-    storage: Storage, table_path: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from write_groups(storage, table_path, batches)
-
-    return run
-
-
 def refs_for_groups(partition: int, groups: Sequence[SegmentGroup]) -> list[SegmentRef]:
     """Read descriptors for the segments of one partition's groups (group ids 0, 1, ...)."""
     return [
@@ -114,25 +102,33 @@ def refs_for(plans: Sequence[CompactionPlan]) -> list[SegmentRef]:
     return [ref for plan in plans for ref in refs_for_groups(plan.partition, plan.groups)]
 
 
-def read_rows(spark: SparkSession, topic_log: TopicLog, refs: Sequence[SegmentRef]) -> DataFrame:
-    """The rows of the given segments as a DataFrame, read inside Spark tasks.
+def map_indexed(
+    spark: SparkSession,
+    items: Sequence[T],
+    task: Callable[[list[T]], Iterator[pa.RecordBatch]],
+    schema: StructType | str,
+) -> DataFrame:
+    """``task`` run inside Spark tasks, each on the items whose indexes ``spark.range`` hands it.
 
-    The descriptors travel in the task closure and a task reads those whose
-    index ``spark.range`` hands it, so spreading them costs no shuffle.
+    The items travel in the task closure, so spreading them costs no shuffle.
     """
-    storage, table_path, chosen = topic_log.storage, topic_log.table_path, list(refs)
+    chosen = list(items)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            ids = batch.column(0).to_pylist()
-            yield from read_segments(storage, table_path, [chosen[i] for i in ids])
+            yield from task([chosen[i] for i in batch.column(0).to_pylist()])
 
     tasks = task_count(spark, len(chosen))
-    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, ROWS_DDL)
+    return spark.range(0, len(chosen), 1, tasks).mapInArrow(run, schema)
 
 
-def expired_tombstone(tombstone_cutoff_ms: int) -> Column:
-    return F.col("value").isNull() & (F.col("ts_ms") < F.lit(tombstone_cutoff_ms))
+def require_compacted(topic: str, config: TopicConfig) -> None:
+    """Compaction of a topic that is not compacted is an error, not a no-op."""
+    if not config.compacted:
+        raise InvalidConfigError(
+            f"topic {topic!r} has cleanup.policy={config.get('cleanup.policy')}; "
+            "compaction needs a policy containing 'compact'"
+        )
 
 
 #: (lowest offset, highest offset, partition count) of the rows a job reads.
@@ -215,9 +211,8 @@ _HASH_SLOTS: dict[int, list[int]] = {}
 def hash_slots(spark: SparkSession, tasks: int) -> list[int]:
     """For each task ``t``, a value that Spark's hash partitioning into ``tasks`` sends to ``t``.
 
-    ``repartition(n, col)`` places a row by ``pmod(murmur3(col), n)``, which
-    ``F.hash`` computes; so one tiny query finds such values, once per task
-    count (the hash is fixed).
+    ``repartition(n, col)`` places a row by ``pmod(F.hash(col), n)``, so one
+    tiny query per task count finds such values.
     """
     known = _HASH_SLOTS.get(tasks)
     if known is not None:
@@ -240,9 +235,8 @@ def spread_groups(
 ) -> DataFrame:
     """Survivors repartitioned so that each (partition, group) goes whole to one writer task.
 
-    Hashing (partition, group) itself can send two groups to one task and
-    leave another idle; each group instead gets a slot value that hashes to
-    the next task in turn, so the groups spread evenly over the tasks.
+    Each group gets a slot value hashing to the next task in turn: hashing
+    (partition, group) itself can send two groups to one task and idle another.
     """
     targets = hash_slots(spark, tasks)
     slots = spark.createDataFrame(
@@ -262,12 +256,9 @@ def spread_groups(
 
 
 def native_survivors(
-    spark: SparkSession,
-    topic_log: TopicLog,
-    plans: Sequence[CompactionPlan],
-    tombstone_cutoff_ms: int,
+    spark: SparkSession, topic_log: TopicLog, plans: Sequence[CompactionPlan]
 ) -> DataFrame:
-    """Writer input from Spark's Parquet scan: each key's latest row, its group, ``_keep``.
+    """Writer input from Spark's Parquet scan: each key's latest row and its group.
 
     The group (output segment) of a survivor is the plan's offset range that
     holds its offset, found by a broadcast join with the few group ranges.
@@ -299,27 +290,24 @@ def native_survivors(
         "r.headers",
         "r.producer_id",
         "r.sequence",
-    ).withColumn(KEEP_COLUMN, ~expired_tombstone(tombstone_cutoff_ms))
+    )
 
 
 def python_survivors(
-    spark: SparkSession,
-    topic_log: TopicLog,
-    plans: Sequence[CompactionPlan],
-    tombstone_cutoff_ms: int,
+    spark: SparkSession, topic_log: TopicLog, plans: Sequence[CompactionPlan]
 ) -> DataFrame:
     """Writer input from segments read in Python tasks through lakelog's storage layer.
 
     Each key's latest row by a window over (partition, key): these rows come
     from Python tasks, which a second pass (the semi-join) would read again.
     """
-    rows = read_rows(spark, topic_log, refs_for(plans)).where(F.col("key").isNotNull())
+    read = functools.partial(read_segments, topic_log.storage, topic_log.table_path)
+    rows = map_indexed(spark, refs_for(plans), read, ROWS_DDL).where(F.col("key").isNotNull())
     newest = F.max("offset").over(Window.partitionBy("partition", "key"))
     return (
         rows.withColumn("_newest", newest)
         .where(F.col("offset") == F.col("_newest"))
         .drop("_newest")
-        .withColumn(KEEP_COLUMN, ~expired_tombstone(tombstone_cutoff_ms))
     )
 
 
@@ -345,9 +333,8 @@ def complete_groups(
 ) -> list[Segment]:
     """Outputs for every (partition, group), writing empty segments for groups without rows.
 
-    A group whose every record was superseded (or that held none) still keeps
-    its offset range, so the log start offset never moves and a fetch inside
-    the range lands on the next record (Kafka keeps cleaned segments too).
+    An emptied group keeps its offset range, so the log start offset never
+    moves and a fetch inside it lands on the next record (as in Kafka).
     """
     outputs = dict(written)
     try:
@@ -391,10 +378,9 @@ def compact_topic(
     force: bool = False,
     progress: Progress | None = None,
 ) -> JobReport:
-    """Compact one topic; returns the report (status "skipped" if nothing was due).
+    """Compact one topic as of ``now_ms`` (status "skipped" if nothing was due).
 
-    ``now_ms`` is the clock the time-based rules (lags, delete.retention.ms)
-    are evaluated against; Spark is only started when some partition is due.
+    Spark is only started when some partition is due.
     """
     started = time.perf_counter()
     say = progress or (lambda _: None)
@@ -402,11 +388,7 @@ def compact_topic(
     topic_log = catalog.topic(topic)
     topic_log.refresh()
     config = topic_log.config
-    if not config.compacted:
-        raise InvalidConfigError(
-            f"topic {topic!r} has cleanup.policy={config.get('cleanup.policy')}; "
-            "compaction needs a policy containing 'compact'"
-        )
+    require_compacted(topic, config)
     now = now_ms if now_ms is not None else wall_ms()
     say(f"{topic}: planning")
     plans = plan_topic(topic_log, now, force)
@@ -423,10 +405,9 @@ def compact_topic(
     cutoff = now - int(config.get("delete.retention.ms"))
     # Only the latest record of a key can survive; expired tombstones travel on
     # (flagged, not written) so the writers can count them.
-    if path is ReadPath.SPARK_PARQUET:
-        survivors = native_survivors(session, topic_log, plans, cutoff)
-    else:
-        survivors = python_survivors(session, topic_log, plans, cutoff)
+    latest = native_survivors if path is ReadPath.SPARK_PARQUET else python_survivors
+    expired = F.col("value").isNull() & (F.col("ts_ms") < F.lit(cutoff))
+    survivors = latest(session, topic_log, plans).withColumn(KEEP_COLUMN, ~expired)
     tasks = task_count(session, sum(len(p.groups) for p in plans))
     refs = refs_for(plans)
     written_rows = native_action(
@@ -436,7 +417,8 @@ def compact_topic(
                 .withColumn("headers", F.to_json("headers"))
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
-                    segment_writer_task(topic_log.storage, topic_log.table_path), WRITTEN_DDL
+                    functools.partial(write_groups, topic_log.storage, topic_log.table_path),
+                    WRITTEN_ROW,
                 )
                 .collect()
             )

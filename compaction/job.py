@@ -1,14 +1,11 @@
 """spark-submit entry point for the maintenance jobs.
 
     spark-submit --master yarn compaction/job.py --root s3://bucket/lakelog maintain
-    spark-submit compaction/job.py compact --root /data/lakelog --topic users --force
     python -m compaction.job --root /data/lakelog vacuum --grace-ms 0
 
-The arguments are those of ``lakelog compact|retention|merge|vacuum|maintain|
-scheduler`` (the same parsers); ``--root`` and ``--master`` may also come
-before the command. Under spark-submit the session spark-submit created is
-used as it is (its master and configuration win), see
-``compaction.spark_session``. Exit code 1 on failure, with the error on stderr.
+The arguments are those of the ``lakelog`` maintenance commands (the same
+parsers); ``--root`` and ``--master`` may also come before the command. The
+session spark-submit created is used as it is (``compaction.spark_session``).
 """
 
 from __future__ import annotations

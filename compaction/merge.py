@@ -10,24 +10,22 @@ changes. Each task owns whole runs, so merging needs no shuffle.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
-
-import pyarrow as pa
 
 from compaction.compact import (
     Progress,
     SparkLike,
     complete_groups,
+    map_indexed,
     refs_for_groups,
     segment_of,
     session_of,
-    task_count,
     wall_ms,
 )
 from compaction.planner import SegmentGroup, plan_merge
 from compaction.report import JobReport
-from compaction.segment_tasks import WRITTEN_DDL, SegmentRef, rewrite_groups
+from compaction.segment_tasks import WRITTEN_ROW, SegmentRef, rewrite_groups
 from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
 from lakelog.errors import CorruptRecordError
@@ -47,8 +45,7 @@ def merge_topic(
 ) -> JobReport:
     """Merge the runs of small rolled segments of every partition (never the active one).
 
-    ``now_ms`` is the clock that decides whether the newest segment is still
-    active (segment.ms); the wall clock by default.
+    ``now_ms`` decides whether the newest segment is still active (wall clock by default).
     """
     started = time.perf_counter()
     report = JobReport("merge", topic)
@@ -71,18 +68,8 @@ def merge_topic(
     if progress:
         progress(f"{topic}: merging {len(inputs)} segments into {len(runs)}")
     session = session_of(spark)
-    storage, table_path = topic_log.storage, topic_log.table_path
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield from rewrite_groups(
-                storage, table_path, [runs[i] for i in batch.column(0).to_pylist()]
-            )
-
-    tasks = task_count(session, len(runs))
-    written_rows = spark_action(
-        lambda: session.range(0, len(runs), 1, tasks).mapInArrow(run, WRITTEN_DDL).collect()
-    )
+    rewrite = functools.partial(rewrite_groups, topic_log.storage, topic_log.table_path)
+    written_rows = spark_action(lambda: map_indexed(session, runs, rewrite, WRITTEN_ROW).collect())
     wall = wall_ms()
     written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}
     outputs = complete_groups(topic_log, by_partition, written)

@@ -1,18 +1,13 @@
 """Reading segments with Spark's own Parquet reader, where Spark can open the root itself.
 
-The maintenance jobs know exactly which files to read (the segments the Delta
-snapshot lists), so Spark's Parquet scan of that file list reads the rows in
-the JVM, column-pruned, with no row crossing into Python. Whether Spark can
-open a root is the connector's rule (``spark_connector.native_scan.not_native``:
-local and HDFS roots always, ``s3://`` as ``s3a://`` when hadoop-aws is on the
-classpath); otherwise, and for process-local ``memory://`` roots, the jobs
+Spark's Parquet scan of the file list the Delta snapshot gives reads the rows
+in the JVM, column-pruned, with no row crossing into Python. Whether Spark can
+open a root is ``spark_connector.native_scan.not_native``; otherwise the jobs
 read through lakelog's storage layer in Python tasks (``segment_tasks``).
 
-Inputs are checked on the driver before Spark reads them (``check_footers``):
-a segment that is missing, not Parquet, or holds offsets outside its Delta
-range is refused with the same ``CORRUPT_MESSAGE`` naming the segment as the
-Python path gives. A Spark job that fails anyway (a file changed after the
-check) is diagnosed the same way before its own error is re-raised.
+Inputs are checked on the driver first (``check_footers``), so a bad segment is
+refused with the same ``CORRUPT_MESSAGE`` as on the Python path; a Spark job
+that fails anyway (a file changed after the check) is diagnosed the same way.
 """
 
 from __future__ import annotations
@@ -22,13 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import TypeVar
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compaction.segment_tasks import SegmentRef
-from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
+from compaction.segment_tasks import SegmentRef, out_of_range, segment_errors
+from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.storage import Storage, join
 from lakelog.storage.fsspec_backend import S3Storage
 from spark_connector.native_scan import not_native, s3a_options, segment_files
@@ -80,24 +74,20 @@ def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[
     A segment that is missing or not Parquet is ``CORRUPT_MESSAGE`` naming it;
     a storage failure is ``KAFKA_STORAGE_ERROR``, retriable.
     """
-    where = f"segment {ref.path} of partition {ref.partition}"
     full = join(table_path, ref.path)
-    try:
-        with storage.arrow_filesystem().open_input_file(storage.arrow_path(full)) as source:
-            footer = pq.read_metadata(source)
-    except FileNotFoundError as exc:
-        raise CorruptRecordError(f"{where} is missing from storage") from exc
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
-    except OSError as exc:
-        if not storage.exists(full):
-            raise CorruptRecordError(f"{where} is missing from storage") from exc
-        raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
+    with (
+        segment_errors(ref, lambda: storage.exists(full)),
+        storage.arrow_filesystem().open_input_file(storage.arrow_path(full)) as source,
+    ):
+        footer = pq.read_metadata(source)
     if footer.num_rows == 0:
         return (ref.base_offset, ref.base_offset)
     names = footer.schema.names
     if "offset" not in names:
-        raise CorruptRecordError(f"{where} is unreadable: it has no offset column")
+        raise CorruptRecordError(
+            f"segment {ref.path} of partition {ref.partition} is unreadable: "
+            "it has no offset column"
+        )
     column = names.index("offset")
     low: int | None = None
     high: int | None = None
@@ -110,25 +100,13 @@ def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[
     return None if low is None or high is None else (int(low), int(high))
 
 
-def out_of_range(ref: SegmentRef, low: int | None, high: int | None) -> CorruptRecordError | None:
-    if low is None or high is None or low < ref.base_offset or high > ref.last_offset:
-        return CorruptRecordError(
-            f"segment {ref.path} of partition {ref.partition} holds offsets {low}..{high} "
-            f"outside its range {ref.base_offset}..{ref.last_offset}"
-        )
-    return None
-
-
 def check_footers(
     storage: Storage, table_path: str, refs: Sequence[SegmentRef]
 ) -> list[SegmentRef]:
     """Check every input's footer on the driver; returns those whose offsets it cannot vouch for.
 
-    A maintenance job must never rewrite data it cannot vouch for: each
-    segment must exist, be Parquet, and hold only offsets inside the range its
-    Delta entry gives. lakelog's writers keep offset statistics in every row
-    group, so the footers answer that without reading a row; segments without
-    them are returned for ``check_offset_ranges``.
+    lakelog's writers keep offset statistics in every row group, so footers
+    answer without reading a row; segments without them go to ``check_offset_ranges``.
     """
     with ThreadPoolExecutor(FOOTER_THREADS) as pool:
         found = list(pool.map(lambda ref: footer_offsets(storage, table_path, ref), refs))

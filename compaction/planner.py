@@ -1,10 +1,8 @@
 """What each maintenance job would do to a partition (pure logic, no I/O, no Spark).
 
-The planners see a partition as its list of segments (offset range, record
-count, bytes, min/max timestamp) plus the topic config and the clock, and
-return plans the jobs execute. Keeping the decisions here makes Kafka's rules
-(the active segment, the dirty ratio, the lags, retention by time and size,
-merge targets) testable without a cluster.
+Kafka's rules (the active segment, the dirty ratio, the lags, retention by
+time and size, merge targets) decided from segment lists, the topic config and
+the clock, so they are testable without a cluster.
 """
 
 from __future__ import annotations
@@ -114,14 +112,10 @@ def max_segment_ms(config: TopicConfig) -> int:
 def active_segment(segments: Sequence[Segment], config: TopicConfig, now_ms: int) -> Segment | None:
     """The partition's active segment: its newest one, until Kafka would have rolled it.
 
-    Kafka appends to one open segment and rolls it once it holds segment.bytes
-    or its first batch's newest record is older than ``max_segment_ms``; no
-    job ever touches the open segment. Every lakelog append writes a sealed
-    segment of its own, so the newest segment plays the open one (the records
-    since the last roll) while it is within those limits, and counts as
-    rolled once past them, without waiting for another append. Nothing else
-    is ever active, so merging (which never folds the active segment) cannot
-    leave records that no cleaning pass may reach until new data arrives.
+    Every lakelog append writes a sealed segment, so the newest plays Kafka's
+    open segment while under segment.bytes and ``max_segment_ms``, and counts
+    as rolled once past them without waiting for another append; so merging
+    cannot strand records that no cleaning pass reaches until new data arrives.
     """
     if not segments:
         return None

@@ -20,7 +20,7 @@ from compaction.defaults import DEFAULT_GRACE_MS, JOBS
 from compaction.merge import merge_topic
 from compaction.report import JobReport
 from compaction.retention import apply_retention
-from compaction.vacuum import vacuum_topic
+from compaction.vacuum import check_grace_periods, vacuum_topic
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError, LakelogError
 
@@ -39,12 +39,7 @@ class JobOptions:
     now_ms: int | None = None
 
     def __post_init__(self) -> None:
-        if self.grace_ms < 0:
-            raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {self.grace_ms}")
-        if self.orphan_grace_ms is not None and self.orphan_grace_ms < 0:
-            raise InvalidConfigError(
-                f"orphan grace period must be >= 0 ms, got {self.orphan_grace_ms}"
-            )
+        check_grace_periods(self.grace_ms, self.orphan_grace_ms)
 
 
 @dataclass
@@ -76,10 +71,9 @@ def run_job(
 ) -> Outcome:
     """Run ``job`` on ``topic``; failures become a ``failed`` report, not an exception.
 
-    ``explicit`` is False when the topic was not named by the user but found
-    by listing the root: then compaction of a topic that is not compacted is
-    a skip, not an error. ``spark`` is only called by jobs that need Spark
-    and only when they have work.
+    ``explicit`` is False for a topic found by listing the root: then compacting
+    a topic that is not compacted is a skip, not an error. ``spark`` is only
+    called by jobs that have Spark work.
     """
     started, started_ms = time.perf_counter(), int(time.time() * 1000)
     try:

@@ -13,19 +13,11 @@ log.vacuum.interval.ms            3600000    vacuum + checkpoint
 log.vacuum.grace.ms               604800000  how long removed files are kept
 ================================  =========  ======================================
 
-Settings are typed and validated on construction; they come from flags >
-``LAKELOG_*`` environment variables (``LAKELOG_LOG_COMPACTION_INTERVAL_MS``)
-> a ``.properties`` or ``.json`` file > defaults. Every job is due at start,
-then again one interval after it last started (at once if it overran). The
-pure part, which job is due when, is ``Schedule``.
-
-A job failing on a topic is logged with its traceback, recorded in the jobs
-history as ``failed``, and simply runs again at its next interval. The Spark
-session is created on the first job that needs Spark and kept for the life of
-the process. SIGTERM (or Ctrl-C) stops the scheduler after the job on the
-current topic (commits are atomic, so even a SIGKILL loses nothing); a second
-signal also cancels the running Spark jobs. ``--once`` runs every job once
-and exits, non-zero if any failed (for cron and tests).
+Settings come from flags > ``LAKELOG_*`` variables > a ``.properties`` or
+``.json`` file > defaults. A job failing on a topic is logged, recorded as
+``failed`` in the jobs history, and runs again at its next interval. SIGTERM
+(or Ctrl-C) stops after the job on the current topic (commits are atomic, so
+even a SIGKILL loses nothing); a second signal also cancels running Spark jobs.
 """
 
 from __future__ import annotations
@@ -111,11 +103,6 @@ class SchedulerSettings(BaseSettings):
             "vacuum": self.log_vacuum_interval_ms,
         }
 
-    def job_options(self) -> JobOptions:
-        return JobOptions(
-            grace_ms=self.log_vacuum_grace_ms, orphan_grace_ms=self.log_vacuum_orphan_grace_ms
-        )
-
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> SchedulerSettings:
     """Defaults < config file < environment < explicit overrides (flags); INVALID_CONFIG if bad."""
@@ -147,12 +134,9 @@ class Schedule:
         """
         self.next_due_ms[job] = max(started_ms + self.intervals_ms[job], finished_ms)
 
-    def next_due(self) -> int:
-        return min(self.next_due_ms.values())
-
     def sleep_ms(self, now_ms: int) -> int:
         """How long to wait from ``now_ms`` until the next job is due (0 if one is due)."""
-        return max(0, self.next_due() - now_ms)
+        return max(0, min(self.next_due_ms.values()) - now_ms)
 
 
 def monotonic_ms() -> int:
@@ -178,9 +162,10 @@ class Scheduler:
         self._clock = clock
         self._stop = threading.Event()
         self.schedule = Schedule.starting_at(settings.intervals(), clock())
-        self.options = settings.job_options()
-
-    # -- Spark ---------------------------------------------------------------
+        self.options = JobOptions(
+            grace_ms=settings.log_vacuum_grace_ms,
+            orphan_grace_ms=settings.log_vacuum_orphan_grace_ms,
+        )
 
     def spark(self) -> SparkSession:
         """The one session of this process, started by the first job that needs it."""
@@ -189,12 +174,6 @@ class Scheduler:
             self._spark = spark_session(self.settings.spark_master, app_name="lakelog-scheduler")
             self._own_spark = True
         return self._spark
-
-    # -- control -------------------------------------------------------------
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def stop(self) -> None:
         """Ask the loop to stop after the job on the current topic (thread- and signal-safe)."""
@@ -212,8 +191,6 @@ class Scheduler:
         if self._own_catalog:
             self.catalog.close()
 
-    # -- running -------------------------------------------------------------
-
     def run(self, once: bool = False) -> int:
         """Loop until stopped (``once``: run every job once). Returns the exit code."""
         intervals = ", ".join(
@@ -222,7 +199,7 @@ class Scheduler:
         log.info("scheduler started on %s: %s", self.catalog.url, intervals)
         failures = 0
         try:
-            while not self.stopping:
+            while not self._stop.is_set():
                 failures += sum(o.failed for o in self.tick(self._clock()))
                 if once:
                     break
@@ -236,7 +213,7 @@ class Scheduler:
         """Run every job due at ``now_ms`` (over all topics) and schedule each one's next run."""
         outcomes: list[Outcome] = []
         for job in self.schedule.due(now_ms):
-            if self.stopping:
+            if self._stop.is_set():
                 break
             started = self._clock()
             outcomes += self.run_job(job)
@@ -255,7 +232,7 @@ class Scheduler:
             return []
         outcomes = []
         for topic in topics:
-            if self.stopping:
+            if self._stop.is_set():
                 break
             outcome = run_job(job, self.catalog, topic, self.spark, self.options, explicit=False)
             report = outcome.report

@@ -1,13 +1,9 @@
 """Code that runs inside Spark tasks: read segments into Arrow, write groups as segments.
 
-Tasks receive small picklable values (the storage root, a table path,
-segment descriptors) and open storage themselves, so the same functions work
-in local mode and on a cluster, against local disks, HDFS or S3, with no
-Hadoop connector.
-
-Errors raised here are lakelog errors whose message names the segment; the
-driver turns the Python worker's exception back into the same error class
-(``compaction.task_errors``).
+Tasks receive small picklable values (storage, table path, segment
+descriptors) and open storage themselves, so the same code works in local mode
+and on a cluster with no Hadoop connector. Errors are lakelog errors naming the
+segment, which ``compaction.task_errors`` turns back into the same class.
 """
 
 from __future__ import annotations
@@ -17,11 +13,13 @@ import itertools
 import json
 import pickle
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
 from lakelog.offset_index import Segment
@@ -54,10 +52,6 @@ ROWS_DDL = (
 KEEP_COLUMN = "_keep"
 
 #: What a writing task reports back to the driver for every segment it wrote.
-WRITTEN_DDL = (
-    "partition int, group int, path string, size long, num_records long, "
-    "min_ts long, max_ts long, base_offset long, last_offset long, dropped long"
-)
 WRITTEN_SCHEMA = pa.schema(
     [
         pa.field("partition", pa.int32()),
@@ -72,14 +66,14 @@ WRITTEN_SCHEMA = pa.schema(
         pa.field("dropped", pa.int64()),
     ]
 )
+WRITTEN_ROW = from_arrow_schema(WRITTEN_SCHEMA)
 
 
 def headers_from_json(column: pa.ChunkedArray) -> pa.Array:
     """Record headers from the JSON text Spark's ``to_json`` makes of them (values base64).
 
-    Headers reach the writer tasks as text because Spark hands array columns
-    to Python tasks several times slower than flat ones (docs/architecture.md,
-    "Rejected alternatives"); most records have none, and those stay null here.
+    Spark hands array columns to Python tasks several times slower than flat
+    ones (docs/architecture.md, "Rejected alternatives").
     """
     if column.null_count == len(column):
         return pa.nulls(len(column), HEADERS_TYPE)
@@ -110,10 +104,8 @@ _WORKER_READERS: dict[tuple[bytes, str], SegmentReader] = {}
 def worker_storage(storage: Storage) -> Storage:
     """One storage object per root and Python worker process, reused across tasks.
 
-    Every task unpickles its own copy of the storage; for S3 each copy would
-    open a new client on its first request (~1 s: botocore session, endpoint
-    data). Python workers are reused between tasks, so the first copy seen is
-    kept and handed to later tasks of the same root.
+    Each task unpickles its own copy, and for S3 each copy would open a new
+    client on its first request (~1 s: botocore session, endpoint data).
     """
     key = pickle.dumps(storage)
     with _WORKER_LOCK:
@@ -148,32 +140,53 @@ class SegmentRef:
 def read_segment(reader: SegmentReader, ref: SegmentRef) -> pa.Table:
     """All rows of one segment, checked against the offset range the Delta log gives it.
 
-    A segment that is missing, is not Parquet, lacks columns, or holds offsets
-    outside its range is reported as CORRUPT_MESSAGE naming the segment: a
-    maintenance job must never rewrite data it cannot vouch for. A storage
-    failure (network, throttling) is KAFKA_STORAGE_ERROR, retriable.
+    A maintenance job must never rewrite data it cannot vouch for: a bad
+    segment is CORRUPT_MESSAGE naming it; a storage failure is
+    KAFKA_STORAGE_ERROR, retriable.
     """
     segment = Segment(ref.base_offset, ref.last_offset, ref.path, ref.partition)
+    with segment_errors(ref):
+        rows = reader.read(segment, ref.base_offset, 2**62)
+    if rows.num_rows:
+        offsets = rows.column("offset")
+        low, high = pc.min(offsets).as_py(), pc.max(offsets).as_py()
+        if (error := out_of_range(ref, low, high, nulls=offsets.null_count > 0)) is not None:
+            raise error
+    return rows
+
+
+@contextmanager
+def segment_errors(ref: SegmentRef, exists: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Failures reading ``ref`` as lakelog errors naming it; OSError is the storage's, retriable.
+
+    ``exists`` tells a missing file from a storage failure where the storage
+    reports both as OSError.
+    """
     where = f"segment {ref.path} of partition {ref.partition}"
     try:
-        rows = reader.read(segment, ref.base_offset, 2**62)
+        yield
     except FileNotFoundError as exc:
         raise CorruptRecordError(f"{where} is missing from storage") from exc
     except LakelogError:
         raise
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise CorruptRecordError(f"{where} is unreadable: {exc}") from exc
-    except OSError as exc:  # the storage, not the data: retriable
+    except OSError as exc:
+        if exists is not None and not exists():
+            raise CorruptRecordError(f"{where} is missing from storage") from exc
         raise KafkaStorageError(f"cannot read {where}: {exc}") from exc
-    if rows.num_rows:
-        offsets = rows.column("offset")
-        low, high = pc.min(offsets).as_py(), pc.max(offsets).as_py()
-        if offsets.null_count or low < ref.base_offset or high > ref.last_offset:
-            raise CorruptRecordError(
-                f"{where} holds offsets {low}..{high} outside its range "
-                f"{ref.base_offset}..{ref.last_offset}"
-            )
-    return rows
+
+
+def out_of_range(
+    ref: SegmentRef, low: int | None, high: int | None, *, nulls: bool = False
+) -> CorruptRecordError | None:
+    """The error for a segment holding offsets outside its Delta range (or null ones), if so."""
+    if nulls or low is None or high is None or low < ref.base_offset or high > ref.last_offset:
+        return CorruptRecordError(
+            f"segment {ref.path} of partition {ref.partition} holds offsets {low}..{high} "
+            f"outside its range {ref.base_offset}..{ref.last_offset}"
+        )
+    return None
 
 
 def _tagged(rows: pa.Table, ref: SegmentRef) -> pa.Table:
@@ -198,12 +211,9 @@ def read_segments(
 def write_groups(
     storage: Storage, table_path: str, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Write each (partition, group) of offset-sorted rows as one segment; report them.
+    """Write each (partition, group) of rows sorted by partition, group, offset as one segment.
 
-    Rows arrive sorted by partition, group and offset, so one group is
-    buffered at a time. The new segment keeps the group's whole offset range
-    (its base and last offsets), whatever records survived inside it. Rows
-    whose ``_keep`` column is false are not written, only counted.
+    One group is buffered at a time; ``write_group`` says what is written.
     """
     storage = worker_storage(storage)
     current: tuple[int, int] | None = None
@@ -232,11 +242,10 @@ def write_groups(
 def rewrite_groups(
     storage: Storage, table_path: str, groups: Sequence[Sequence[SegmentRef]]
 ) -> Iterator[pa.RecordBatch]:
-    """Read each group's segments in order and write them as one segment (no shuffle needed).
+    """For merging: read each group's segments in order and write them as one segment.
 
-    For merging, where every record survives: a task owns whole groups. A
-    group whose segments hold no record at all still gets an (empty) segment,
-    so the offset range it covers stays covered.
+    A task owns whole groups, so no shuffle; an empty group still gets an
+    (empty) segment, so its offset range stays covered.
     """
     reader = worker_reader(storage, table_path)
     storage = reader.storage
@@ -248,10 +257,10 @@ def rewrite_groups(
 def write_group(
     storage: Storage, table_path: str, table: pa.Table, ref: SegmentRef | None = None
 ) -> pa.RecordBatch:
-    """Write one group's rows (offset-sorted) as a segment covering the group's range.
+    """Write one group's rows as a segment keeping the group's whole offset range.
 
-    ``ref`` names the group when ``table`` may be empty; otherwise the group is
-    taken from the rows.
+    Rows whose ``_keep`` is false are only counted. ``ref`` names the group
+    when ``table`` may be empty; otherwise the rows do.
     """
     if ref is None:
         first = {name: int(table.column(name)[0].as_py()) for name in GROUP_COLUMNS}

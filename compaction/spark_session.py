@@ -2,10 +2,8 @@
 
 Local mode by default (``local[2]``, or ``$LAKELOG_SPARK_MASTER``), any master
 via ``--master``, or whatever spark-submit set up. Python workers must run the
-interpreter lakelog is installed in, so ``PYSPARK_PYTHON`` defaults to this
-one for a session started here (spark-submit users set ``spark.pyspark.python``
-instead), and a local session started elsewhere (``SparkSession.builder`` in a
-notebook) is made to use it too when ``PYSPARK_PYTHON`` is unset.
+interpreter lakelog is installed in, so ``PYSPARK_PYTHON`` defaults to this one
+for a session started here (see ``spark_connector.worker_python``).
 """
 
 from __future__ import annotations
@@ -18,40 +16,24 @@ from pyspark.sql import SparkSession
 
 from spark_connector.worker_python import use_driver_python_for_workers
 
-#: Spark talks to its Python workers (data source reads, ``mapInArrow``, UDFs) over a
-#: Unix domain socket with this on, over loopback TCP without. Over TCP every Python
-#: task's input stalls for Linux's 40 ms delayed ACK: the JVM sends the task's command
-#: and then its first input batch as two small writes, and Nagle's algorithm holds the
-#: second until the worker acknowledges the first, which it delays. A caught-up
-#: stream pays that on every micro-batch (measured: e2e p50 190 ms over TCP, 145 ms
-#: over a Unix socket). Executors and their Python workers share a host, so a
-#: cluster can always use it.
+#: Python workers over a Unix socket instead of loopback TCP, where Nagle's algorithm
+#: and Linux's 40 ms delayed ACK stall each task's first input batch (a caught-up
+#: stream: e2e p50 190 ms over TCP, 145 ms over a Unix socket). Executors and their
+#: Python workers share a host, so a cluster can always use it.
 UNIX_SOCKETS_TO_PYTHON_WORKERS = "spark.python.unix.domain.socket.enabled"
 
 
-def under_spark_submit() -> bool:
-    """True in a driver started by spark-submit (its JVM gateway is already running)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
 def spark_session(master: str | None = None, app_name: str = "lakelog") -> SparkSession:
-    """Get or create the session; an existing one (spark-submit, notebooks) is reused.
-
-    Under spark-submit the gateway is already up with the submitter's
-    configuration (master, memory, shuffle partitions, ...): the session is
-    taken as it is, nothing is overridden.
-    """
+    """Get or create the session; an existing one (spark-submit, notebooks) is reused as is."""
     active = SparkSession.getActiveSession()
+    if active is None and SparkContext._active_spark_context is not None:
+        # A session exists but is not active in this thread: join it as it is, since
+        # builder options would silently change the configuration of a shared session.
+        active = SparkSession.builder.getOrCreate()
     if active is not None:
         use_driver_python_for_workers(active)
         return active
-    if SparkContext._active_spark_context is not None:
-        # A session exists but is not active in this thread: join it as it is, since
-        # builder options would silently change the configuration of a shared session.
-        joined = SparkSession.builder.getOrCreate()
-        use_driver_python_for_workers(joined)
-        return joined
-    if under_spark_submit() and not master:
+    if "PYSPARK_GATEWAY_PORT" in os.environ and not master:  # under spark-submit
         return SparkSession.builder.getOrCreate()  # keeps even spark-submit's --name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -78,13 +60,10 @@ def spark_session(master: str | None = None, app_name: str = "lakelog") -> Spark
 def stop_spark(session: SparkSession, timeout_s: float = 120.0) -> None:
     """Stop the session and end the JVM this process started for it, waiting for it to exit.
 
-    ``session.stop()`` leaves Spark's JVM running until the Python process
-    exits. In a notebook that exit is the kernel being killed, its whole
-    process group with it, while the JVM's shutdown hooks delete Spark's temp
-    directories (an ``IOException: Failed to delete`` on the kernel's stderr).
-    Closing the JVM's stdin makes it exit on its own, hooks included, while
-    nothing disturbs it. A later ``spark_session()`` starts a new JVM. Under
-    spark-submit the JVM started this process and is left alone.
+    ``session.stop()`` leaves the JVM running until Python exits; a notebook
+    kernel killed with its process group then races the JVM's shutdown hooks
+    (``IOException: Failed to delete``). Closing its stdin lets it exit cleanly.
+    Under spark-submit the JVM started this process and is left alone.
     """
     session.stop()
     gateway = SparkContext._gateway

@@ -1,11 +1,8 @@
 """Errors raised inside Spark tasks, brought back to the driver as lakelog errors.
 
-A task that raises ``CorruptRecordError("segment ... is unreadable")`` reaches
-the driver as a Spark ``PythonException`` (or a Py4J error) whose text holds
-the worker's traceback. ``spark_action`` runs a Spark action and re-raises
-the last lakelog error named in that text as the same class with the same
-message, so callers (the CLI, the scheduler, tests) see one clear error and
-not a page of JVM stack.
+A task's lakelog error reaches the driver as a ``PythonException`` (or Py4J
+error) whose text holds the worker's traceback; ``spark_action`` re-raises it
+as the same class and message, not a page of JVM stack.
 """
 
 from __future__ import annotations

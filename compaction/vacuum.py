@@ -2,17 +2,13 @@
 
 Two kinds of files are deleted, with two grace periods:
 
-- files *removed* by compaction, retention or merging, once they have been
-  unreferenced for longer than ``grace_ms``, so a reader on an older snapshot
-  (a broker between refreshes, a running Spark query) never finds a file
-  gone. This is delta-rs' "lite" vacuum, driven by the remove actions.
+- files *removed* by compaction, retention or merging, once unreferenced for
+  longer than ``grace_ms``, so a reader on an older snapshot never finds a
+  file gone (delta-rs' "lite" vacuum);
 - files *never committed* (orphans of crashed appends or jobs), once older
-  than ``orphan_grace_ms``. This is delta-rs' "full" vacuum, which deletes
-  every unreferenced file older than its threshold. A file being written
-  right now is unreferenced too until its commit lands, so this threshold
-  must exceed the longest append or maintenance job: it is never below
-  ``grace_ms`` and defaults to at least a day, so ``--grace-ms 0`` reclaims
-  removed files at once without racing a broker that is mid-append.
+  than ``orphan_grace_ms`` (delta-rs' "full" vacuum). A file being written is
+  unreferenced until its commit lands, so this is never below ``grace_ms`` and
+  at least a day by default: ``--grace-ms 0`` cannot race a mid-append broker.
 
 Delta counts retention in whole hours, so both periods are rounded up.
 """
@@ -35,6 +31,14 @@ __all__ = ["DEFAULT_GRACE_MS", "DEFAULT_ORPHAN_GRACE_MS", "vacuum_topic"]
 HOUR_MS = 3_600_000
 
 
+def check_grace_periods(grace_ms: int, orphan_grace_ms: int | None) -> None:
+    """Negative grace periods are refused before any file is touched."""
+    if grace_ms < 0:
+        raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {grace_ms}")
+    if orphan_grace_ms is not None and orphan_grace_ms < 0:
+        raise InvalidConfigError(f"orphan grace period must be >= 0 ms, got {orphan_grace_ms}")
+
+
 def vacuum_topic(
     catalog: Catalog,
     topic: str,
@@ -43,12 +47,9 @@ def vacuum_topic(
     orphan_grace_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
-    if grace_ms < 0:
-        raise InvalidConfigError(f"vacuum grace period must be >= 0 ms, got {grace_ms}")
+    check_grace_periods(grace_ms, orphan_grace_ms)
     if orphan_grace_ms is None:
         orphan_grace_ms = max(grace_ms, DEFAULT_ORPHAN_GRACE_MS)
-    if orphan_grace_ms < 0:
-        raise InvalidConfigError(f"orphan grace period must be >= 0 ms, got {orphan_grace_ms}")
     started = time.perf_counter()
     report = JobReport("vacuum", topic)
     topic_log = catalog.topic(topic)

@@ -12,31 +12,14 @@ options and row schema of Spark's Kafka source and sink::
 
 See ``spark_connector/README.md`` for every option and its semantics.
 
-Plain Delta access: every topic is a standard Delta table partitioned by
-``partition`` (``catalog.describe_topic(t).table_uri``). Where delta-spark
-can load (``pip install lakelog[delta-spark]`` and Maven access),
-``spark.read.format("delta").load(table_uri)`` reads its stored columns with
-Delta's file skipping. Without it, Spark's own Parquet reader over the live
-files that delta-rs lists gives the same rows::
-
-    files = deltalake.DeltaTable(table_uri).file_uris()
-    spark.read.option("basePath", table_uri).parquet(*files)
-
-Both bypass lakelog's semantics (log start offsets, high watermarks and the
-offset ranges of compacted segments live in the Delta log's tags and
-transactions), which this connector applies.
-
-Modules, one job each: ``options`` (parsing, pure), ``planning`` (filters,
-splits, rate limits, pure), ``offsets`` (offset options -> offsets, pure),
-``topics`` (the driver's view of the root), ``reading`` (in tasks),
-``batch_reader``/``stream_reader`` (Spark's reader interfaces), ``staging``
-and ``writers`` (writes), ``source`` (the DataSource), ``sql`` (helpers),
-``worker_python`` (the interpreter Spark's Python workers run).
+Every topic is also a plain Delta table partitioned by ``partition``
+(``catalog.describe_topic(t).table_uri``) that delta-spark or Spark's Parquet
+reader can read, but that bypasses lakelog's semantics (log start offsets,
+high watermarks, the offset ranges of compacted segments live in the Delta
+log's tags and transactions), which this connector applies.
 
 Installed by the ``spark`` extra (``pip install 'lakelog[spark]'``); without
 it, importing this package raises ``MissingDependencyError`` naming the extra.
-Spark's Python workers import it too: one started with a Python that lacks
-lakelog's modules fails with a message naming PYSPARK_PYTHON.
 """
 
 from lakelog.extras import require_extra

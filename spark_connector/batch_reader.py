@@ -1,10 +1,4 @@
-"""Batch reads: ``spark.read.format("lakelog")``.
-
-Planning happens on the driver (``partitions``): the subscription is resolved
-against the root, start and end offsets are fixed per partition, pushed
-filters narrow the ranges, and the ranges are cut into ``ReadSplit``\\ s.
-``read`` runs in the tasks and returns Arrow record batches.
-"""
+"""Batch reads: ``spark.read.format("lakelog")``, planned on the driver, read in tasks."""
 
 from __future__ import annotations
 

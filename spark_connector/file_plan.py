@@ -1,12 +1,8 @@
 """Which segment files a native batch scan lists, and which rows of them it must keep (pure).
 
-The native scan hands Spark's Parquet reader a file list instead of input
-partitions, so the offset range of each partition (fixed by the same option
-resolution as the Python data source) is turned into the segments that
-overlap it. A segment lying wholly inside the range needs no row filter; one
-that straddles a bound (a start offset inside a segment, an end offset below
-the high watermark) needs ``offset`` compared row by row, which Spark does
-in the scan and uses, with the Parquet statistics, to skip row groups.
+A segment wholly inside a partition's offset range needs no row filter; one
+that straddles a bound needs ``offset`` compared row by row, which Spark does
+in the scan, skipping row groups by their Parquet statistics.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Batch reads on Spark's own Parquet scan: ``read_topic(spark, "orders", root=...)``.
 
 The ``lakelog`` Python data source moves every row from a Python worker into
-the JVM; for a batch read that is pure cost, since segments are plain
-Parquet files Spark reads itself. ``read_topic`` plans on the driver exactly
-as the data source does (same options, same validation and errors, same
-offset resolution from the Delta snapshot and its offset index), lists only
-the segment files overlapping each partition's offset range, and returns
-``spark.read.parquet`` of those files shaped into the connector's schema:
-``topic`` a constant per table, ``partition`` from the Hive-style path,
-``timestampType``/``headers`` renamed and converted, and an exact
-``offset`` filter only where a file straddles a bound.
-
-It falls back to ``spark.read.format("lakelog")`` (and logs why) when Spark
-cannot read the root itself (``memory://``; ``s3://`` unless the session's
-Hadoop has the ``s3a`` filesystem), when the session has no JVM (Spark
-Connect), and for options that shape the Python source's input partitions
-(``maxRecordsPerPartition``, ``minPartitions``). ``scan_choice`` says which
-path a read takes.
-
-The DataFrame is a snapshot: the files are listed when it is created.
+the JVM; for a batch read that is pure cost, since segments are plain Parquet
+files Spark reads itself. ``read_topic`` plans on the driver exactly as the
+data source does (same options, errors and offset resolution), lists only the
+segment files overlapping each partition's range, and shapes
+``spark.read.parquet`` of them into the connector's schema, filtering
+``offset`` only where a file straddles a bound. ``scan_choice`` says when it
+falls back to the data source. The DataFrame is a snapshot: the files are
+listed when it is created.
 """
 
 from __future__ import annotations
@@ -84,11 +74,9 @@ def _hadoop_has(spark: SparkSession, scheme: str) -> bool | None:
 def not_native(spark: SparkSession, url: str) -> str | None:
     """Why Spark cannot read the root at ``url`` with its own filesystems; None if it can.
 
-    The one rule of the connector's native scan and the maintenance jobs: Spark
-    reads a root itself when the session's Hadoop can load a filesystem class
-    for its scheme (``fs.<scheme>.impl``, else Hadoop's own). Local and HDFS
-    filesystems ship with Spark; ``s3://`` is read as ``s3a://`` only when the
-    deployment put hadoop-aws on the classpath.
+    The one rule of the native scan and the maintenance jobs: the session's
+    Hadoop must load a filesystem class for the scheme (``fs.<scheme>.impl``,
+    else Hadoop's own); ``s3://`` is read as ``s3a://`` if hadoop-aws is there.
     """
     scheme = hadoop_scheme(url)
     if scheme is None:
@@ -249,10 +237,9 @@ def read_topic(
 ) -> DataFrame:
     """A batch read of topics, on Spark's native Parquet scan wherever Spark can do it.
 
-    Takes the options of ``spark.read.format("lakelog")`` (``options`` and
-    keyword arguments; ``topic`` is ``subscribe``, ``root`` is ``root``) and
-    returns the same rows and schema. Where the native scan cannot serve the
-    read (see ``scan_choice``) it is that data source's DataFrame.
+    Takes the options of ``spark.read.format("lakelog")`` (``topic`` is
+    ``subscribe``) and returns the same rows and schema; else (``scan_choice``)
+    it is that data source's DataFrame.
     """
     given: dict[str, str] = {str(k): str(v) for k, v in (options or {}).items()}
     given.update({str(k): str(v) for k, v in more.items()})
@@ -260,7 +247,7 @@ def read_topic(
         given["subscribe"] = topic
     if root is not None:
         given["root"] = root
-    opts = parse_read_options({k.lower(): v for k, v in given.items()}, streaming=False)
+    opts = parse_read_options(given, streaming=False)
     choice = scan_choice(spark, opts, given)
     if choice.native:
         return native_frame(spark, opts)

@@ -1,11 +1,9 @@
 """Turning offset options into concrete offsets per partition (pure; lookups are passed in).
 
 Semantics are Spark's Kafka source: ``earliest`` is the log start offset,
-``latest`` the high watermark, ``-2``/``-1`` in per-partition JSON mean the
-same, and a timestamp means the first offset whose record has a timestamp
-at or after it (Kafka's ListOffsets, ``TopicLog.offset_for_timestamp``).
-Partitions the JSON does not name take the default (earliest for the start
-of a batch read, latest for its end and for the start of a stream).
+``latest`` the high watermark (``-2``/``-1`` in per-partition JSON), and a
+timestamp means the first offset whose record is at or after it. Partitions
+the JSON does not name take the default.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Options of the ``lakelog`` data source: parsed and validated, with no I/O.
 
-Names and meanings follow Spark's Kafka source and sink wherever the concept
-exists there (``subscribe``, ``startingOffsets``, ``maxOffsetsPerTrigger``,
-...); ``root`` (or ``load(path)``) names the storage root instead of
-``kafka.bootstrap.servers``. Option names are case-insensitive, as in Spark.
-Every error names the option it is about: ``option 'assign': ...``.
-
-Unknown options are ignored, as Spark's Kafka source does, so that jobs
-migrated from Kafka keep their ``kafka.*`` settings harmlessly.
+Names, meanings and case-insensitivity follow Spark's Kafka source and sink;
+``root`` (or ``load(path)``) replaces ``kafka.bootstrap.servers``. Every error
+names its option. Unknown options are ignored, as Spark does, so jobs migrated
+from Kafka keep their ``kafka.*`` settings harmlessly.
 """
 
 from __future__ import annotations
@@ -43,9 +39,8 @@ def option_error(name: str, message: str) -> InvalidConfigError:
 class StorageSpec:
     """How to open the storage root: its URL and explicitly given S3 settings.
 
-    S3 settings not given as options are left to ``S3Settings`` itself, which
-    reads the standard AWS variables (or ``LAKELOG_S3_*``) in the process that
-    opens the root, so executors use their own environment.
+    The rest is left to ``S3Settings`` in the process that opens the root, so
+    executors read their own environment (AWS or ``LAKELOG_S3_*`` variables).
     """
 
     url: str
@@ -164,12 +159,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _partition_key(name: str, topic: str, key: str) -> int:
-    if not is_unsigned_int(key):
-        raise option_error(name, f"partition {key!r} of topic {topic!r} is not a partition number")
-    return int(key)
-
-
 def _parse_assign(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     obj = _load_json("assign", text)
     if not isinstance(obj, dict) or not obj:
@@ -250,7 +239,11 @@ def _parse_partition_json(name: str, text: str, minimum: int) -> dict[TopicParti
                 name, f"topic {topic!r}: expected an object of partition -> number, got {parts!r}"
             )
         for key, value in parts.items():
-            partition = _partition_key(name, topic, key)
+            if not is_unsigned_int(key):
+                raise option_error(
+                    name, f"partition {key!r} of topic {topic!r} is not a partition number"
+                )
+            partition = int(key)
             if not _is_int(value) or value < minimum:
                 raise option_error(
                     name,
@@ -354,9 +347,6 @@ def parse_duration_ms(options: Mapping[str, str], name: str, default: int) -> in
 
 
 # -- read options ------------------------------------------------------------
-
-STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
-BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
 
 @dataclass(frozen=True)
@@ -462,15 +452,16 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = {k.lower(): v for k, v in options.items()}
-    topic = opts.get("topic")
-    if topic is not None and not topic.strip():
-        raise option_error("topic", "must not be empty")
-    writer_id = opts.get("writerid")
-    if writer_id is not None and not writer_id.strip():
-        raise option_error("writerId", "must not be empty")
-    return WriteOptions(
+    return WriteOptions(  # keyword order = check order: topic, writerId, then root
+        topic=_non_empty(opts, "topic"),
+        writer_id=_non_empty(opts, "writerId"),
         storage=parse_storage(opts),
-        topic=topic.strip() if topic else None,
-        writer_id=writer_id.strip() if writer_id else None,
         checkpoint_location=opts.get("checkpointlocation") or None,
     )
+
+
+def _non_empty(options: Mapping[str, str], name: str) -> str | None:
+    text = options.get(name.lower())
+    if text is not None and not text.strip():
+        raise option_error(name, "must not be empty")
+    return text.strip() if text else None

@@ -1,18 +1,6 @@
 """Planning a read: pushed filters -> bounds, offset ranges -> Spark input partitions.
 
 Pure logic (no I/O), so every decision here is unit-tested without Spark.
-
-* ``push_filters`` turns the filters Spark offers into ``ScanBounds``.
-  ``topic``, ``partition`` and ``offset`` filters become exact ranges (the
-  rows outside them are never read, so Spark need not re-check them);
-  ``timestamp`` filters only prune segments by their min/max timestamps and
-  are handed back to Spark, which evaluates them row by row.
-* ``plan_splits`` cuts each partition's ``[start, end)`` into ``ReadSplit``\\ s:
-  consecutive segments are packed into one split up to
-  ``maxRecordsPerPartition`` records, and larger segments are cut into
-  offset ranges of at most that many.
-* ``rate_limit`` divides ``maxOffsetsPerTrigger`` over partitions in
-  proportion to their backlog.
 """
 
 from __future__ import annotations
@@ -330,8 +318,7 @@ def rate_limit(
     budget = max_offsets
     order = sorted(positive)
     if budget >= len(order):
-        for tp in order:
-            grant[tp] = 1
+        grant.update(dict.fromkeys(order, 1))
         budget -= len(order)
     rest = {tp: positive[tp] - grant[tp] for tp in order}
     rest_total = sum(rest.values())

@@ -1,13 +1,9 @@
 """Inside a Spark task: read one ``ReadSplit`` as record batches in the output schema.
 
-The task opens the storage root itself (``StorageSpec.open``), once per
-Python worker process, and reads each segment of the split with
-``SegmentReader`` in chunks, so a large split streams to Spark instead of
-being held in memory whole. Rows are cut to exactly ``[start, end)``.
-
-A segment listed in the plan may have been removed since (retention or
-compaction committed and a vacuum ran): that is data loss for this read,
-an error unless ``failOnDataLoss`` is false, in which case it is skipped.
+Each segment is read in chunks, so a large split streams to Spark instead of
+being held in memory whole; rows are cut to exactly ``[start, end)``. A
+segment removed since planning (retention or compaction, then vacuum) is data
+loss: an error unless ``failOnDataLoss`` is false, in which case it is skipped.
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
 """The row schema of a topic read through the connector: exactly Spark's Kafka source.
 
-``key binary, value binary, topic string, partition int, offset long,
-timestamp timestamp, timestampType int`` and, with ``includeHeaders``,
-``headers array<struct<key:string,value:binary>>``. As in Spark's Kafka
-source, a record without headers has ``headers = null``. ``timestampType``
-is Kafka's id: 0 = CreateTime, 1 = LogAppendTime.
+As there, a record without headers has ``headers = null``, and ``timestampType``
+is Kafka's id (0 = CreateTime, 1 = LogAppendTime).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -56,19 +45,8 @@ def ddl(include_headers: bool) -> str:
 
 
 def spark_schema(include_headers: bool) -> StructType:
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
+    """The output schema as a Spark ``StructType`` (derived from the Arrow one, no JVM needed)."""
+    return from_arrow_schema(arrow_schema(include_headers))
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:

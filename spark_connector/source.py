@@ -1,9 +1,4 @@
-"""The ``lakelog`` Python data source: wires options to the readers and writers.
-
-Register it with ``spark_connector.register(spark)``; then
-``spark.read.format("lakelog")``, ``spark.readStream.format("lakelog")``,
-``df.write.format("lakelog")`` and ``df.writeStream.format("lakelog")`` work.
-"""
+"""The ``lakelog`` Python data source: wires options to the readers and writers."""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
 """SQL helpers: register the data source, expose topics as temp views, decode values.
 
 ``register_topics(spark, root)`` creates one temporary view per topic, so
-``SELECT key, count(*) FROM orders GROUP BY key`` works. View names are the
-topic names made into SQL identifiers (``view_name``): every character other
-than ASCII letters, digits and ``_`` becomes ``_`` (``orders.v2-eu`` ->
-``orders_v2_eu``), a leading digit gets a ``t_`` prefix (``2024`` ->
-``t_2024``), and an optional ``prefix`` goes in front. Spark resolves view
-names case-insensitively, so two topics whose names differ only in case or
-in the replaced characters would share a view; that is refused with an error
-naming both.
-
-Each view reads the topic afresh whenever a query runs (see the comment in
-``register_topics`` on how), through the Python data source. Views made with
-``snapshot=True`` run on Spark's native Parquet scan instead, and show the
-topic as of their registration (Spark plans a file scan's list once). A
-DataFrame from ``spark.read...load()``, by contrast, is planned at its first
-action, and Spark reuses that plan -- the same snapshot of the topic -- when
-the DataFrame runs again without a pushed filter: load it again to see newer
-records.
+``SELECT key, count(*) FROM orders GROUP BY key`` works. View names are topic
+names made into SQL identifiers: characters other than ASCII letters, digits
+and ``_`` become ``_`` (``orders.v2-eu`` -> ``orders_v2_eu``), a leading digit
+gets a ``t_`` prefix, and an optional ``prefix`` goes in front. Spark resolves
+view names case-insensitively, so two topics that would share a view are
+refused with an error naming both.
 """
 
 from __future__ import annotations
@@ -74,12 +63,10 @@ def register_topics(
 ) -> dict[str, str]:
     """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
 
-    ``options`` are passed to every view's reader (``s3.endpoint``, ...).
-    By default a view is the ``lakelog`` data source, planned afresh at every
-    query. With ``snapshot=True`` a view is the topic as of this call on
-    Spark's native Parquet scan (``read_topic``), which Spark cannot re-plan
-    per query: call again to see newer records. Roots Spark cannot read
-    itself keep the data source views either way.
+    ``options`` go to every view's reader. A view is the ``lakelog`` data
+    source, planned afresh at every query; with ``snapshot=True``, where Spark
+    can read the root itself, it is the topic as of this call on the native
+    Parquet scan (Spark cannot re-plan that per query: call again to refresh).
     """
     extra = {str(k): str(v) for k, v in (options or {}).items()}
     if topics is None:
@@ -91,19 +78,16 @@ def register_topics(
             catalog.close()
     views = view_names(topics, prefix)
     for topic, name in views.items():
+        given = {**extra, "root": root, "subscribe": topic}
+        if include_headers:
+            given["includeHeaders"] = "true"
         if snapshot:
-            given = {**extra, "root": root, "subscribe": topic}
-            if include_headers:
-                given["includeHeaders"] = "true"
-            opts = parse_read_options({k.lower(): v for k, v in given.items()}, streaming=False)
+            opts = parse_read_options(given, streaming=False)
             if scan_choice(spark, opts, given).native:
                 native_frame(spark, opts).createOrReplaceTempView(name)
                 continue
         register(spark)  # only data source views need it: native ones are plain file scans
-        reader = spark.read.format(FORMAT).options(**extra).option("root", root)
-        reader = reader.option("subscribe", topic)
-        if include_headers:
-            reader = reader.option("includeHeaders", "true")
+        reader = spark.read.format(FORMAT).options(**given)
         # Spark caches the read plan of a Python data source scan that pushes no
         # filter (per relation), which would freeze a view at its first query.
         # This always-true filter is pushed (and consumed exactly) at every query,

@@ -1,17 +1,13 @@
 """Writing: what a DataFrame may hold, staging rows in tasks, appending them on the driver.
 
-Columns follow Spark's Kafka sink: ``value`` (string or binary, required),
-``key`` (string or binary), ``headers`` (array<struct<key:string,
-value:binary>>), ``partition`` (an integer type; null or absent = chosen by
-key hash, or the sticky partitioner for keyless records, as a Kafka producer
-would) and ``topic`` (string; the ``topic`` option overrides it). Other
-columns are ignored, as Spark's Kafka sink does, so a DataFrame read from a
-topic can be written to another one as is.
+Columns follow Spark's Kafka sink: ``value`` (required), ``key``, ``headers``,
+``partition`` (null or absent: chosen as a Kafka producer would) and
+``topic`` (the ``topic`` option overrides it); other columns are ignored, so
+a DataFrame read from a topic can be written to another one as is.
 
-Tasks cannot assign offsets (only a commit can), so each task stages its
-rows as one Parquet file under ``<root>/_staging/<write-id>/``; the driver's
-commit reads them and appends them per topic through the log protocol
-(``TopicLog.prepare`` + ``append_prepared``: dense offsets, safe beside
+Tasks cannot assign offsets (only a commit can), so each stages its rows as
+one Parquet file under ``<root>/_staging/<write-id>/``; the driver's commit
+appends them per topic through the log protocol (dense offsets, safe beside
 running brokers), then deletes them.
 """
 
@@ -207,9 +203,8 @@ def append_staged(
 ) -> dict[str, AppendResult]:
     """Append staged rows, one commit per topic; all topics are validated before any commit.
 
-    With ``app_transaction`` = (app id, version) each topic's commit happens
-    at most once (``TopicLog.append_once``'s mechanism): a repeat returns a
-    result with ``duplicate=True`` and writes nothing.
+    With ``app_transaction`` = (app id, version) each topic's commit happens at
+    most once: a repeat returns ``duplicate=True`` and writes nothing.
     """
     prepared: list[tuple[str, PreparedBatch]] = []
     for topic, table in by_topic(rows, topic_option).items():

@@ -2,25 +2,11 @@
 
 Offsets are Spark's Kafka JSON, ``{"topic": {"0": next_offset, ...}}``, so
 checkpoints read like a Kafka query's. Each trigger, ``latestOffset``
-refreshes the subscribed topics (new commits, new partitions, and for
-``subscribePattern`` new topics; new partitions start at their earliest
-offset, as in Spark) and decides how far this micro-batch goes:
-
-* ``maxOffsetsPerTrigger``: at most that many offsets, divided over the
-  partitions in proportion to their backlog;
-* ``minOffsetsPerTrigger``: skip the trigger until that many offsets are
-  waiting, unless ``maxTriggerDelay`` (default 15m) has passed since the
-  last micro-batch;
-* ``Trigger.AvailableNow``: ``prepareForTriggerAvailableNow`` fixes the
-  high watermarks of that moment as the target; the query stops there.
-
-``failOnDataLoss`` (default true): when retention removed offsets the query
-has not read yet (its offset is below the log start), fail with an error
-saying so; with false, log a warning and continue from the log start.
-
-Restarting from a checkpoint continues exactly where it stopped: Spark
-hands back the last committed end offsets and ``partitions`` re-plans any
-uncommitted batch from the same offsets.
+refreshes the subscribed topics (new partitions start at their earliest
+offset, as in Spark) and decides how far the micro-batch goes, honouring
+``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``/``maxTriggerDelay`` and
+``Trigger.AvailableNow`` as Spark's Kafka source does. A restart from a
+checkpoint re-plans any uncommitted batch from the same offsets.
 """
 
 from __future__ import annotations
@@ -137,11 +123,10 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         A named topic deleted later still fails the trigger: opening it raises.
         """
-        if self._named is None or isinstance(self.opts.subscription, SubscribePattern):
-            topics = self.source.topics(self.opts.subscription)
-            if isinstance(self.opts.subscription, SubscribePattern):
-                return topics
-            self._named = topics
+        if isinstance(self.opts.subscription, SubscribePattern):
+            return self.source.topics(self.opts.subscription)
+        if self._named is None:
+            self._named = self.source.topics(self.opts.subscription)
         return self._named
 
     def _snapshots(
@@ -232,9 +217,8 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _warm_up(self) -> Sequence[InputPartition]:
         """A query whose first micro-batch is empty starts a reading Python worker in it.
 
-        Spark starts Python workers (and they import lakelog and open the root)
-        when a task first needs one; doing it in the caught-up query's first,
-        empty micro-batch keeps that start-up out of the first records' latency.
+        That keeps the worker's start-up (imports, opening the root) out of the
+        first records' latency.
         """
         if self._warmed:
             return []

@@ -1,9 +1,6 @@
 """The driver's view of the storage root: which partitions a subscription covers, and their state.
 
-The only module of the read path that opens the catalog; it turns a
-subscription into ``PartitionSnapshot``\\ s (log start, high watermark, live
-segments), refreshing every topic first so new commits and new partitions
-are seen.
+The only module of the read path that opens the catalog.
 """
 
 from __future__ import annotations
@@ -16,7 +13,14 @@ from lakelog.catalog import META_TOPICS, Catalog
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from lakelog.offset_index import Segment
 from lakelog.structs import TopicPartition
-from spark_connector.options import Assign, StorageSpec, Subscribe, Subscription, option_error
+from spark_connector.options import (
+    Assign,
+    StorageSpec,
+    Subscribe,
+    SubscribePattern,
+    Subscription,
+    option_error,
+)
 from spark_connector.planning import PartitionSnapshot
 
 
@@ -44,21 +48,19 @@ class TopicSource:
     def topics(self, subscription: Subscription) -> list[str]:
         """The topics a subscription names now, every one checked to exist."""
         existing = self.check_root()
-        if isinstance(subscription, Subscribe | Assign):
-            option = "subscribe" if isinstance(subscription, Subscribe) else "assign"
-            names = (
-                list(subscription.topics)
-                if isinstance(subscription, Subscribe)
-                else [t for t, _ in subscription.partitions]
+        if isinstance(subscription, SubscribePattern):
+            return [t for t in existing if subscription.matches(t)]
+        if isinstance(subscription, Subscribe):
+            option, names = "subscribe", list(subscription.topics)
+        else:
+            option, names = "assign", [t for t, _ in subscription.partitions]
+        missing = [t for t in names if t not in existing]
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"option '{option}': topic {missing[0]!r} does not exist in {self.spec.url!r}"
+                + (f" (topics there: {', '.join(existing)})" if len(existing) <= 20 else "")
             )
-            missing = [t for t in names if t not in existing]
-            if missing:
-                raise UnknownTopicOrPartitionError(
-                    f"option '{option}': topic {missing[0]!r} does not exist in {self.spec.url!r}"
-                    + (f" (topics there: {', '.join(existing)})" if len(existing) <= 20 else "")
-                )
-            return names
-        return [t for t in existing if subscription.matches(t)]
+        return names
 
     def snapshots(
         self,
@@ -70,11 +72,9 @@ class TopicSource:
     ) -> list[PartitionSnapshot]:
         """Current state of every subscribed partition (topics refreshed first).
 
-        Each refresh applies only the commits made since the last one. With
-        ``segments=False`` the snapshots carry no segments (log start and high
-        watermark only); with ``segments_from`` a partition's segments start at
-        the first one that can hold that offset. Either way the cost does not
-        grow with the number of segments a read does not need.
+        ``segments=False``: no segments (log start and high watermark only);
+        ``segments_from``: a partition's segments from the first that can hold
+        that offset; so the cost does not grow with segments a read skips.
         """
         names = list(topics) if topics is not None else self.topics(subscription)
         assigned = subscription.as_dict() if isinstance(subscription, Assign) else {}
@@ -101,7 +101,7 @@ class TopicSource:
                     listed = topic_log.segments(p)
                     start = wanted_from.get(TopicPartition(name, p))
                     if start is not None:
-                        first = bisect.bisect_left(listed, start, key=_last_offset)
+                        first = bisect.bisect_left(listed, start, key=lambda s: s.last_offset)
                         listed = listed[first:]
                     live = tuple(listed)
                 out.append(
@@ -119,10 +119,6 @@ class TopicSource:
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         found = self.catalog.topic(topic).offset_for_timestamp(partition, timestamp_ms)
         return None if found is None else found[0]
-
-
-def _last_offset(segment: Segment) -> int:
-    return segment.last_offset
 
 
 @contextmanager

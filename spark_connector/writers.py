@@ -1,31 +1,17 @@
 """Batch and streaming writers: ``df.write.format("lakelog")``, ``df.writeStream.format(...)``.
 
-Batch: every task stages its rows (``staging.py``); the driver's ``commit``
-appends all of them with ONE append per topic (atomic: the write is
-entirely visible or not at all) and deletes the staging files; ``abort``
-deletes them. A DataFrame writing to several topics commits them one after
-the other (each atomic, all validated before the first commit).
+Batch: tasks stage their rows (``staging.py``); the driver's ``commit``
+appends them with one atomic append per topic and deletes the staging files.
 
-Streaming: exactly once per micro-batch. The driver's ``commit(messages,
-batchId)`` appends with the Delta app transaction
-``(f"spark-query.{query id}", batchId)`` in the same commit as the records
-(``TopicLog.append_once``'s mechanism), so a micro-batch that Spark runs
-again after a crash -- it re-runs every batch whose commit it had not
-recorded -- is a no-op for every topic it had already reached.
-
-The query id must be stable across restarts of the same query and new for
-a new query. It is, in order:
-
-* the ``writerId`` option, if given (then the caller owns that promise:
-  reusing a writerId with a fresh checkpoint would make batches 0, 1, ...
-  look like repeats and skip them);
-* otherwise the id Spark itself keeps in ``<checkpointLocation>/metadata``
-  (the same id ``StreamingQuery.id`` reports), read from the
-  ``checkpointLocation`` option that ``writeStream.option(...)`` passes to
-  the sink. Deleting the checkpoint makes a new query with a new id, as
-  Spark's own exactly-once sinks (Delta's) behave.
-
-A streaming write needs one of them; otherwise it is refused at start.
+Streaming: exactly once per micro-batch. ``commit(messages, batchId)`` appends
+with the Delta app transaction ``(f"spark-query.{query id}", batchId)`` in the
+same commit as the records, so a micro-batch Spark re-runs after a crash is a
+no-op for every topic it had already reached. The query id must be stable
+across restarts and new for a new query: the ``writerId`` option if given (the
+caller then owns that promise), else the id Spark keeps in
+``<checkpointLocation>/metadata`` (``StreamingQuery.id``), so deleting the
+checkpoint makes a new query, as Delta's exactly-once sink behaves. A
+streaming write with neither is refused at start.
 """
 
 from __future__ import annotations
@@ -65,12 +51,6 @@ def _paths(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
     return [p for m in messages if isinstance(m, StagedFiles) for p in m.paths]
 
 
-def _stage(opts: WriteOptions, write_id: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
-    path = new_staging_path(write_id)
-    count = stage_batches(storage_for(opts.storage), path, batches, opts.topic)
-    return StagedFiles([path] if count else [], count)
-
-
 def commit_paths(
     opts: WriteOptions, paths: list[str], app_transaction: tuple[str, int] | None = None
 ) -> dict[str, AppendResult]:
@@ -92,15 +72,21 @@ def delete_paths(opts: WriteOptions, paths: list[str]) -> None:
         storage.delete(path)
 
 
-class LakelogBatchWriter(DataSourceArrowWriter):
-    """Created on the driver; pickled to the tasks and back to the driver for commit/abort."""
+class _Stager:
+    """The tasks' half of both writers: stage the rows under this write's id."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.opts, self.write_id, iterator)
+        path = new_staging_path(self.write_id)
+        count = stage_batches(storage_for(self.opts.storage), path, iterator, self.opts.topic)
+        return StagedFiles([path] if count else [], count)
+
+
+class LakelogBatchWriter(_Stager, DataSourceArrowWriter):
+    """Created on the driver; pickled to the tasks and back to the driver for commit/abort."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
@@ -145,17 +131,13 @@ def query_app_id(opts: WriteOptions) -> str:
     )
 
 
-class LakelogStreamWriter(DataSourceStreamArrowWriter):
+class LakelogStreamWriter(_Stager, DataSourceStreamArrowWriter):
     """One per micro-batch commit on the driver; the tasks' copy only stages rows."""
 
     def __init__(self, opts: WriteOptions) -> None:
         if opts.writer_id is None and opts.checkpoint_location is None:
             query_app_id(opts)  # raises the error that says what to set
-        self.opts = opts
-        self.write_id = uuid.uuid4().hex
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.opts, self.write_id, iterator)
+        super().__init__(opts)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         paths = _paths(messages)
