@@ -54,6 +54,8 @@ class SizeRun:
     failures: dict[str, str] = field(default_factory=dict)
     figures: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+    #: when this size's newest suite finished (``--add`` keeps older suites of a size)
+    finished: datetime.datetime | None = None
 
 
 def parse_sizes(text: str) -> list[str]:
@@ -247,7 +249,14 @@ def render_markdown(
     ]
     for run in runs:
         # Headings carry no durations, so links to them stay valid from run to run.
-        lines += [f"## Size `{run.size}`", "", f"All suites: {run.seconds / 60:.1f} min.", ""]
+        suites = ", ".join(f"`{r.suite}`" for r in run.reports) or "none"
+        when = f", finished {run.finished:%Y-%m-%d %H:%M} UTC" if run.finished else ""
+        lines += [
+            f"## Size `{run.size}`",
+            "",
+            f"Suites: {suites} ({run.seconds / 60:.1f} min{when}).",
+            "",
+        ]
         if run.size in json_paths:
             # Not a link: benchmarks/results/ may be left out of version control.
             lines += [f"Results JSON: `{_rel(json_paths[run.size], doc)}`", ""]
@@ -281,6 +290,7 @@ def write_summary(
         "sizes": {
             run.size: {
                 "seconds": run.seconds,
+                "finished": run.finished.isoformat() if run.finished else None,
                 "results": str(json_paths[run.size]),
                 "suites": {
                     r.suite: {"seconds": r.seconds, "results": len(r.results), "notes": r.notes}
@@ -319,7 +329,13 @@ def result_from_json(item: Mapping[str, Any]) -> Result:
 
 def load_run(size: str, entry: Mapping[str, Any], results_path: Path) -> SizeRun:
     """One size's reports, rebuilt from its results JSON and its entry in ``report.json``."""
-    run = SizeRun(size, seconds=float(entry["seconds"]), failures=dict(entry["failed"]))
+    finished = entry.get("finished")
+    run = SizeRun(
+        size,
+        seconds=float(entry["seconds"]),
+        failures=dict(entry["failed"]),
+        finished=datetime.datetime.fromisoformat(finished) if finished else None,
+    )
     items = json.loads(results_path.read_text())
     for suite, info in entry["suites"].items():
         report = Report(suite, notes=list(info["notes"]), seconds=float(info["seconds"]))
@@ -346,7 +362,7 @@ def merged(saved: SizeRun | None, new: SizeRun) -> SizeRun:
     if saved is None:
         return new
     ran = {r.suite for r in new.reports} | set(new.failures)
-    run = SizeRun(new.size, seconds=saved.seconds + new.seconds)
+    run = SizeRun(new.size, seconds=saved.seconds + new.seconds, finished=new.finished)
     run.reports = [r for r in saved.reports if r.suite not in ran] + new.reports
     run.failures = {k: v for k, v in saved.failures.items() if k not in ran} | new.failures
     return run
@@ -392,6 +408,10 @@ def main(
         return redraw(args.out, args.img_dir, args.doc)
     facts = machine()
     command = "python -m benchmarks report --sizes " + ",".join(args.sizes)
+    if list(args.suites) != list(suites):
+        command += " --suites " + ",".join(args.suites)
+    if args.add:
+        command += " --add"
     args.out.mkdir(parents=True, exist_ok=True)
     saved = saved_runs(args.out) if args.add else {}
     runs: list[SizeRun] = []
@@ -399,6 +419,7 @@ def main(
     for size in args.sizes:
         print(f"== size {size}: suites {', '.join(args.suites)}", flush=True)
         run = run_size(size, args.suites, run_suite, args.workdir, not args.quiet)
+        run.finished = datetime.datetime.now(datetime.UTC)
         run = merged(saved.pop(size, None), run)
         json_paths[size] = args.out / f"results-{size}.json"
         write_json(json_paths[size], run.reports, facts)
