@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -161,7 +162,7 @@ class OffsetIndex:
     """Per-partition segment indexes for a whole table, updated commit by commit."""
 
     def __init__(self) -> None:
-        self._partitions: dict[int, PartitionIndex] = {}
+        self._partitions: defaultdict[int, PartitionIndex] = defaultdict(PartitionIndex)
         self._partition_of: dict[str, int] = {}
 
     @classmethod
@@ -200,10 +201,7 @@ class OffsetIndex:
                 self._partition_of[segment.path] = segment.partition
 
     def partition(self, partition: int) -> PartitionIndex:
-        index = self._partitions.get(partition)
-        if index is None:
-            index = self._partitions[partition] = PartitionIndex()
-        return index
+        return self._partitions[partition]
 
     def contains(self, path: str) -> bool:
         return path in self._partition_of
