@@ -68,11 +68,9 @@ def stats_timestamp(ms: int) -> str:
 def _stats_millis(value: object) -> int:
     if isinstance(value, int | float):
         return int(value)
-    text = str(value).replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    # Integer arithmetic: ``int(parsed.timestamp() * 1000)`` goes through a float and
-    # truncates ("1970-01-01T00:00:01.001Z" would give 1000). A stats value without a
-    # zone is UTC, never the host's local time.
+    parsed = datetime.fromisoformat(str(value))  # Python 3.11 reads a "Z" suffix
+    # Integer arithmetic: ``int(parsed.timestamp() * 1000)`` would go through a float and
+    # truncate (1000 for "...T00:00:01.001Z"). No zone means UTC, never local time.
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
