@@ -314,12 +314,10 @@ class Catalog:
     def _forget_closed(self) -> None:
         """Drop the logs closed since, keeping their counts; with the lock held (the
         finalizer takes none: it may run under this very lock)."""
-        for name, opened in list(self._open_logs.items()):
-            if all(o.closer.alive for o in opened):
-                continue
+        for name, opened in self._open_logs.items():
             for o in opened:
                 if not o.closer.alive:
-                    self._closed_stats[name] = self._closed_stats[name] + o.committer.commit_stats
+                    self._closed_stats[name] += o.committer.commit_stats
             self._open_logs[name] = [o for o in opened if o.closer.alive]
 
     def topic_opens(self) -> dict[str, int]:

@@ -26,7 +26,7 @@ def binary_lengths(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
         ends = np.frombuffer(offsets, dtype=np.int32, count=n + 1, offset=start * 4)
         lengths = np.diff(ends).astype(np.int64)
         if chunk.null_count:
-            lengths[_valid(validity, start, n) == 0] = 0
+            lengths[validity_bits(validity, start, n) == 0] = 0
         pieces.append(lengths)
     return np.concatenate(pieces)
 
@@ -51,7 +51,7 @@ def int64_range(column: pa.ChunkedArray) -> tuple[int, int] | None:
             continue
         values = _values(chunk)
         if chunk.null_count:
-            values = values[_valid(chunk.buffers()[0], chunk.offset, n) == 1]
+            values = values[validity_bits(chunk.buffers()[0], chunk.offset, n) == 1]
         pieces.append(values)
     if not pieces:
         return None
@@ -65,7 +65,7 @@ def _values(chunk: pa.Array) -> npt.NDArray[np.int64]:
     return np.frombuffer(values, dtype=np.int64, count=len(chunk), offset=chunk.offset * 8)
 
 
-def _valid(validity: pa.Buffer, start: int, n: int) -> npt.NDArray[np.uint8]:
+def validity_bits(validity: pa.Buffer, start: int, n: int) -> npt.NDArray[np.uint8]:
     """1 for each valid row of a chunk (Arrow's little-endian validity bitmap), 0 for a null."""
     bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
     return bits[start : start + n]

@@ -1,11 +1,7 @@
 """What one writer's commits to a topic went through, counted since the topic was opened.
 
-Writers share a table with no coordinator, so contention shows only in the
-commit loop: a version another writer took first, segments written again at
-new offsets because that writer moved their partitions, a commit whose PUT
-reported a failure but which had landed (found by its commit id). These
-counts let an operator see that contention and tests prove that the paths
-handling it ran.
+Writers share a table with no coordinator, so contention shows only in the commit
+loop; these counts let an operator see it and tests prove the paths handling it ran.
 """
 
 from __future__ import annotations

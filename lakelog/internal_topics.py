@@ -1,20 +1,12 @@
 """Internal topics take appends only from the component that owns them, as Kafka's do.
 
-Kafka refuses a client's produce to an internal topic with
-INVALID_TOPIC_EXCEPTION ("cannot append to internal topic"). lakelog keeps the
-same rule: ``__consumer_offsets`` holds every group's committed offsets in a
-format only the group coordinator writes, and one foreign record there would
-make the table unreadable for every group.
-
-The rule lives in ``TopicLog`` (``prepare`` refuses a request before anything
-is queued; ``stage``, the step every append goes through, refuses any batch
-that slipped past), so every front end — the native API, the REST Proxy APIs,
-the library's ``append``, the Spark sink, and any protocol listener added
-later — gets it without code of its own. The owner appends with an
-``InternalWriter``: a capability, not a flag, issued once by
-``issue_writer`` to ``lakelog.groups.offsets_store`` and handed out by no
-public API (``tests/lakelog/test_internal_topics.py`` checks that nothing
-else asks for one).
+``__consumer_offsets`` holds every group's committed offsets in a format only the
+group coordinator writes: one foreign record would make it unreadable for every
+group, so a client's append gets Kafka's INVALID_TOPIC_EXCEPTION. The rule lives in
+``TopicLog`` (``prepare``, and ``stage``, which every append goes through), so every
+front end gets it without code of its own. The owner appends with an
+``InternalWriter``: a capability, not a flag, issued once by ``issue_writer`` and
+handed out by no public API.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -67,11 +68,9 @@ def stats_timestamp(ms: int) -> str:
 def _stats_millis(value: object) -> int:
     if isinstance(value, int | float):
         return int(value)
-    text = str(value).replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    # Integer arithmetic: ``int(parsed.timestamp() * 1000)`` goes through a float and
-    # truncates ("1970-01-01T00:00:01.001Z" would give 1000). A stats value without a
-    # zone is UTC, never the host's local time.
+    parsed = datetime.fromisoformat(str(value))  # Python 3.11 reads a "Z" suffix
+    # Integer arithmetic: ``int(parsed.timestamp() * 1000)`` would go through a float and
+    # truncate (1000 for "...T00:00:01.001Z"). No zone means UTC, never local time.
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
@@ -161,7 +160,7 @@ class OffsetIndex:
     """Per-partition segment indexes for a whole table, updated commit by commit."""
 
     def __init__(self) -> None:
-        self._partitions: dict[int, PartitionIndex] = {}
+        self._partitions: defaultdict[int, PartitionIndex] = defaultdict(PartitionIndex)
         self._partition_of: dict[str, int] = {}
 
     @classmethod
@@ -200,10 +199,7 @@ class OffsetIndex:
                 self._partition_of[segment.path] = segment.partition
 
     def partition(self, partition: int) -> PartitionIndex:
-        index = self._partitions.get(partition)
-        if index is None:
-            index = self._partitions[partition] = PartitionIndex()
-        return index
+        return self._partitions[partition]
 
     def contains(self, path: str) -> bool:
         return path in self._partition_of

@@ -1,10 +1,8 @@
 """What the library, the HTTP API and the admin client say of one partition.
 
-One type for each answer, shared by all three: ``TopicLog.partition_state``
-builds a ``PartitionState``, the broker answers it as JSON (its response
-models hold these very dataclasses) and the admin client reads it back from
-that JSON; the same goes for ``PartitionOffsets``. Standard library only, so
-the client can import them without the storage machinery.
+One type per answer, shared by all three (the broker's response models hold these very
+dataclasses, the admin client reads them back from that JSON); standard library only,
+so the client imports them without the storage machinery.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lakelog.column_buffers import validity_bits
 from lakelog.errors import InvalidConfigError, InvalidPartitionsError
 
 __all__ = [
@@ -121,8 +122,7 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
     starts, lengths = offsets[:-1], np.diff(offsets)
     present = np.ones(n, bool)
     if keys.null_count:
-        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-        present = bits[keys.offset : keys.offset + n].astype(bool)
+        present = validity_bits(validity, keys.offset, n).astype(bool)
     vector = present & (lengths <= VECTOR_KEY_BYTES)
     for i in np.flatnonzero(present & ~vector):  # long keys: one at a time
         begin, end = int(starts[i]), int(starts[i] + lengths[i])

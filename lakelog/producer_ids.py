@@ -1,20 +1,16 @@
 """Producer ids for Kafka's InitProducerId: blocks claimed in the root, ids handed out in memory.
 
-Sequence numbers are kept per producer id in each topic's Delta log, so two
-producers given one id would see each other's records as duplicates or gaps: no
-two brokers may ever hand out the same id, across restarts and brokers sharing a root.
+Sequence numbers are kept per producer id in each topic's Delta log, so two producers
+given one id would see each other's records as duplicates or gaps: no id is handed out
+twice, across restarts and brokers sharing a root. As Kafka's AllocateProducerIds, a
+broker claims a **block**: block ``n`` is ``_meta/producer_ids/<n:020d>.json``, created
+with ``put_if_absent`` (the loser moves on to ``n + 1``), starting after block ``n - 1``'s
+last id, so ranges chain even with different block sizes. Blocks are never deleted: a
+deleted number could be created again by a broker that listed before the delete.
 
-As Kafka's AllocateProducerIds, a broker claims a **block** of ids and hands them
-out from memory. Block ``n`` is ``_meta/producer_ids/<n:020d>.json``, created
-with ``put_if_absent`` (the loser moves on to ``n + 1``), and starts right after
-the last id of block ``n - 1`` as its record states, so ranges chain even with
-different block sizes. Blocks are never deleted: a deleted number could be
-created again by a broker that listed before the delete.
-
-Claimed ids start at ``FIRST_ALLOCATED_ID`` (``2**62``); the Python client draws
-its own ids below it (``lakelog.client.accumulator.new_producer_id``) and HTTP
-producers choose any, so only an id above ``2**62`` chosen by hand can collide
-(probability ``2**-63``).
+Claimed ids start at ``FIRST_ALLOCATED_ID`` (``2**62``); the Python client draws its own
+ids below it (``lakelog.client.accumulator.new_producer_id``) and HTTP producers choose
+any, so only an id above ``2**62`` chosen by hand can collide.
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
 
+
+def timestamp_type_name(code: int) -> str:
+    """Kafka's name of a timestamp type; NoTimestampType for any other code (-1)."""
+    return TIMESTAMP_TYPE_NAMES.get(code, "NoTimestampType")
+
+
 HEADER_TYPE = pa.struct(
     [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
 )
@@ -127,17 +133,12 @@ def _delta_type(type_: pa.DataType) -> Any:
             "containsNull": element.nullable,
         }
     if pa.types.is_struct(type_):
-        return {"type": "struct", "fields": [_delta_field(f) for f in type_]}
+        fields = [
+            {"name": f.name, "type": _delta_type(f.type), "nullable": f.nullable, "metadata": {}}
+            for f in type_
+        ]
+        return {"type": "struct", "fields": fields}
     return _DELTA_TYPES[type_]
-
-
-def _delta_field(field_: pa.Field) -> dict[str, Any]:
-    return {
-        "name": field_.name,
-        "type": _delta_type(field_.type),
-        "nullable": field_.nullable,
-        "metadata": {},
-    }
 
 
 #: The table's Delta schema: the partition column, then the segment columns.

@@ -8,19 +8,19 @@ only add segments; another job that removed an input makes it commit nothing).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakelog.delta.actions import Action, RemoveFile
 from lakelog.delta.state import TableState
-from lakelog.errors import ConcurrentCommitError, CorruptRecordError, KafkaStorageError
+from lakelog.errors import ConcurrentCommitError
 from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA
-from lakelog.segments import add_action, write_segment
+from lakelog.segments import SegmentReader, add_action, write_segment
 from lakelog.storage import join
 from lakelog.topic_log import TopicLog
 
@@ -108,10 +108,11 @@ def drop_records(topic_log: TopicLog, doomed: Mapping[str, Collection[int]]) -> 
             "(compacted or removed since they were checked); check again"
         )
     inputs = [live[path] for path in sorted(doomed)]
+    reader = SegmentReader(topic_log.storage, topic_log.table_path)
     outputs: list[Segment] = []
     try:
         for segment in inputs:
-            rows = _read_segment(topic_log, segment)
+            rows = reader.read(segment, segment.base_offset, sys.maxsize).cast(SEGMENT_SCHEMA)
             unwanted = pa.array(sorted(doomed[segment.path]), pa.int64())
             kept = rows.filter(pc.invert(pc.is_in(rows.column("offset"), value_set=unwanted)))
             outputs.append(
@@ -130,18 +131,3 @@ def drop_records(topic_log: TopicLog, doomed: Mapping[str, Collection[int]]) -> 
             topic_log.storage.delete(join(topic_log.table_path, written.path))
         raise
     return commit_rewrite(topic_log, inputs, outputs, "DELETE")
-
-
-def _read_segment(topic_log: TopicLog, segment: Segment) -> pa.Table:
-    storage = topic_log.storage
-    path = join(topic_log.table_path, segment.path)
-    try:
-        with storage.arrow_filesystem().open_input_file(storage.arrow_path(path)) as source:
-            table = pq.ParquetFile(source).read(columns=SEGMENT_SCHEMA.names)
-    except FileNotFoundError:
-        raise
-    except pa.ArrowInvalid as exc:
-        raise CorruptRecordError(f"segment {path} is not a readable Parquet file: {exc}") from exc
-    except OSError as exc:
-        raise KafkaStorageError(f"segment {path} could not be read: {exc}") from exc
-    return table.select(SEGMENT_SCHEMA.names).cast(SEGMENT_SCHEMA)

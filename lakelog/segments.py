@@ -217,7 +217,8 @@ class SegmentReader:
         self._lock = threading.Lock()
 
     def _open(self, path: str) -> pq.ParquetFile:
-        full = self.storage.arrow_path(join(self.table_path, path))
+        where = join(self.table_path, path)
+        full = self.storage.arrow_path(where)
         with self._lock:
             metadata = self._footers.get(path)
             if metadata is not None:
@@ -229,14 +230,12 @@ class SegmentReader:
             raise
         except pa.ArrowInvalid as exc:  # not Parquet, truncated footer, ...
             raise CorruptRecordError(
-                f"segment {join(self.table_path, path)} is not a readable Parquet file: {exc}"
+                f"segment {where} is not a readable Parquet file: {exc}"
             ) from exc
         except OSError as exc:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
                 raise FileNotFoundError(full) from exc
-            raise KafkaStorageError(
-                f"segment {join(self.table_path, path)} could not be read: {exc}"
-            ) from exc
+            raise KafkaStorageError(f"segment {where} could not be read: {exc}") from exc
         if metadata is None:
             with self._lock:
                 self._footers[path] = parquet.metadata

@@ -9,7 +9,7 @@ overrides are stored, so a topic follows a changed default as Kafka does.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,7 +42,6 @@ class ConfigDef:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
-    check: Callable[[Any], None] | None = field(default=None, compare=False)
 
     def parse(self, raw: object) -> Any:
         """A typed value from a string (or already typed) input, or INVALID_CONFIG."""

@@ -1,10 +1,8 @@
 """One topic's partitioned log on its Delta table: append, read by offset, offsets.
 
-The facade other code holds (``Catalog.topic`` returns one), joining
-``lakelog.topic_table`` (whose answers it gives as its own), ``lakelog.produce``
-(``prepare``), ``lakelog.append`` (``appender``), ``lakelog.fetch`` and
-``lakelog.segments``. It holds the table rather than being one: the table is the
-committer's view, and the log's finalizer must not be kept alive by its committer.
+The facade other code holds (``Catalog.topic`` returns one). It holds the table
+rather than being one: the table is the committer's view, and the log's finalizer
+must not be kept alive by its committer.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
 from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.numerals import is_unsigned_int
-from lakelog.records import TIMESTAMP_TYPE_NAMES, ConsumerRecord
+from lakelog.records import ConsumerRecord, timestamp_type_name
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -142,9 +142,7 @@ class Formatter:
     def format(self, r: ConsumerRecord) -> str:
         parts = []
         if self.timestamp:
-            parts.append(
-                f"{TIMESTAMP_TYPE_NAMES.get(r.timestamp_type, 'NoTimestampType')}:{r.timestamp_ms}"
-            )
+            parts.append(f"{timestamp_type_name(r.timestamp_type)}:{r.timestamp_ms}")
         if self.partition:
             parts.append(f"Partition:{r.partition}")
         if self.offset:

@@ -15,7 +15,7 @@ from lakelog.errors import InvalidRequestError, LakelogError, UnsupportedContent
 from lakelog.numerals import is_unsigned_int
 from lakelog.partition_state import PartitionOffsets
 from lakelog.produce_batch import ProduceBatch
-from lakelog.records import TIMESTAMP_TYPE_NAMES
+from lakelog.records import timestamp_type_name
 from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import FetchResult
 from server.broker import Broker, OffsetSpec, parse_acks
@@ -169,7 +169,7 @@ def encode_records(
         yield {
             "offset": offset,
             "timestamp_ms": stamps[i],
-            "timestamp_type": TIMESTAMP_TYPE_NAMES.get(types[i], "NoTimestampType"),
+            "timestamp_type": timestamp_type_name(types[i]),
             "key": encode_data(keys[i], kf, f"key at {where}"),
             "value": encode_data(values[i], vf, f"value at {where}"),
             "headers": [
