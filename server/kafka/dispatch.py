@@ -1,15 +1,8 @@
 """From one request frame to its response frame: version checks, decoding, the handler.
 
-A frame lakelog cannot answer in the client's layout (unknown API, unknown
-version, bytes that do not decode) ends the connection, as Kafka's broker
-does; ApiVersions alone is answered in any version, in the v0 layout with
-UNSUPPORTED_VERSION, so that a client can learn what to speak.
-
-On a SASL listener a connection that has not authenticated gets only
-ApiVersions, SaslHandshake and SaslAuthenticate; any other request ends it
-(Kafka's broker closes it too). Every request counts against the principal's
-request-rate quota; the longest throttle a request ran into is its answer's
-``throttle_time_ms``, and the connection reads nothing more for that long.
+A frame lakelog cannot answer in the client's layout ends the connection, as
+Kafka's broker does; only ApiVersions is answered in any version (v0 layout,
+UNSUPPORTED_VERSION) so that a client can learn what to speak.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""DescribeConfigs and IncrementalAlterConfigs: topic configs and broker settings over Kafka.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic configs and broker settings.
 
-Topics (resource type 2) are described and altered through the catalog, as
-over HTTP. A broker (type 4) is described by its own node id: its settings,
-read-only, since they are fixed when it starts; the cluster-wide default
-(an empty name) has no dynamic settings and answers none, and another
-broker's id is INVALID_REQUEST, as Kafka answers a broker asked about
-another one. Other resource types are INVALID_REQUEST with a message.
-
-Incremental alterations SET and DELETE any topic config; APPEND and
-SUBTRACT apply to list configs (``cleanup.policy``) and are resolved against
-the topic's current value before the one metadata commit that changes it.
-The older AlterConfigs (which aiokafka's admin client sends) replaces a
-topic's overrides with those given, as in Kafka.
-
-ACLs are Kafka's, on the topic or, for a broker, on the cluster, answered per resource.
+Topics (resource type 2) go through the catalog, as over HTTP; a broker (type
+4) answers only for itself, read-only. The rules are in docs/kafka-protocol.md,
+"Admin APIs"; ACLs are on the topic or, for a broker, on the cluster.
 """
 
 from __future__ import annotations

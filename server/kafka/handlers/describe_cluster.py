@@ -1,10 +1,7 @@
 """DescribeCluster: the live brokers on the client's listener, the cluster id, the controller.
 
-lakelog has no separate controllers: every broker answers admin requests,
-and the controller named is the one Metadata names. Asked for controller
-endpoints (endpoint type 2, which only KRaft controllers answer in Kafka),
-a broker answers UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do. It needs
-DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise).
+There are no separate controllers, so controller endpoints (type 2) are
+UNSUPPORTED_ENDPOINT_TYPE (docs/kafka-protocol.md, "Admin APIs").
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Fetch: records of each requested partition as RecordBatch v2, with Kafka's long poll.
 
-The broker answers at once when the partitions hold at least ``min_bytes``
-past the fetch offsets, when a partition's answer is an error (an offset out
-of range, an unknown partition) or when no readable partition is left,
-otherwise when an append wakes it or ``max_wait`` passes (re-checking
-storage for other brokers' commits on the way, as HTTP fetch does). Fetch
-sessions are not kept: the answer's session id is 0, so clients send full
-fetch requests, which Kafka's protocol allows.
-
-Partitions of topics the principal may not READ are answered
-TOPIC_AUTHORIZATION_FAILED with no records (and are not read at all); the
-record bytes answered count against the principal's fetch byte-rate quota.
+When the long poll answers and why fetch sessions are not kept is in
+docs/kafka-protocol.md, "Fetch and ListOffsets". Topics the principal may not
+READ are not read at all; the record bytes answered count against the fetch quota.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Consumer group APIs over the Kafka protocol, on lakelog's one group coordinator.
 
-Kafka clients find a group's coordinator (FindCoordinator) and send it every
-membership request; a broker that does not coordinate the group answers
-NOT_COORDINATOR and the client looks again. Members join as client-assigned
-members (their leader computes the assignment, the coordinator passes the
-bytes through: ``lakelog.groups.client_assigned``). Offsets go to, and come
-from, the same offsets table the HTTP API and ``lakelog consumer-groups`` use.
-
-ACLs are Kafka's, on the group and, for offsets, on each topic (refused on its
-partitions); ListGroups lists only the groups the principal may DESCRIBE.
+Members are client-assigned (``lakelog.groups.client_assigned``): the
+coordinator passes their leader's assignment through. Offsets are the same
+table the HTTP API reads (docs/kafka-protocol.md, "Consumer groups"). ACLs are
+Kafka's, on the group and, for offsets, on each topic.
 """
 
 from __future__ import annotations

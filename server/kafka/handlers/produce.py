@@ -1,13 +1,9 @@
 """Produce: each partition's RecordBatch decoded into the broker's one append path.
 
-Every partition of a request is validated and queued for its topic's group
-commit before the next request on the connection is read (so an idempotent
-producer's batches commit in the order it sent them); the answer waits for
-the durable commits, as HTTP produce does. acks=0 gets no answer at all.
-
-A topic the principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED
-on each of its partitions and nothing of it is stored. The request's record
-bytes count against the principal's produce byte-rate quota.
+Every partition is queued for its group commit before the connection's next
+request is read (an idempotent producer's batches commit in order); the answer
+waits for the durable commits, and acks=0 gets none. A topic the principal may
+not WRITE stores nothing; the record bytes count against the produce quota.
 """
 
 from __future__ import annotations
