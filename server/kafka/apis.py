@@ -89,10 +89,8 @@ def api_keys() -> list[dict[str, int]]:
     ]
 
 
-#: The APIs that change state. Kafka applies the requests of one connection in the
-#: order they were sent; the listener reads no further request of a connection until
-#: such a request's effect is queued in arrival order (Produce, OffsetCommit: queued for
-#: their group commit) or, for the others, until it is answered. Reads overlap freely.
+#: The APIs that change state: the connection's next request waits until such a request's
+#: effect is queued (docs/kafka-protocol.md, "One connection's requests, in order").
 ORDERED = frozenset(api.key for api in SUPPORTED.values() if api.ordered)
 
 #: What a SASL listener answers before the client has authenticated (Kafka's rule).

@@ -30,17 +30,13 @@ class _Field:
     nested: type[Any] | None
 
 
-def _plan(entity: type[Any]) -> tuple[_Field, ...]:
-    plan = _PLANS.get(entity)
-    if plan is None:
-        plan = _PLANS[entity] = _make_plan(entity)
-    return plan
-
-
 _PLANS: dict[type[Any], tuple[_Field, ...]] = {}
 
 
-def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
+def _plan(entity: type[Any]) -> tuple[_Field, ...]:
+    """How each field of ``entity`` is converted, worked out once per kio class."""
+    if (known := _PLANS.get(entity)) is not None:
+        return known
     hints = typing.get_type_hints(entity)
     plan = []
     for f in dataclasses.fields(entity):
@@ -58,7 +54,8 @@ def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
         else:
             kind = "plain"
         plan.append(_Field(f.name, kind, nested))
-    return tuple(plan)
+    _PLANS[entity] = tuple(plan)
+    return _PLANS[entity]
 
 
 def _nested_entity(hint: Any) -> tuple[type[Any] | None, bool]:

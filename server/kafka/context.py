@@ -25,10 +25,8 @@ if TYPE_CHECKING:
 class Session:
     """One client connection: which broker and listener it reached, from where, and as whom.
 
-    On a SASL listener (``sasl`` set) the connection starts unauthenticated
-    and only ApiVersions, SaslHandshake and SaslAuthenticate are served
-    until SaslAuthenticate proves a principal; on a PLAINTEXT listener (only
-    when authentication is off) the principal is ``User:ANONYMOUS``.
+    On a SASL listener (``sasl`` set) it starts unauthenticated; on a PLAINTEXT
+    one (authentication off) the principal is ``User:ANONYMOUS``.
     """
 
     broker: Broker
@@ -66,12 +64,9 @@ class Session:
 class RequestContext:
     session: Session
     header: RequestHeader
-    #: Set once the request's effect is queued in arrival order: reads as they start, a
-    #: request that changes state (``apis.ORDERED``) when its handler has queued its
-    #: effect (Produce, OffsetCommit) or else once it is answered.
+    #: Set once the request's effect is queued in arrival order (``apis.ORDERED``).
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The longest quota throttle this request ran into, reported as its throttle_time_ms
-    #: (every charge precedes ``response``).
+    #: The longest quota throttle this request ran into: its answer's throttle_time_ms.
     throttle_ms: int = 0
 
     @property

@@ -30,16 +30,6 @@ class CloseConnection(Exception):
     """The request cannot be answered in its layout; the connection ends (logged once)."""
 
 
-def unsupported_api_versions_answer(correlation_id: int) -> bytes:
-    """ApiVersions in a version lakelog does not know: v0 layout, UNSUPPORTED_VERSION."""
-    body = build(
-        load_response_schema(API_VERSIONS, 0),
-        error_code=ErrorCode.unsupported_version,
-        api_keys=api_keys(),
-    )
-    return wire.encode_response(API_VERSIONS, 0, correlation_id, body)
-
-
 class Dispatcher:
     def __init__(self, handlers: Mapping[int, Handler]) -> None:
         missing = set(SUPPORTED) - set(handlers)
@@ -52,7 +42,7 @@ class Dispatcher:
     ) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
         """Start answering ``frame``; the event is set once its effect is queued in order."""
         if session.raw_token_next:
-            return _done(), asyncio.ensure_future(_ready(raw_token(session, frame)))
+            return _at_once(raw_token(session, frame))
         api_key, api_version, correlation_id = wire.peek_header(frame)
         api = SUPPORTED.get(api_key)
         if api is None:
@@ -67,8 +57,12 @@ class Dispatcher:
             )
         if not api.supports(api_version):
             if api_key == API_VERSIONS:
-                answer = unsupported_api_versions_answer(correlation_id)
-                return _done(), asyncio.ensure_future(_ready(answer))
+                body = build(
+                    load_response_schema(API_VERSIONS, 0),
+                    error_code=ErrorCode.unsupported_version,
+                    api_keys=api_keys(),
+                )
+                return _at_once(wire.encode_response(API_VERSIONS, 0, correlation_id, body))
             raise CloseConnection(
                 f"{api.name} v{api_version} is not supported "
                 f"(v{api.min_version}-v{api.max_version})"
@@ -109,10 +103,11 @@ class Dispatcher:
         )
 
 
-def _done() -> asyncio.Event:
+def _at_once(answer: bytes | None) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
+    """A request answered without a handler: nothing to hold the next frame back for."""
     done = asyncio.Event()
     done.set()
-    return done
+    return done, asyncio.ensure_future(_ready(answer))
 
 
 async def _ready(answer: bytes | None) -> bytes | None:

@@ -1,9 +1,7 @@
 """Kafka error codes for exceptions raised while answering one partition, topic or group.
 
-Each partition, topic or group of a request is answered on its own, so one
-failing does not fail the others. A topic or config resource named more than
-once in one admin request is INVALID_REQUEST on every entry, as in Kafka:
-which one was meant cannot be known.
+Each entry of a request is answered on its own, so one failing does not fail
+the others; a name given twice in one admin request is refused on every entry.
 """
 
 from __future__ import annotations

@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: How long a stopping broker lets its Kafka connections finish their answers.
 STOP_GRACE_S = 5.0
-
-
 #: Connections the kernel queues per listener before the broker accepts them (asyncio's).
 LISTEN_BACKLOG = 100
 
@@ -57,13 +55,8 @@ def listen_now(server: asyncio.Server) -> None:
 def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
     """The listeners to bind, each with a security protocol that fits ``auth_mode``.
 
-    With authentication on, every Kafka client must authenticate: a
-    PLAINTEXT listener is a configuration error and the default listener
-    (``kafka_listeners`` unset) is ``SASL_SSL`` (with a certificate) or
-    ``SASL_PLAINTEXT`` on the HTTP interface and port 9092. With
-    authentication off there are no credentials to check SASL against, so a
-    SASL listener is a configuration error. SASL_SSL serves TLS with the
-    broker's HTTPS certificate (``ssl_certfile``).
+    With authentication on every Kafka client must authenticate; with it off
+    there are no credentials to check SASL against.
     """
     if settings.kafka_listeners == "":
         return []

@@ -53,6 +53,8 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 _NOTHING = pa.scalar(b"", pa.binary())
 _SKIP_NULLS = pc.JoinOptions(null_handling="skip")
+#: What aiokafka's record reader raises for malformed records.
+_UNREADABLE = (CorruptRecordException, UnsupportedCodecError, ValueError, IndexError, struct.error)
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,7 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
                 for name, value in headers:
                     headers_of.names.append(name)
                     headers_of.values.append(value)
-    except (CorruptRecordException, UnsupportedCodecError, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"partition {partition}: unreadable records: {exc}") from exc
-    except (ValueError, IndexError, struct.error) as exc:
+    except _UNREADABLE as exc:
         raise CorruptRecordError(f"partition {partition}: unreadable records: {exc}") from exc
     if len(keys) != count or count == 0:
         raise CorruptRecordError(
@@ -155,11 +155,10 @@ def _timestamps(millis: list[int]) -> pa.Array:
 
 
 class _Headers:
-    """The headers of a batch's records, gathered only for records that have any.
+    """The headers of a batch's records that have any, filled by the decoding loop directly.
 
-    The decoding loop fills the lists directly (no call per record). Names and
-    values are kept flat (strings and bytes, which the garbage
-    collector does not track), never the records' own header lists.
+    Kept flat (strings and bytes, which the garbage collector does not track),
+    never the records' own header lists.
     """
 
     def __init__(self) -> None:

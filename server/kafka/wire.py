@@ -54,8 +54,7 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     """(api key, api version, correlation id): readable in any version, even an unknown one."""
     if len(frame) < HEADER_PREFIX.size:
         raise CorruptRecordError(f"a request of {len(frame)} bytes has no request header")
-    api_key, api_version, correlation_id = HEADER_PREFIX.unpack_from(frame)
-    return api_key, api_version, correlation_id
+    return HEADER_PREFIX.unpack_from(frame)
 
 
 def decode_request(frame: bytes) -> Request:
