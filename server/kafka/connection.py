@@ -120,13 +120,11 @@ async def _write_answers(
     while (task := await answers.get()) is not None:
         try:
             answer = await task
-        except CloseConnection as exc:
-            log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
-            broken = True
-            writer.close()
-            continue
-        except Exception:
-            log.exception("Kafka request from %s failed; closing", session.client_host)
+        except Exception as exc:
+            if isinstance(exc, CloseConnection):
+                log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
+            else:
+                log.exception("Kafka request from %s failed; closing", session.client_host)
             broken = True
             writer.close()
             continue

@@ -68,15 +68,15 @@ class Dispatcher:
                 f"(v{api.min_version}-v{api.max_version})"
             )
         try:
-            request = wire.decode_request(frame)
+            header, body = wire.decode_request(frame)
         except LakelogError as exc:
             raise CloseConnection(exc.message) from exc
-        ctx = RequestContext(session, request.header)
+        ctx = RequestContext(session, header)
         # A request that changes state holds the next frame back until its effect is
         # queued (its handler says when) or it is answered (``ORDERED``).
         if api_key not in ORDERED:
             ctx.accepted.set()
-        task = asyncio.create_task(self._answer(ctx, request.body))
+        task = asyncio.create_task(self._answer(ctx, body))
         return ctx.accepted, task
 
     async def _answer(self, ctx: RequestContext, body: Any) -> bytes | None:

@@ -132,6 +132,8 @@ async def alter_configs(ctx: RequestContext, body: Any) -> Any:
 
 
 async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list[dict[str, Any]]:
+    catalog = ctx.broker.catalog
+
     async def alter(kind: int, name: str, resource: Any) -> dict[str, Any]:
         _require_configs(ctx, Operation.ALTER_CONFIGS, kind, name)
         if kind == BROKER:
@@ -143,23 +145,16 @@ async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list
             raise InvalidRequestError(
                 f"config resource type {_type_name(kind)}: only topic configs can be altered"
             )
-        await _alter_topic(ctx, name, resource.configs, resolve, bool(body.validate_only))
+        # Every change is checked against the topic's current config, then committed at once.
+        current = (await asyncio.to_thread(catalog.describe_topic, name)).config
+        set_configs, delete = resolve(current, resource.configs)
+        current.with_changes(set_configs, delete)  # INVALID_CONFIG names the config at fault
+        if not body.validate_only:
+            await asyncio.to_thread(catalog.alter_topic_configs, name, set_configs, delete)
         return {}
 
     twice = repeated((int(r.resource_type), r.resource_name) for r in body.resources)
     return await _each_resource(body.resources, "alter", alter, twice)
-
-
-async def _alter_topic(
-    ctx: RequestContext, topic: str, entries: Any, resolve: Resolver, validate_only: bool
-) -> None:
-    """Check every change against the topic's current config, then commit them at once."""
-    catalog = ctx.broker.catalog
-    current = (await asyncio.to_thread(catalog.describe_topic, topic)).config
-    set_configs, delete = resolve(current, entries)
-    current.with_changes(set_configs, delete)  # INVALID_CONFIG names the config at fault
-    if not validate_only:
-        await asyncio.to_thread(catalog.alter_topic_configs, topic, set_configs, delete)
 
 
 def resolve_replacement(current: TopicConfig, entries: Any) -> tuple[dict[str, str], list[str]]:

@@ -89,11 +89,10 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
     try:
         groups = _coordinated_here(ctx, body.group_id)
         result = await groups.coordinator.join(body.group_id, body.member_id, request)
-    except MemberIdRequiredError as exc:
-        answer.update(error_code=exc.code, member_id=str(exc.details.get("member_id", "")))
-        return ctx.response(**answer)
     except Exception as exc:  # answered with its code; unexpected ones are logged
         answer["error_code"], _ = error_code(exc, f"join of group {body.group_id!r}")
+        if isinstance(exc, MemberIdRequiredError):
+            answer["member_id"] = str(exc.details.get("member_id", ""))
         return ctx.response(**answer)
     leader, members, skip = result.leader_id, result.members, False
     if result.former_member_id is not None and result.is_leader:
