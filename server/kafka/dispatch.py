@@ -31,11 +31,12 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, handlers: Mapping[int, Handler]) -> None:
-        missing = set(SUPPORTED) - set(handlers)
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        """``handlers``: by API name (``ApiRange.name``), one for every supported API."""
+        missing = {api.name for api in SUPPORTED.values()} - set(handlers)
         if missing:
-            raise ValueError(f"no handler for API keys {sorted(missing)}")
-        self.handlers = handlers
+            raise ValueError(f"no handler for APIs {sorted(missing)}")
+        self.handlers = {key: handlers[api.name] for key, api in SUPPORTED.items()}
 
     def start(
         self, frame: bytes, session: Session
