@@ -61,16 +61,11 @@ def _plan(entity: type[Any]) -> tuple[_Field, ...]:
 def _nested_entity(hint: Any) -> tuple[type[Any] | None, bool]:
     """The dataclass inside ``X``, ``tuple[X, ...]`` or either ``| None``, and whether a tuple."""
     origin = typing.get_origin(hint)
-    if origin is tuple:
+    if origin in (tuple, typing.Union, types.UnionType):
         for arg in typing.get_args(hint):
-            if isinstance(arg, type) and dataclasses.is_dataclass(arg):
-                return arg, True
-        return None, False
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(hint):
-            found = _nested_entity(arg)
-            if found[0] is not None:
-                return found
+            found, many = _nested_entity(arg)
+            if found is not None:
+                return found, many or origin is tuple
         return None, False
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return hint, False

@@ -73,8 +73,6 @@ class Dispatcher:
         except LakelogError as exc:
             raise CloseConnection(exc.message) from exc
         ctx = RequestContext(session, header)
-        # A request that changes state holds the next frame back until its effect is
-        # queued (its handler says when) or it is answered (``ORDERED``).
         if api_key not in ORDERED:
             ctx.accepted.set()
         task = asyncio.create_task(self._answer(ctx, body))

@@ -31,13 +31,11 @@ WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 @dataclass(frozen=True)
 class Listener:
+    """One listener; its name is its security protocol."""
+
     name: str
     host: str
     port: int
-
-    @property
-    def security_protocol(self) -> str:
-        return self.name
 
     @property
     def address(self) -> str:

@@ -207,10 +207,7 @@ def _encode_run(rows: pa.Table, log_append_time: bool) -> tuple[bytes, pa.Buffer
     """One batch: its 61-byte header and its records section, built column-wise.
 
     Each record is ``length attributes timestampDelta offsetDelta keyLength
-    key valueLength value headerCount headers``, the integers as zigzag
-    varints. The varints of all records are computed at once with numpy
-    (``server.kafka.varints``), and Arrow's ``binary_join_element_wise``
-    interleaves them with the key and value bytes: no Python object per record.
+    key valueLength value headerCount headers``, the integers as zigzag varints.
     """
     count = rows.num_rows
     offsets = _int64(rows.column("offset"))

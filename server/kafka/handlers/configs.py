@@ -86,8 +86,18 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
             entries = topic_entries(
                 described.config, wanted, synonyms=synonyms, documentation=documentation
             )
+        elif kind == BROKER and name == "":
+            entries = []  # the cluster-wide dynamic defaults: lakelog has none
         elif kind == BROKER:
-            entries = _broker_configs(ctx, name, wanted, synonyms, documentation)
+            own = node_id(ctx.broker.settings.broker_id)
+            if name != str(own):
+                raise InvalidRequestError(
+                    f"broker {name!r}: this broker is node {own}; ask each broker about its own "
+                    "settings (or give an empty name for the cluster-wide defaults)"
+                )
+            entries = broker_entries(
+                ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
+            )
         else:
             raise InvalidRequestError(
                 f"config resource type {_type_name(kind)}: only TOPIC (2) and BROKER (4) "
@@ -96,26 +106,6 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
         return {"configs": entries}
 
     return ctx.response(results=await _each_resource(body.resources, "describe", describe))
-
-
-def _broker_configs(
-    ctx: RequestContext,
-    name: str,
-    wanted: frozenset[str] | None,
-    synonyms: bool,
-    documentation: bool,
-) -> list[dict[str, Any]]:
-    if name == "":
-        return []  # the cluster-wide dynamic defaults: lakelog has none
-    own = node_id(ctx.broker.settings.broker_id)
-    if name != str(own):
-        raise InvalidRequestError(
-            f"broker {name!r}: this broker is node {own}; ask each broker about its own "
-            "settings (or give an empty name for the cluster-wide defaults)"
-        )
-    return broker_entries(
-        ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
-    )
 
 
 #: From a topic's current config and a resource's config entries: overrides to set, to remove.

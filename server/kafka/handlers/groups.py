@@ -59,9 +59,6 @@ def _coordinated_here(
     return groups
 
 
-# -- membership ------------------------------------------------------------------------
-
-
 async def join_group(ctx: RequestContext, body: Any) -> Any:
     session_ms = int(body.session_timeout.total_seconds() * 1000)
     rebalance = getattr(body, "rebalance_timeout", None)
@@ -176,9 +173,6 @@ async def leave_group(ctx: RequestContext, body: Any) -> Any:
     )
 
 
-# -- offsets ---------------------------------------------------------------------------
-
-
 async def offset_commit(ctx: RequestContext, body: Any) -> Any:
     """All partitions of a commit share its outcome: it is stored as one Delta commit."""
     now = wall_ms()
@@ -273,9 +267,6 @@ async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
             )
         topics.append({"name": name, "partitions": answers})
     return ctx.response(error_code=0, topics=topics)
-
-
-# -- administration --------------------------------------------------------------------
 
 
 async def describe_groups(ctx: RequestContext, body: Any) -> Any:
