@@ -1,10 +1,9 @@
-"""Build a kio response entity of any version from one set of values.
+"""Build a kio response entity of any version from one set of values. Pure.
 
-Kafka's message layouts grow field by field across versions, and kio has one
-class per version. A handler states every field the newest version it serves
-needs, by kio's field names; ``build`` keeps the fields the requested
-version has and converts the plain values (milliseconds, error codes, dicts
-of nested entities) to kio's types. Pure.
+kio has one class per message version. A handler states every field of the
+newest version it serves, by kio's field names; ``build`` keeps those the
+requested version has, converting plain values (milliseconds, error codes,
+dicts of nested entities) to kio's types.
 """
 
 from __future__ import annotations

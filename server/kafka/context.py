@@ -50,9 +50,6 @@ class Session:
         if self.sasl is None:
             self.authenticated = True
 
-    def close_after_answers(self, reason: str) -> None:
-        self.closing = self.closing or reason
-
     def mute(self, throttle_ms: int) -> None:
         """Read no further request of this connection for ``throttle_ms`` (Kafka's mute)."""
         if throttle_ms > 0:

@@ -1,10 +1,8 @@
 """RecordBatch v2, the records of Kafka's Produce and Fetch, to and from lakelog rows.
 
-Pure: bytes in, Arrow out and back. Produce batches are read with aiokafka's
-compiled codec, after the checks Kafka's broker makes before it appends a
-batch; Fetch batches are written column-wise from the segment rows, with
-numpy and Arrow compute and no Python object per record, as no record codec
-writes from columns (docs/architecture.md, "Kafka protocol codecs").
+Pure. Produce batches are read with aiokafka's compiled codec, after Kafka's
+broker checks; Fetch batches are written column-wise from the segment rows, no
+Python object per record (docs/architecture.md, "Kafka protocol codecs").
 
 Layout of a batch header (Kafka's message format v2), the offsets used below::
 
@@ -272,9 +270,8 @@ def _encoded_headers(
 ) -> tuple[npt.NDArray[np.int64], pa.Array | None]:
     """Each row's header count, and its encoded headers (None when no row has any).
 
-    A header is ``keyLength key valueLength value``, a null value's length
-    being -1; the headers of all rows are encoded as one flat array, then
-    concatenated per row with ``binary_join`` over the rows' lists.
+    A header is ``keyLength key valueLength value`` (a null value's length -1);
+    all rows' headers are encoded flat, then joined per row.
     """
     headers = _combined(column)
     counts = np.maximum(_lengths(headers), 0)

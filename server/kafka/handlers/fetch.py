@@ -47,7 +47,9 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
     while True:
         answers, size = await _read_all(ctx, wanted, int(body.max_bytes))
         remaining = deadline - time.monotonic()
-        if size >= int(body.min_bytes) or remaining <= 0 or _answer_now(answers):
+        # Kafka's rule: no partition left to wait on, or an error to report, ends the poll.
+        errors = any(a["error_code"] for a in answers)
+        if size >= int(body.min_bytes) or remaining <= 0 or not answers or errors:
             break
         keys = [(w.topic, w.partition) for w in wanted]
         await broker.wait_for_appends(keys, min(interval, remaining))
@@ -65,11 +67,6 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         session_id=0,
         responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
     )
-
-
-def _answer_now(answers: list[dict[str, Any]]) -> bool:
-    """Kafka's rule: no partition left to wait on, or an error to report, ends the long poll."""
-    return not answers or any(a["error_code"] for a in answers)
 
 
 async def _read_all(

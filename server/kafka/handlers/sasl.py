@@ -81,7 +81,7 @@ def refused(session: Session, exc: LakelogError, *, count: bool) -> None:
         session.mechanism or "-",
         exc.message,
     )
-    session.close_after_answers(f"SASL authentication failed: {exc.message}")
+    session.closing = session.closing or f"SASL authentication failed: {exc.message}"
 
 
 def authenticated(session: Session, principal: str) -> None:
