@@ -84,8 +84,6 @@ class Dispatcher:
             ctx.charge(QuotaKind.REQUEST, 1)
         try:
             response = await self.handlers[header.api_key](ctx, body)
-        except CloseConnection:
-            raise
         except LakelogError as exc:
             raise CloseConnection(
                 f"{SUPPORTED[header.api_key].name} v{header.api_version}: {exc}"

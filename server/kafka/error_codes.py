@@ -38,6 +38,17 @@ def answered(answer: dict[str, Any], what: str) -> Iterator[None]:
         answer["error_code"], answer["error_message"] = error_code(exc, what)
 
 
+def by_topic(
+    answers: Iterable[tuple[str, dict[str, Any]]], name: str, partitions: str
+) -> list[dict[str, Any]]:
+    """Partition answers grouped under their topics, in request order (``{name: topic,
+    partitions: [...]}``: the field names differ between APIs)."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for topic, answer in answers:
+        grouped.setdefault(topic, []).append(answer)
+    return [{name: topic, partitions: parts} for topic, parts in grouped.items()]
+
+
 def repeated(keys: Iterable[K]) -> frozenset[K]:
     return frozenset(key for key, count in Counter(keys).items() if count > 1)
 

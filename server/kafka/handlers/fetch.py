@@ -17,7 +17,7 @@ from lakelog.security.acl import Operation, ResourceType
 from lakelog.security.quota import QuotaKind
 from server.kafka.authorization import denied
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import by_topic, error_code
 from server.kafka.records import encode_fetch
 
 #: Records a partition answer may hold at most; bytes limit it long before this.
@@ -55,17 +55,13 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
         await broker.wait_for_appends(keys, min(interval, remaining))
     ctx.charge(QuotaKind.FETCH, size)
     read = iter(answers)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for w in requested:
-        if w.topic in unreadable:
-            answer = _partition(w.partition, TopicAuthorizationFailedError.code)
-        else:
-            answer = next(read)
-        by_topic.setdefault(w.topic, []).append(answer)
+    refused = TopicAuthorizationFailedError.code
+    every = [
+        (w.topic, _partition(w.partition, refused) if w.topic in unreadable else next(read))
+        for w in requested
+    ]
     return ctx.response(
-        error_code=0,
-        session_id=0,
-        responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
+        error_code=0, session_id=0, responses=by_topic(every, "topic", "partitions")
     )
 
 
