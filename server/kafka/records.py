@@ -61,7 +61,6 @@ class ProducedBatch:
 
     rows: ProduceBatch
     producer_id: int | None
-    producer_epoch: int
     base_sequence: int | None
 
     @property
@@ -138,7 +137,6 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
     return ProducedBatch(
         rows,
         producer if producer >= 0 else None,
-        batch.producer_epoch,
         batch.base_sequence if producer >= 0 else None,
     )
 

@@ -1,9 +1,8 @@
 """Metadata: the live brokers on the client's listener, and each topic's partitions and leaders.
 
 A topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or
-not it exists, and a listing leaves it out. Metadata creates no client topic;
-``__consumer_offsets`` is created on the first request naming it, as in Kafka,
-so a producer learns at once that it may not write there instead of timing out.
+not it exists. ``__consumer_offsets`` is created on the first request naming
+it, as in Kafka, so a producer learns at once that it may not write there.
 """
 
 from __future__ import annotations
