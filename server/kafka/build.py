@@ -1,10 +1,9 @@
-"""Build a kio response entity of any version from one set of values.
+"""Build a kio response entity of any version from one set of values. Pure.
 
-Kafka's message layouts grow field by field across versions, and kio has one
-class per version. A handler states every field the newest version it serves
-needs, by kio's field names; ``build`` keeps the fields the requested
-version has and converts the plain values (milliseconds, error codes, dicts
-of nested entities) to kio's types. Pure.
+kio has one class per message version. A handler states every field of the
+newest version it serves, by kio's field names; ``build`` keeps those the
+requested version has, converting plain values (milliseconds, error codes,
+dicts of nested entities) to kio's types.
 """
 
 from __future__ import annotations
@@ -30,17 +29,13 @@ class _Field:
     nested: type[Any] | None
 
 
-def _plan(entity: type[Any]) -> tuple[_Field, ...]:
-    plan = _PLANS.get(entity)
-    if plan is None:
-        plan = _PLANS[entity] = _make_plan(entity)
-    return plan
-
-
 _PLANS: dict[type[Any], tuple[_Field, ...]] = {}
 
 
-def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
+def _plan(entity: type[Any]) -> tuple[_Field, ...]:
+    """How each field of ``entity`` is converted, worked out once per kio class."""
+    if (known := _PLANS.get(entity)) is not None:
+        return known
     hints = typing.get_type_hints(entity)
     plan = []
     for f in dataclasses.fields(entity):
@@ -58,22 +53,18 @@ def _make_plan(entity: type[Any]) -> tuple[_Field, ...]:
         else:
             kind = "plain"
         plan.append(_Field(f.name, kind, nested))
-    return tuple(plan)
+    _PLANS[entity] = tuple(plan)
+    return _PLANS[entity]
 
 
 def _nested_entity(hint: Any) -> tuple[type[Any] | None, bool]:
     """The dataclass inside ``X``, ``tuple[X, ...]`` or either ``| None``, and whether a tuple."""
     origin = typing.get_origin(hint)
-    if origin is tuple:
+    if origin in (tuple, typing.Union, types.UnionType):
         for arg in typing.get_args(hint):
-            if isinstance(arg, type) and dataclasses.is_dataclass(arg):
-                return arg, True
-        return None, False
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(hint):
-            found = _nested_entity(arg)
-            if found[0] is not None:
-                return found
+            found, many = _nested_entity(arg)
+            if found is not None:
+                return found, many or origin is tuple
         return None, False
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return hint, False

@@ -1,12 +1,8 @@
 """The cluster as Kafka clients see it: node ids, addresses, partition leaders, coordinators.
 
-lakelog brokers are stateless and any broker appends to any partition, but
-Kafka clients route by leader, so Metadata names one leader per partition:
-the topic's commit leader when brokers hand commits to one (a producer
-then reaches the broker that commits its records without a hop), otherwise a
-rendezvous hash of ``topic:partition`` over the live brokers. Both are
-stable while the broker set is, and a broker accepts partitions it does
-not lead, so a changing broker set causes no NOT_LEADER errors.
+Any broker appends to any partition, but clients route by leader, so each
+partition names a stable one (docs/kafka-protocol.md, "Partition leaders and
+many brokers") and a changing broker set causes no NOT_LEADER errors.
 """
 
 from __future__ import annotations

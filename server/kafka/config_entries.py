@@ -1,10 +1,7 @@
 """Topic configs and broker settings as the entries of Kafka's config answers.
 
-DescribeConfigs and CreateTopics (v5+) answer configs with a source, a type,
-synonyms and documentation as Kafka's codes; this module maps lakelog's
-config definitions (``lakelog.topic_config``) and broker settings
-(``server.settings``) onto them. Pure: the plain dicts ``server.kafka.build``
-turns into either answer's entities (fields a layout lacks are dropped).
+Pure: lakelog's config definitions and broker settings as the plain dicts
+``server.kafka.build`` turns into DescribeConfigs and CreateTopics (v5+) entities.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """One Kafka client connection: read frames, answer them concurrently, reply in order.
 
-Kafka clients pipeline requests (librdkafka keeps up to five produce
-requests in flight per connection) and match answers by order. Requests
-start in arrival order, and a request that changes state
-(``server.kafka.apis.ORDERED``) holds the next frame back until its effect is
-queued: a Produce or an OffsetCommit until it is queued for its group
-commit, the others until they are answered. So the effects of one
-connection's writes land in the order the client sent them (an idempotent
-producer's sequences, a consumer's asynchronous commits before its last
-synchronous one), while reads overlap; answers are written in request order.
-At most ``MAX_IN_FLIGHT`` answers wait at once, and a frame larger than
-``max_request_bytes`` ends the connection before any of it is read. A
-failed SASL step ends the connection once its answer is written; a quota
-throttle stops the reading of further frames for the throttle time.
+Clients pipeline requests and match answers by order. A request that changes
+state (``server.kafka.apis.ORDERED``) holds the next frame back until its
+effect is queued, so one connection's writes land in the order sent while
+reads overlap; answers are written in request order (docs/kafka-protocol.md,
+"One connection's requests, in order").
 """
 
 from __future__ import annotations
@@ -128,13 +120,11 @@ async def _write_answers(
     while (task := await answers.get()) is not None:
         try:
             answer = await task
-        except CloseConnection as exc:
-            log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
-            broken = True
-            writer.close()
-            continue
-        except Exception:
-            log.exception("Kafka request from %s failed; closing", session.client_host)
+        except Exception as exc:
+            if isinstance(exc, CloseConnection):
+                log.warning("closing Kafka connection from %s: %s", session.client_host, exc)
+            else:
+                log.exception("Kafka request from %s failed; closing", session.client_host)
             broken = True
             writer.close()
             continue

@@ -25,10 +25,8 @@ if TYPE_CHECKING:
 class Session:
     """One client connection: which broker and listener it reached, from where, and as whom.
 
-    On a SASL listener (``sasl`` set) the connection starts unauthenticated
-    and only ApiVersions, SaslHandshake and SaslAuthenticate are served
-    until SaslAuthenticate proves a principal; on a PLAINTEXT listener (only
-    when authentication is off) the principal is ``User:ANONYMOUS``.
+    On a SASL listener (``sasl`` set) it starts unauthenticated; on a PLAINTEXT
+    one (authentication off) the principal is ``User:ANONYMOUS``.
     """
 
     broker: Broker
@@ -52,9 +50,6 @@ class Session:
         if self.sasl is None:
             self.authenticated = True
 
-    def close_after_answers(self, reason: str) -> None:
-        self.closing = self.closing or reason
-
     def mute(self, throttle_ms: int) -> None:
         """Read no further request of this connection for ``throttle_ms`` (Kafka's mute)."""
         if throttle_ms > 0:
@@ -66,12 +61,9 @@ class Session:
 class RequestContext:
     session: Session
     header: RequestHeader
-    #: Set once the request's effect is queued in arrival order: reads as they start, a
-    #: request that changes state (``apis.ORDERED``) when its handler has queued its
-    #: effect (Produce, OffsetCommit) or else once it is answered.
+    #: Set once the request's effect is queued in arrival order (``apis.ORDERED``).
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The longest quota throttle this request ran into, reported as its throttle_time_ms
-    #: (every charge precedes ``response``).
+    #: The longest quota throttle this request ran into: its answer's throttle_time_ms.
     throttle_ms: int = 0
 
     @property

@@ -1,15 +1,8 @@
 """From one request frame to its response frame: version checks, decoding, the handler.
 
-A frame lakelog cannot answer in the client's layout (unknown API, unknown
-version, bytes that do not decode) ends the connection, as Kafka's broker
-does; ApiVersions alone is answered in any version, in the v0 layout with
-UNSUPPORTED_VERSION, so that a client can learn what to speak.
-
-On a SASL listener a connection that has not authenticated gets only
-ApiVersions, SaslHandshake and SaslAuthenticate; any other request ends it
-(Kafka's broker closes it too). Every request counts against the principal's
-request-rate quota; the longest throttle a request ran into is its answer's
-``throttle_time_ms``, and the connection reads nothing more for that long.
+A frame lakelog cannot answer in the client's layout ends the connection, as
+Kafka's broker does; only ApiVersions is answered in any version (v0 layout,
+UNSUPPORTED_VERSION) so that a client can learn what to speak.
 """
 
 from __future__ import annotations
@@ -37,29 +30,20 @@ class CloseConnection(Exception):
     """The request cannot be answered in its layout; the connection ends (logged once)."""
 
 
-def unsupported_api_versions_answer(correlation_id: int) -> bytes:
-    """ApiVersions in a version lakelog does not know: v0 layout, UNSUPPORTED_VERSION."""
-    body = build(
-        load_response_schema(API_VERSIONS, 0),
-        error_code=ErrorCode.unsupported_version,
-        api_keys=api_keys(),
-    )
-    return wire.encode_response(API_VERSIONS, 0, correlation_id, body)
-
-
 class Dispatcher:
-    def __init__(self, handlers: Mapping[int, Handler]) -> None:
-        missing = set(SUPPORTED) - set(handlers)
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        """``handlers``: by API name (``ApiRange.name``), one for every supported API."""
+        missing = {api.name for api in SUPPORTED.values()} - set(handlers)
         if missing:
-            raise ValueError(f"no handler for API keys {sorted(missing)}")
-        self.handlers = handlers
+            raise ValueError(f"no handler for APIs {sorted(missing)}")
+        self.handlers = {key: handlers[api.name] for key, api in SUPPORTED.items()}
 
     def start(
         self, frame: bytes, session: Session
     ) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
         """Start answering ``frame``; the event is set once its effect is queued in order."""
         if session.raw_token_next:
-            return _done(), asyncio.ensure_future(_ready(raw_token(session, frame)))
+            return _at_once(raw_token(session, frame))
         api_key, api_version, correlation_id = wire.peek_header(frame)
         api = SUPPORTED.get(api_key)
         if api is None:
@@ -74,22 +58,24 @@ class Dispatcher:
             )
         if not api.supports(api_version):
             if api_key == API_VERSIONS:
-                answer = unsupported_api_versions_answer(correlation_id)
-                return _done(), asyncio.ensure_future(_ready(answer))
+                body = build(
+                    load_response_schema(API_VERSIONS, 0),
+                    error_code=ErrorCode.unsupported_version,
+                    api_keys=api_keys(),
+                )
+                return _at_once(wire.encode_response(API_VERSIONS, 0, correlation_id, body))
             raise CloseConnection(
                 f"{api.name} v{api_version} is not supported "
                 f"(v{api.min_version}-v{api.max_version})"
             )
         try:
-            request = wire.decode_request(frame)
+            header, body = wire.decode_request(frame)
         except LakelogError as exc:
             raise CloseConnection(exc.message) from exc
-        ctx = RequestContext(session, request.header)
-        # A request that changes state holds the next frame back until its effect is
-        # queued (its handler says when) or it is answered (``ORDERED``).
+        ctx = RequestContext(session, header)
         if api_key not in ORDERED:
             ctx.accepted.set()
-        task = asyncio.create_task(self._answer(ctx, request.body))
+        task = asyncio.create_task(self._answer(ctx, body))
         return ctx.accepted, task
 
     async def _answer(self, ctx: RequestContext, body: Any) -> bytes | None:
@@ -98,8 +84,6 @@ class Dispatcher:
             ctx.charge(QuotaKind.REQUEST, 1)
         try:
             response = await self.handlers[header.api_key](ctx, body)
-        except CloseConnection:
-            raise
         except LakelogError as exc:
             raise CloseConnection(
                 f"{SUPPORTED[header.api_key].name} v{header.api_version}: {exc}"
@@ -116,10 +100,11 @@ class Dispatcher:
         )
 
 
-def _done() -> asyncio.Event:
+def _at_once(answer: bytes | None) -> tuple[asyncio.Event, asyncio.Task[bytes | None]]:
+    """A request answered without a handler: nothing to hold the next frame back for."""
     done = asyncio.Event()
     done.set()
-    return done
+    return done, asyncio.ensure_future(_ready(answer))
 
 
 async def _ready(answer: bytes | None) -> bytes | None:

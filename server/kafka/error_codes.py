@@ -1,9 +1,7 @@
 """Kafka error codes for exceptions raised while answering one partition, topic or group.
 
-Each partition, topic or group of a request is answered on its own, so one
-failing does not fail the others. A topic or config resource named more than
-once in one admin request is INVALID_REQUEST on every entry, as in Kafka:
-which one was meant cannot be known.
+Each entry of a request is answered on its own, so one failing does not fail
+the others; a name given twice in one admin request is refused on every entry.
 """
 
 from __future__ import annotations
@@ -38,6 +36,17 @@ def answered(answer: dict[str, Any], what: str) -> Iterator[None]:
         yield
     except Exception as exc:  # unexpected ones are logged by ``error_code``
         answer["error_code"], answer["error_message"] = error_code(exc, what)
+
+
+def by_topic(
+    answers: Iterable[tuple[str, dict[str, Any]]], name: str, partitions: str
+) -> list[dict[str, Any]]:
+    """Partition answers grouped under their topics, in request order (``{name: topic,
+    partitions: [...]}``: the field names differ between APIs)."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for topic, answer in answers:
+        grouped.setdefault(topic, []).append(answer)
+    return [{name: topic, partitions: parts} for topic, parts in grouped.items()]
 
 
 def repeated(keys: Iterable[K]) -> frozenset[K]:

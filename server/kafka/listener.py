@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: How long a stopping broker lets its Kafka connections finish their answers.
 STOP_GRACE_S = 5.0
-
-
 #: Connections the kernel queues per listener before the broker accepts them (asyncio's).
 LISTEN_BACKLOG = 100
 
@@ -57,13 +55,8 @@ def listen_now(server: asyncio.Server) -> None:
 def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
     """The listeners to bind, each with a security protocol that fits ``auth_mode``.
 
-    With authentication on, every Kafka client must authenticate: a
-    PLAINTEXT listener is a configuration error and the default listener
-    (``kafka_listeners`` unset) is ``SASL_SSL`` (with a certificate) or
-    ``SASL_PLAINTEXT`` on the HTTP interface and port 9092. With
-    authentication off there are no credentials to check SASL against, so a
-    SASL listener is a configuration error. SASL_SSL serves TLS with the
-    broker's HTTPS certificate (``ssl_certfile``).
+    With authentication on every Kafka client must authenticate; with it off
+    there are no credentials to check SASL against.
     """
     if settings.kafka_listeners == "":
         return []
@@ -72,21 +65,19 @@ def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
         return [Listener(default_protocol(settings), settings.host, DEFAULT_PORT)]
     listeners = parse_listeners(settings.kafka_listeners)
     for listener in listeners:
-        if secured and listener.security_protocol == PLAINTEXT:
+        if secured and listener.name == PLAINTEXT:
             raise InvalidConfigError(
                 f"kafka_listeners has a PLAINTEXT listener while auth_mode="
                 f"{settings.auth_mode}: it would serve Kafka clients without authentication; "
                 "use SASL_PLAINTEXT://host:port or SASL_SSL://host:port"
             )
-        if not secured and listener.security_protocol in SASL_PROTOCOLS:
+        if not secured and listener.name in SASL_PROTOCOLS:
             raise InvalidConfigError(
-                f"kafka_listeners has a {listener.security_protocol} listener while "
+                f"kafka_listeners has a {listener.name} listener while "
                 "auth_mode=none: there are no credentials to check; set auth_mode (api_key, "
                 "jwt or any) or use PLAINTEXT"
             )
-        if listener.security_protocol == SASL_SSL and not (
-            settings.ssl_certfile and settings.ssl_keyfile
-        ):
+        if listener.name == SASL_SSL and not (settings.ssl_certfile and settings.ssl_keyfile):
             raise InvalidConfigError(
                 "kafka_listeners has a SASL_SSL listener: it needs ssl_certfile and ssl_keyfile "
                 "(the broker's certificate)"
@@ -104,7 +95,7 @@ class KafkaListeners:
             if security is not None and security.enabled
             else None
         )
-        sasl_listener = any(item.security_protocol in SASL_PROTOCOLS for item in self.listeners)
+        sasl_listener = any(item.name in SASL_PROTOCOLS for item in self.listeners)
         if sasl_listener and (self.credentials is None or not self.credentials.mechanisms()):
             raise InvalidConfigError(
                 "a SASL Kafka listener needs api_keys_file (PLAIN) or a JWT key (OAUTHBEARER)"
@@ -129,7 +120,7 @@ class KafkaListeners:
                 start_serving=False,
                 reuse_address=True,
                 backlog=LISTEN_BACKLOG,
-                ssl=self._tls() if listener.security_protocol == SASL_SSL else None,
+                ssl=self._tls() if listener.name == SASL_SSL else None,
             )
             listen_now(server)
             port = server.sockets[0].getsockname()[1]

@@ -1,10 +1,9 @@
 """Kafka's ``listeners`` and ``advertised.listeners``: where to bind, what to tell clients.
 
-Pure. A listener is ``NAME://host:port``; the name is also its security
-protocol (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL), as in Kafka's default
-``listener.security.protocol.map``. A client is answered, in Metadata and
-FindCoordinator, with the advertised addresses of the listener it connected
-to, so a broker behind NAT or in a container advertises what clients can reach.
+Pure. A listener is ``NAME://host:port``, its name its security protocol (Kafka's
+default ``listener.security.protocol.map``). Metadata and FindCoordinator answer
+the advertised addresses of the client's listener, so a broker behind NAT or in
+a container advertises what clients can reach.
 """
 
 from __future__ import annotations
@@ -31,13 +30,11 @@ WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 @dataclass(frozen=True)
 class Listener:
+    """One listener; its name is its security protocol."""
+
     name: str
     host: str
     port: int
-
-    @property
-    def security_protocol(self) -> str:
-        return self.name
 
     @property
     def address(self) -> str:
@@ -70,11 +67,8 @@ def parse_listeners(text: str, setting: str = "kafka_listeners") -> list[Listene
 
 
 def default_protocol(settings: BrokerSettings) -> str:
-    """The protocol of a listener given by port only: what ``auth_mode`` and TLS call for.
-
-    PLAINTEXT without authentication; with it, SASL_SSL when the broker has a
-    certificate (credentials never cross the network in clear), else SASL_PLAINTEXT.
-    """
+    """The protocol of a listener given by port only: with authentication, SASL_SSL when
+    the broker has a certificate (credentials never cross the network in clear)."""
     if settings.auth_mode == "none":
         return PLAINTEXT
     return SASL_SSL if settings.ssl_certfile and settings.ssl_keyfile else SASL_PLAINTEXT

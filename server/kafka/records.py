@@ -1,10 +1,8 @@
 """RecordBatch v2, the records of Kafka's Produce and Fetch, to and from lakelog rows.
 
-Pure: bytes in, Arrow out and back. Produce batches are read with aiokafka's
-compiled codec, after the checks Kafka's broker makes before it appends a
-batch; Fetch batches are written column-wise from the segment rows, with
-numpy and Arrow compute and no Python object per record, as no record codec
-writes from columns (docs/architecture.md, "Kafka protocol codecs").
+Pure. Produce batches are read with aiokafka's compiled codec, after Kafka's
+broker checks; Fetch batches are written column-wise from the segment rows, no
+Python object per record (docs/architecture.md, "Kafka protocol codecs").
 
 Layout of a batch header (Kafka's message format v2), the offsets used below::
 
@@ -53,6 +51,8 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 _NOTHING = pa.scalar(b"", pa.binary())
 _SKIP_NULLS = pc.JoinOptions(null_handling="skip")
+#: What aiokafka's record reader raises for malformed records.
+_UNREADABLE = (CorruptRecordException, UnsupportedCodecError, ValueError, IndexError, struct.error)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,6 @@ class ProducedBatch:
 
     rows: ProduceBatch
     producer_id: int | None
-    producer_epoch: int
     base_sequence: int | None
 
     @property
@@ -121,9 +120,7 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
                 for name, value in headers:
                     headers_of.names.append(name)
                     headers_of.values.append(value)
-    except (CorruptRecordException, UnsupportedCodecError, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"partition {partition}: unreadable records: {exc}") from exc
-    except (ValueError, IndexError, struct.error) as exc:
+    except _UNREADABLE as exc:
         raise CorruptRecordError(f"partition {partition}: unreadable records: {exc}") from exc
     if len(keys) != count or count == 0:
         raise CorruptRecordError(
@@ -140,7 +137,6 @@ def decode_produce(data: bytes, partition: int) -> ProducedBatch:
     return ProducedBatch(
         rows,
         producer if producer >= 0 else None,
-        batch.producer_epoch,
         batch.base_sequence if producer >= 0 else None,
     )
 
@@ -155,11 +151,10 @@ def _timestamps(millis: list[int]) -> pa.Array:
 
 
 class _Headers:
-    """The headers of a batch's records, gathered only for records that have any.
+    """The headers of a batch's records that have any, filled by the decoding loop directly.
 
-    The decoding loop fills the lists directly (no call per record). Names and
-    values are kept flat (strings and bytes, which the garbage
-    collector does not track), never the records' own header lists.
+    Kept flat (strings and bytes, which the garbage collector does not track),
+    never the records' own header lists.
     """
 
     def __init__(self) -> None:
@@ -208,10 +203,7 @@ def _encode_run(rows: pa.Table, log_append_time: bool) -> tuple[bytes, pa.Buffer
     """One batch: its 61-byte header and its records section, built column-wise.
 
     Each record is ``length attributes timestampDelta offsetDelta keyLength
-    key valueLength value headerCount headers``, the integers as zigzag
-    varints. The varints of all records are computed at once with numpy
-    (``server.kafka.varints``), and Arrow's ``binary_join_element_wise``
-    interleaves them with the key and value bytes: no Python object per record.
+    key valueLength value headerCount headers``, the integers as zigzag varints.
     """
     count = rows.num_rows
     offsets = _int64(rows.column("offset"))
@@ -276,9 +268,8 @@ def _encoded_headers(
 ) -> tuple[npt.NDArray[np.int64], pa.Array | None]:
     """Each row's header count, and its encoded headers (None when no row has any).
 
-    A header is ``keyLength key valueLength value``, a null value's length
-    being -1; the headers of all rows are encoded as one flat array, then
-    concatenated per row with ``binary_join`` over the rows' lists.
+    A header is ``keyLength key valueLength value`` (a null value's length -1);
+    all rows' headers are encoded flat, then joined per row.
     """
     headers = _combined(column)
     counts = np.maximum(_lengths(headers), 0)

@@ -1,19 +1,8 @@
 """SASL on the Kafka listener: which mechanisms a broker offers, and who a client's bytes prove.
 
-Pure apart from the credential checks it is given. Two mechanisms map onto
-the broker's HTTP credentials, so one principal has one identity whatever
-the front end:
-
-* ``PLAIN`` (RFC 4616: ``authzid NUL username NUL password``) checks the
-  password as an API key of ``api_keys_file``; the key must belong to the
-  principal the username names (``alice`` or ``User:alice``). The file has
-  no key ids, so the username is the principal's user name, not an id.
-* ``OAUTHBEARER`` (RFC 7628's client response, ``n,,<SOH>auth=Bearer
-  <token><SOH><SOH>``) checks the token as a bearer JWT, exactly as the
-  ``Authorization: Bearer`` header is checked.
-
-``auth_mode`` decides what is offered: ``api_key`` PLAIN, ``jwt``
-OAUTHBEARER, ``any`` both (each only when its credentials are configured).
+Pure apart from the credential checks it is given. PLAIN's password is an API
+key of ``api_keys_file`` and OAUTHBEARER's token a bearer JWT, so a principal
+has one identity whatever the front end (docs/kafka-protocol.md, "Authentication (SASL)").
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Kafka's zigzag varints for whole columns at once, as Arrow binary arrays.
 
-RecordBatch v2 writes every integer of a record (its length, timestamp and
-offset deltas, key, value and header lengths) as a zigzag varint: the sign
-folded into the lowest bit, then 7 bits per byte, the high bit set while
-more bytes follow. Encoding them one by one costs Python objects per record;
-here each column is encoded with a few numpy operations per 7-bit group,
-all rows at once.
-
-The encoded bytes go into Arrow binary views: a view keeps a value of up to
-12 bytes inline (a 4-byte length, then the bytes), so a column of varints is
-two 64-bit words per row computed with numpy, and consecutive fields whose
-widest varints fit in 12 bytes together share one view. Casting the views
-to ``binary`` gives arrays that ``binary_join_element_wise`` interleaves
-with the keys and values.
+A zigzag varint folds the sign into the lowest bit, then writes 7 bits per
+byte, the high bit set while more follow. One by one they would cost Python
+objects per record (docs/architecture.md, "Kafka protocol codecs"), so each
+column is encoded with a few numpy operations per 7-bit group. The bytes go
+into Arrow binary views, which keep up to 12 bytes inline: two 64-bit words per
+row, consecutive fields sharing a view while they fit. Cast to ``binary``,
+``binary_join_element_wise`` interleaves them with the keys and values.
 """
 
 from __future__ import annotations

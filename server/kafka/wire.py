@@ -42,24 +42,15 @@ class RequestHeader:
     client_id: str | None
 
 
-@dataclass(frozen=True)
-class Request:
-    """One decoded request: its header and its kio body entity."""
-
-    header: RequestHeader
-    body: Any
-
-
 def peek_header(frame: bytes) -> tuple[int, int, int]:
     """(api key, api version, correlation id): readable in any version, even an unknown one."""
     if len(frame) < HEADER_PREFIX.size:
         raise CorruptRecordError(f"a request of {len(frame)} bytes has no request header")
-    api_key, api_version, correlation_id = HEADER_PREFIX.unpack_from(frame)
-    return api_key, api_version, correlation_id
+    return HEADER_PREFIX.unpack_from(frame)
 
 
-def decode_request(frame: bytes) -> Request:
-    """Header and body of a request whose api key and version are supported.
+def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+    """Header and kio body entity of a request whose api key and version are supported.
 
     A frame that does not parse is refused: a client and broker that disagree
     on a layout must not act on a guess. Bytes past the body's end are ignored,
@@ -75,9 +66,7 @@ def decode_request(frame: bytes) -> Request:
         raise InvalidRequestError(
             f"could not decode {schema.__name__} v{api_version}: {type(exc).__name__}: {exc}"
         ) from exc
-    return Request(
-        RequestHeader(api_key, api_version, header.correlation_id, header.client_id), body
-    )
+    return RequestHeader(api_key, api_version, header.correlation_id, header.client_id), body
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:

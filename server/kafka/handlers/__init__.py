@@ -1,8 +1,7 @@
-"""One module per group of Kafka APIs; ``HANDLERS`` maps each supported API key to its handler."""
+"""One module per group of Kafka APIs; ``HANDLERS`` maps each API's name to its handler."""
 
 from __future__ import annotations
 
-from server.kafka import apis
 from server.kafka.context import Handler
 from server.kafka.handlers import (
     api_versions,
@@ -19,30 +18,30 @@ from server.kafka.handlers import (
     topics,
 )
 
-HANDLERS: dict[int, Handler] = {
-    apis.API_VERSIONS: api_versions.api_versions,
-    apis.SASL_HANDSHAKE: sasl.sasl_handshake,
-    apis.SASL_AUTHENTICATE: sasl.sasl_authenticate,
-    apis.METADATA: metadata.metadata,
-    apis.PRODUCE: produce.produce,
-    apis.FETCH: fetch.fetch,
-    apis.LIST_OFFSETS: list_offsets.list_offsets,
-    apis.FIND_COORDINATOR: coordinators.find_coordinator,
-    apis.INIT_PRODUCER_ID: producer_ids.init_producer_id,
-    apis.OFFSET_COMMIT: groups.offset_commit,
-    apis.OFFSET_FETCH: groups.offset_fetch,
-    apis.JOIN_GROUP: groups.join_group,
-    apis.HEARTBEAT: groups.heartbeat,
-    apis.LEAVE_GROUP: groups.leave_group,
-    apis.SYNC_GROUP: groups.sync_group,
-    apis.DESCRIBE_GROUPS: groups.describe_groups,
-    apis.LIST_GROUPS: groups.list_groups,
-    apis.DELETE_GROUPS: groups.delete_groups,
-    apis.CREATE_TOPICS: topics.create_topics,
-    apis.DELETE_TOPICS: topics.delete_topics,
-    apis.CREATE_PARTITIONS: topics.create_partitions,
-    apis.DESCRIBE_CONFIGS: configs.describe_configs,
-    apis.ALTER_CONFIGS: configs.alter_configs,
-    apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
-    apis.DESCRIBE_CLUSTER: describe_cluster.describe_cluster,
+HANDLERS: dict[str, Handler] = {
+    "ApiVersions": api_versions.api_versions,
+    "SaslHandshake": sasl.sasl_handshake,
+    "SaslAuthenticate": sasl.sasl_authenticate,
+    "Metadata": metadata.metadata,
+    "Produce": produce.produce,
+    "Fetch": fetch.fetch,
+    "ListOffsets": list_offsets.list_offsets,
+    "FindCoordinator": coordinators.find_coordinator,
+    "InitProducerId": producer_ids.init_producer_id,
+    "OffsetCommit": groups.offset_commit,
+    "OffsetFetch": groups.offset_fetch,
+    "JoinGroup": groups.join_group,
+    "Heartbeat": groups.heartbeat,
+    "LeaveGroup": groups.leave_group,
+    "SyncGroup": groups.sync_group,
+    "DescribeGroups": groups.describe_groups,
+    "ListGroups": groups.list_groups,
+    "DeleteGroups": groups.delete_groups,
+    "CreateTopics": topics.create_topics,
+    "DeleteTopics": topics.delete_topics,
+    "CreatePartitions": topics.create_partitions,
+    "DescribeConfigs": configs.describe_configs,
+    "AlterConfigs": configs.alter_configs,
+    "IncrementalAlterConfigs": configs.incremental_alter_configs,
+    "DescribeCluster": describe_cluster.describe_cluster,
 }

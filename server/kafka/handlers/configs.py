@@ -1,19 +1,8 @@
-"""DescribeConfigs and IncrementalAlterConfigs: topic configs and broker settings over Kafka.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic configs and broker settings.
 
-Topics (resource type 2) are described and altered through the catalog, as
-over HTTP. A broker (type 4) is described by its own node id: its settings,
-read-only, since they are fixed when it starts; the cluster-wide default
-(an empty name) has no dynamic settings and answers none, and another
-broker's id is INVALID_REQUEST, as Kafka answers a broker asked about
-another one. Other resource types are INVALID_REQUEST with a message.
-
-Incremental alterations SET and DELETE any topic config; APPEND and
-SUBTRACT apply to list configs (``cleanup.policy``) and are resolved against
-the topic's current value before the one metadata commit that changes it.
-The older AlterConfigs (which aiokafka's admin client sends) replaces a
-topic's overrides with those given, as in Kafka.
-
-ACLs are Kafka's, on the topic or, for a broker, on the cluster, answered per resource.
+Topics (resource type 2) go through the catalog, as over HTTP; a broker (type
+4) answers only for itself, read-only. The rules are in docs/kafka-protocol.md,
+"Admin APIs"; ACLs are on the topic or, for a broker, on the cluster.
 """
 
 from __future__ import annotations
@@ -97,8 +86,18 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
             entries = topic_entries(
                 described.config, wanted, synonyms=synonyms, documentation=documentation
             )
+        elif kind == BROKER and name == "":
+            entries = []  # the cluster-wide dynamic defaults: lakelog has none
         elif kind == BROKER:
-            entries = _broker_configs(ctx, name, wanted, synonyms, documentation)
+            own = node_id(ctx.broker.settings.broker_id)
+            if name != str(own):
+                raise InvalidRequestError(
+                    f"broker {name!r}: this broker is node {own}; ask each broker about its own "
+                    "settings (or give an empty name for the cluster-wide defaults)"
+                )
+            entries = broker_entries(
+                ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
+            )
         else:
             raise InvalidRequestError(
                 f"config resource type {_type_name(kind)}: only TOPIC (2) and BROKER (4) "
@@ -107,26 +106,6 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
         return {"configs": entries}
 
     return ctx.response(results=await _each_resource(body.resources, "describe", describe))
-
-
-def _broker_configs(
-    ctx: RequestContext,
-    name: str,
-    wanted: frozenset[str] | None,
-    synonyms: bool,
-    documentation: bool,
-) -> list[dict[str, Any]]:
-    if name == "":
-        return []  # the cluster-wide dynamic defaults: lakelog has none
-    own = node_id(ctx.broker.settings.broker_id)
-    if name != str(own):
-        raise InvalidRequestError(
-            f"broker {name!r}: this broker is node {own}; ask each broker about its own "
-            "settings (or give an empty name for the cluster-wide defaults)"
-        )
-    return broker_entries(
-        ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
-    )
 
 
 #: From a topic's current config and a resource's config entries: overrides to set, to remove.
@@ -143,6 +122,8 @@ async def alter_configs(ctx: RequestContext, body: Any) -> Any:
 
 
 async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list[dict[str, Any]]:
+    catalog = ctx.broker.catalog
+
     async def alter(kind: int, name: str, resource: Any) -> dict[str, Any]:
         _require_configs(ctx, Operation.ALTER_CONFIGS, kind, name)
         if kind == BROKER:
@@ -154,23 +135,16 @@ async def _alter_each(ctx: RequestContext, body: Any, resolve: Resolver) -> list
             raise InvalidRequestError(
                 f"config resource type {_type_name(kind)}: only topic configs can be altered"
             )
-        await _alter_topic(ctx, name, resource.configs, resolve, bool(body.validate_only))
+        # Every change is checked against the topic's current config, then committed at once.
+        current = (await asyncio.to_thread(catalog.describe_topic, name)).config
+        set_configs, delete = resolve(current, resource.configs)
+        current.with_changes(set_configs, delete)  # INVALID_CONFIG names the config at fault
+        if not body.validate_only:
+            await asyncio.to_thread(catalog.alter_topic_configs, name, set_configs, delete)
         return {}
 
     twice = repeated((int(r.resource_type), r.resource_name) for r in body.resources)
     return await _each_resource(body.resources, "alter", alter, twice)
-
-
-async def _alter_topic(
-    ctx: RequestContext, topic: str, entries: Any, resolve: Resolver, validate_only: bool
-) -> None:
-    """Check every change against the topic's current config, then commit them at once."""
-    catalog = ctx.broker.catalog
-    current = (await asyncio.to_thread(catalog.describe_topic, topic)).config
-    set_configs, delete = resolve(current, entries)
-    current.with_changes(set_configs, delete)  # INVALID_CONFIG names the config at fault
-    if not validate_only:
-        await asyncio.to_thread(catalog.alter_topic_configs, topic, set_configs, delete)
 
 
 def resolve_replacement(current: TopicConfig, entries: Any) -> tuple[dict[str, str], list[str]]:

@@ -1,10 +1,7 @@
 """DescribeCluster: the live brokers on the client's listener, the cluster id, the controller.
 
-lakelog has no separate controllers: every broker answers admin requests,
-and the controller named is the one Metadata names. Asked for controller
-endpoints (endpoint type 2, which only KRaft controllers answer in Kafka),
-a broker answers UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do. It needs
-DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise).
+There are no separate controllers, so controller endpoints (type 2) are
+UNSUPPORTED_ENDPOINT_TYPE (docs/kafka-protocol.md, "Admin APIs").
 """
 
 from __future__ import annotations
@@ -25,36 +22,33 @@ BROKERS_ENDPOINT = 1
 async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
     session = ctx.session
     endpoint_type = int(getattr(body, "endpoint_type", BROKERS_ENDPOINT))
-    common: dict[str, Any] = {
+    answer: dict[str, Any] = {
         "endpoint_type": endpoint_type,
         "cluster_id": session.broker.settings.cluster_id,
         "cluster_authorized_operations": OPERATIONS_OMITTED,
+        "error_code": 0,
+        "error_message": None,
+        "controller_id": -1,
+        "brokers": [],
     }
-    error: tuple[int, str] | None = None
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        error = (
-            ClusterAuthorizationFailedError.code,
-            f"principal {ctx.principal} is not authorized to DESCRIBE the cluster",
+        answer.update(
+            error_code=ClusterAuthorizationFailedError.code,
+            error_message=f"principal {ctx.principal} is not authorized to DESCRIBE the cluster",
         )
     elif endpoint_type != BROKERS_ENDPOINT:
-        error = (
-            ErrorCode.unsupported_endpoint_type,
-            f"endpoint type {endpoint_type}: lakelog brokers answer only "
+        answer.update(
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"endpoint type {endpoint_type}: lakelog brokers answer only "
             f"for brokers ({BROKERS_ENDPOINT}); there are no separate controllers",
         )
-    if error is not None:
-        code, message = error
-        return ctx.response(
-            **common, error_code=code, error_message=message, controller_id=-1, brokers=[]
+    else:
+        cluster = session.cluster
+        answer.update(
+            controller_id=cluster.controller_id(),
+            brokers=[
+                {"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                for n in cluster.nodes(session.listener)
+            ],
         )
-    cluster = session.cluster
-    return ctx.response(
-        **common,
-        error_code=0,
-        error_message=None,
-        controller_id=cluster.controller_id(),
-        brokers=[
-            {"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
-            for n in cluster.nodes(session.listener)
-        ],
-    )
+    return ctx.response(**answer)

@@ -1,16 +1,8 @@
 """Fetch: records of each requested partition as RecordBatch v2, with Kafka's long poll.
 
-The broker answers at once when the partitions hold at least ``min_bytes``
-past the fetch offsets, when a partition's answer is an error (an offset out
-of range, an unknown partition) or when no readable partition is left,
-otherwise when an append wakes it or ``max_wait`` passes (re-checking
-storage for other brokers' commits on the way, as HTTP fetch does). Fetch
-sessions are not kept: the answer's session id is 0, so clients send full
-fetch requests, which Kafka's protocol allows.
-
-Partitions of topics the principal may not READ are answered
-TOPIC_AUTHORIZATION_FAILED with no records (and are not read at all); the
-record bytes answered count against the principal's fetch byte-rate quota.
+When the long poll answers and why fetch sessions are not kept is in
+docs/kafka-protocol.md, "Fetch and ListOffsets". Topics the principal may not
+READ are not read at all; the record bytes answered count against the fetch quota.
 """
 
 from __future__ import annotations
@@ -25,7 +17,7 @@ from lakelog.security.acl import Operation, ResourceType
 from lakelog.security.quota import QuotaKind
 from server.kafka.authorization import denied
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import by_topic, error_code
 from server.kafka.records import encode_fetch
 
 #: Records a partition answer may hold at most; bytes limit it long before this.
@@ -55,29 +47,22 @@ async def fetch(ctx: RequestContext, body: Any) -> Any:
     while True:
         answers, size = await _read_all(ctx, wanted, int(body.max_bytes))
         remaining = deadline - time.monotonic()
-        if size >= int(body.min_bytes) or remaining <= 0 or _answer_now(answers):
+        # Kafka's rule: no partition left to wait on, or an error to report, ends the poll.
+        errors = any(a["error_code"] for a in answers)
+        if size >= int(body.min_bytes) or remaining <= 0 or not answers or errors:
             break
         keys = [(w.topic, w.partition) for w in wanted]
         await broker.wait_for_appends(keys, min(interval, remaining))
     ctx.charge(QuotaKind.FETCH, size)
     read = iter(answers)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for w in requested:
-        if w.topic in unreadable:
-            answer = _partition(w.partition, TopicAuthorizationFailedError.code)
-        else:
-            answer = next(read)
-        by_topic.setdefault(w.topic, []).append(answer)
+    refused = TopicAuthorizationFailedError.code
+    every = [
+        (w.topic, _partition(w.partition, refused) if w.topic in unreadable else next(read))
+        for w in requested
+    ]
     return ctx.response(
-        error_code=0,
-        session_id=0,
-        responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
+        error_code=0, session_id=0, responses=by_topic(every, "topic", "partitions")
     )
-
-
-def _answer_now(answers: list[dict[str, Any]]) -> bool:
-    """Kafka's rule: no partition left to wait on, or an error to report, ends the long poll."""
-    return not answers or any(a["error_code"] for a in answers)
 
 
 async def _read_all(

@@ -1,14 +1,9 @@
 """Consumer group APIs over the Kafka protocol, on lakelog's one group coordinator.
 
-Kafka clients find a group's coordinator (FindCoordinator) and send it every
-membership request; a broker that does not coordinate the group answers
-NOT_COORDINATOR and the client looks again. Members join as client-assigned
-members (their leader computes the assignment, the coordinator passes the
-bytes through: ``lakelog.groups.client_assigned``). Offsets go to, and come
-from, the same offsets table the HTTP API and ``lakelog consumer-groups`` use.
-
-ACLs are Kafka's, on the group and, for offsets, on each topic (refused on its
-partitions); ListGroups lists only the groups the principal may DESCRIBE.
+Members are client-assigned (``lakelog.groups.client_assigned``): the
+coordinator passes their leader's assignment through. Offsets are the same
+table the HTTP API reads (docs/kafka-protocol.md, "Consumer groups"). ACLs are
+Kafka's, on the group and, for offsets, on each topic.
 """
 
 from __future__ import annotations
@@ -64,9 +59,6 @@ def _coordinated_here(
     return groups
 
 
-# -- membership ------------------------------------------------------------------------
-
-
 async def join_group(ctx: RequestContext, body: Any) -> Any:
     session_ms = int(body.session_timeout.total_seconds() * 1000)
     rebalance = getattr(body, "rebalance_timeout", None)
@@ -94,11 +86,10 @@ async def join_group(ctx: RequestContext, body: Any) -> Any:
     try:
         groups = _coordinated_here(ctx, body.group_id)
         result = await groups.coordinator.join(body.group_id, body.member_id, request)
-    except MemberIdRequiredError as exc:
-        answer.update(error_code=exc.code, member_id=str(exc.details.get("member_id", "")))
-        return ctx.response(**answer)
     except Exception as exc:  # answered with its code; unexpected ones are logged
         answer["error_code"], _ = error_code(exc, f"join of group {body.group_id!r}")
+        if isinstance(exc, MemberIdRequiredError):
+            answer["member_id"] = str(exc.details.get("member_id", ""))
         return ctx.response(**answer)
     leader, members, skip = result.leader_id, result.members, False
     if result.former_member_id is not None and result.is_leader:
@@ -180,9 +171,6 @@ async def leave_group(ctx: RequestContext, body: Any) -> Any:
     return ctx.response(
         error_code=NotCoordinatorError.code if not_coordinator else 0, members=answers
     )
-
-
-# -- offsets ---------------------------------------------------------------------------
 
 
 async def offset_commit(ctx: RequestContext, body: Any) -> Any:
@@ -279,9 +267,6 @@ async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
             )
         topics.append({"name": name, "partitions": answers})
     return ctx.response(error_code=0, topics=topics)
-
-
-# -- administration --------------------------------------------------------------------
 
 
 async def describe_groups(ctx: RequestContext, body: Any) -> Any:

@@ -1,15 +1,7 @@
 """ListOffsets: a partition's earliest, latest, largest-timestamp or first offset at a time.
 
-Kafka's special timestamps, each from the version that introduced it:
--1 latest and -2 earliest, -3 the record with the largest timestamp (v7,
-KIP-734), -4 the earliest offset kept locally (v8; lakelog keeps no other
-tier, so the log start offset), -5 the latest tiered offset and -6 the
-earliest offset pending upload (v9, v11; no tier: offset -1, as Kafka
-answers a topic without remote storage). Any other negative timestamp, or
-one older than the request's version allows, is answered UNSUPPORTED_VERSION
-on its partition. A time after every record answers offset -1 and timestamp
--1, as Kafka does. Needs DESCRIBE on the topic; otherwise each of its
-partitions is answered TOPIC_AUTHORIZATION_FAILED.
+Kafka's special timestamps and the versions that carry them are ``SPECIAL_SINCE``
+(docs/kafka-protocol.md, "Fetch and ListOffsets"). Needs DESCRIBE on the topic.
 """
 
 from __future__ import annotations

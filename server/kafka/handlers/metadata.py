@@ -1,14 +1,8 @@
 """Metadata: the live brokers on the client's listener, and each topic's partitions and leaders.
 
-As in Kafka, a request for every topic lists only those the principal may
-DESCRIBE, and a topic named in the request that it may not DESCRIBE is
-answered TOPIC_AUTHORIZATION_FAILED whether or not it exists (its existence
-is not revealed). Client topics are never created by Metadata; the internal
-``__consumer_offsets`` is, by its owner, the group coordinator's offsets
-store, as Kafka creates it on the first request that names it. A client then
-learns at once that it may not produce there (INVALID_TOPIC_EXCEPTION on
-Produce) instead of waiting its whole delivery timeout for an unknown topic to
-appear.
+A topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or
+not it exists. ``__consumer_offsets`` is created on the first request naming
+it, as in Kafka, so a producer learns at once that it may not write there.
 """
 
 from __future__ import annotations

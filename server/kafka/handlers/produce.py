@@ -1,13 +1,9 @@
 """Produce: each partition's RecordBatch decoded into the broker's one append path.
 
-Every partition of a request is validated and queued for its topic's group
-commit before the next request on the connection is read (so an idempotent
-producer's batches commit in the order it sent them); the answer waits for
-the durable commits, as HTTP produce does. acks=0 gets no answer at all.
-
-A topic the principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED
-on each of its partitions and nothing of it is stored. The request's record
-bytes count against the principal's produce byte-rate quota.
+Every partition is queued for its group commit before the connection's next
+request is read (an idempotent producer's batches commit in order); the answer
+waits for the durable commits, and acks=0 gets none. A topic the principal may
+not WRITE stores nothing; the record bytes count against the produce quota.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from lakelog.security.quota import QuotaKind
 from lakelog.topic_log import AppendResult
 from server.kafka.authorization import refusal
 from server.kafka.context import RequestContext
-from server.kafka.error_codes import error_code
+from server.kafka.error_codes import answered, by_topic, error_code
 from server.kafka.records import decode_produce
 
 NO_TIMESTAMP = -1
@@ -31,9 +27,8 @@ NO_TIMESTAMP = -1
 @dataclass
 class _Pending:
     topic: str
-    partition: int
+    answer: dict[str, Any]
     future: asyncio.Future[AppendResult] | None = None
-    error: tuple[int, str] | None = None
 
 
 async def produce(ctx: RequestContext, body: Any) -> Any:
@@ -51,13 +46,12 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
     for topic in body.topic_data:
         topic_refusal = refused or refusal(ctx, Operation.WRITE, ResourceType.TOPIC, topic.name)
         for part in topic.partition_data:
-            item = _Pending(topic.name, part.index)
+            item = _Pending(topic.name, _partition(part.index))
             pending.append(item)
             produced_bytes += len(part.records or b"")
-            if topic_refusal is not None:
-                item.error = (topic_refusal.code, topic_refusal.message)
-                continue
-            try:
+            with answered(item.answer, f"produce to {topic.name}-{part.index}"):
+                if topic_refusal is not None:
+                    raise topic_refusal
                 if part.records is None:
                     raise InvalidRequestError(f"partition {part.index} has no records")
                 batch = decode_produce(part.records, part.index)
@@ -69,24 +63,17 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
                     batch.base_sequence,
                     sequence_partition=part.index if batch.producer_id is not None else None,
                 )
-            except Exception as exc:  # answered per partition; unexpected ones are logged
-                item.error = error_code(exc, f"produce to {topic.name}-{part.index}")
     ctx.accepted.set()
     ctx.charge(QuotaKind.PRODUCE, produced_bytes)
     if acks == 0:
         return None
-    answers = [await _answer(ctx, item) for item in pending]
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for item, answer in zip(pending, answers, strict=True):
-        by_topic.setdefault(item.topic, []).append(answer)
-    return ctx.response(
-        responses=[{"name": name, "partition_responses": parts} for name, parts in by_topic.items()]
-    )
+    answers = [(item.topic, await _answer(ctx, item)) for item in pending]
+    return ctx.response(responses=by_topic(answers, "name", "partition_responses"))
 
 
-async def _answer(ctx: RequestContext, item: _Pending) -> dict[str, Any]:
-    answer: dict[str, Any] = {
-        "index": item.partition,
+def _partition(index: int) -> dict[str, Any]:
+    return {
+        "index": index,
         "error_code": 0,
         "base_offset": -1,
         "log_append_time": NO_TIMESTAMP,
@@ -94,18 +81,22 @@ async def _answer(ctx: RequestContext, item: _Pending) -> dict[str, Any]:
         "record_errors": [],
         "error_message": None,
     }
-    if item.future is not None:
-        try:
-            result = await item.future
-        except Exception as exc:  # answered per partition; unexpected ones are logged
-            item.error = error_code(exc, f"produce to {item.topic}-{item.partition}")
-        else:
-            _, offsets, stamps = result.arrays()
-            answer["base_offset"] = int(offsets.min())
-            topic_log = await ctx.broker.topic(item.topic)
-            answer["log_start_offset"] = topic_log.log_start_offset(item.partition)
-            if topic_log.config.log_append_time:
-                answer["log_append_time"] = int(stamps.max())
-    if item.error is not None:
-        answer["error_code"], answer["error_message"] = item.error
+
+
+async def _answer(ctx: RequestContext, item: _Pending) -> dict[str, Any]:
+    answer = item.answer
+    if item.future is None:
+        return answer
+    try:
+        result = await item.future
+    except Exception as exc:  # answered per partition; unexpected ones are logged
+        what = f"produce to {item.topic}-{answer['index']}"
+        answer["error_code"], answer["error_message"] = error_code(exc, what)
+        return answer
+    _, offsets, stamps = result.arrays()
+    answer["base_offset"] = int(offsets.min())
+    topic_log = await ctx.broker.topic(item.topic)
+    answer["log_start_offset"] = topic_log.log_start_offset(answer["index"])
+    if topic_log.config.log_append_time:
+        answer["log_append_time"] = int(stamps.max())
     return answer

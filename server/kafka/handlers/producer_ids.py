@@ -1,8 +1,6 @@
 """InitProducerId: a new producer id for an idempotent producer, unique across brokers.
 
-As in Kafka 2.8 and later, an idempotent producer needs IDEMPOTENT_WRITE on
-the cluster or WRITE on at least one topic (CLUSTER_AUTHORIZATION_FAILED
-otherwise).
+Needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic, as in Kafka 2.8+.
 """
 
 from __future__ import annotations

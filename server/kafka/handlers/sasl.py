@@ -1,13 +1,8 @@
 """SaslHandshake and SaslAuthenticate: a Kafka client proves its principal on a SASL listener.
 
-Kafka's order: (ApiVersions,) SaslHandshake naming a mechanism, then one
-SaslAuthenticate carrying the mechanism's bytes (PLAIN and OAUTHBEARER need
-one round). A handshake v0 client sends those bytes as a bare frame instead
-(``raw_token``). A failed step is answered with its error code and message,
-logged without the credential, counted in ``lakelog_authentication_failures``,
-and ends the connection once the answer is written, as Kafka's broker does.
-Re-authentication is not offered (session lifetime 0): a second handshake is
-ILLEGAL_SASL_STATE.
+The exchange is docs/kafka-protocol.md's; a handshake v0 client's bytes come as
+a bare frame (``raw_token``). A failed step is answered, logged without the
+credential, counted, and ends the connection once written, as in Kafka.
 """
 
 from __future__ import annotations
@@ -86,7 +81,7 @@ def refused(session: Session, exc: LakelogError, *, count: bool) -> None:
         session.mechanism or "-",
         exc.message,
     )
-    session.close_after_answers(f"SASL authentication failed: {exc.message}")
+    session.closing = session.closing or f"SASL authentication failed: {exc.message}"
 
 
 def authenticated(session: Session, principal: str) -> None:

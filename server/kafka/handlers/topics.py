@@ -1,28 +1,14 @@
 """CreateTopics, DeleteTopics and CreatePartitions: the catalog's topic admin over Kafka.
 
-Each topic of a request is answered on its own (error code and message per
-topic), through the same catalog calls as the HTTP admin routes, so both
-front ends accept and refuse the same things. ``validate_only`` runs every
-check of the real change against the root's current state and writes
-nothing.
-
-Where lakelog differs from Kafka:
-
-* Brokers own no partitions (the storage root keeps the data and its
-  copies), so replica ``assignments`` are refused with INVALID_REQUEST. A
-  replication factor of -1 or any positive number is accepted, as over HTTP;
-  the answer (v5+) reports 1, the one replica Metadata shows per partition.
-* ``num_partitions`` -1 means 1, the HTTP default (Kafka's ``num.partitions``).
-* The request's timeout is not waited on: a creation or deletion is done,
-  durably, when the answer is sent.
-
-ACLs are Kafka's (CreateTopics: CREATE on the cluster or else on the topic); a
-refused topic is answered TOPIC_AUTHORIZATION_FAILED and left unchanged.
+Each topic is answered on its own, through the same catalog calls as the HTTP
+admin routes; where this differs from Kafka (replica assignments, defaults,
+timeouts) is in docs/kafka-protocol.md, "Admin APIs".
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lakelog.errors import InvalidRequestError
@@ -43,27 +29,45 @@ NO_ASSIGNMENTS = (
 )
 
 
-async def create_topics(ctx: RequestContext, body: Any) -> Any:
-    twice = repeated(t.name for t in body.topics)
-    on_cluster = allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True)
+async def _each_topic(
+    entries: Any,
+    names: list[str],
+    verb: str,
+    act: Callable[[Any], Awaitable[dict[str, Any] | None]],
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """Each topic answered on its own, ``fields`` then what ``act`` returns; a topic named
+    twice is INVALID_REQUEST on every entry."""
+    twice = repeated(names)
     results = []
-    for topic in body.topics:
-        answer: dict[str, Any] = {
-            "name": topic.name,
-            "topic_id": NO_TOPIC_ID,
-            "error_code": 0,
-            "error_message": None,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": None,
-        }
-        with answered(answer, f"create topic {topic.name!r}"):
-            if topic.name in twice:
-                raise refuse_repeated(f"topic {topic.name!r}")
-            if not on_cluster:
-                require(ctx, Operation.CREATE, ResourceType.TOPIC, topic.name)
-            answer.update(await _create(ctx, topic, bool(body.validate_only)))
+    for name, entry in zip(names, entries, strict=True):
+        answer: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None, **fields}
+        with answered(answer, f"{verb} {name!r}"):
+            if name in twice:
+                raise refuse_repeated(f"topic {name!r}")
+            answer.update(await act(entry) or {})
         results.append(answer)
+    return results
+
+
+async def create_topics(ctx: RequestContext, body: Any) -> Any:
+    on_cluster = allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True)
+
+    async def create(topic: Any) -> dict[str, Any]:
+        if not on_cluster:
+            require(ctx, Operation.CREATE, ResourceType.TOPIC, topic.name)
+        return await _create(ctx, topic, bool(body.validate_only))
+
+    results = await _each_topic(
+        body.topics,
+        [t.name for t in body.topics],
+        "create topic",
+        create,
+        topic_id=NO_TOPIC_ID,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
     return ctx.response(topics=results)
 
 
@@ -96,35 +100,28 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
 
 async def delete_topics(ctx: RequestContext, body: Any) -> Any:
     broker = ctx.broker
-    twice = repeated(body.topic_names)
-    results = []
-    for name in body.topic_names:
-        answer: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
-        with answered(answer, f"delete topic {name!r}"):
-            if name in twice:
-                raise refuse_repeated(f"topic {name!r}")
-            require(ctx, Operation.DELETE, ResourceType.TOPIC, name)
-            await asyncio.to_thread(broker.catalog.delete_topic, name)
-            broker.cache.forget(name)
-        results.append(answer)
-    return ctx.response(responses=results)
+
+    async def delete(name: str) -> None:
+        require(ctx, Operation.DELETE, ResourceType.TOPIC, name)
+        await asyncio.to_thread(broker.catalog.delete_topic, name)
+        broker.cache.forget(name)
+
+    names = list(body.topic_names)
+    return ctx.response(responses=await _each_topic(names, names, "delete topic", delete))
 
 
 async def create_partitions(ctx: RequestContext, body: Any) -> Any:
     catalog = ctx.broker.catalog
-    twice = repeated(t.name for t in body.topics)
-    results = []
-    for topic in body.topics:
-        answer: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
-        with answered(answer, f"create partitions of {topic.name!r}"):
-            if topic.name in twice:
-                raise refuse_repeated(f"topic {topic.name!r}")
-            require(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name)
-            if topic.assignments:
-                raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give the new count only")
-            if body.validate_only:
-                await asyncio.to_thread(catalog.check_create_partitions, topic.name, topic.count)
-            else:
-                await asyncio.to_thread(catalog.create_partitions, topic.name, int(topic.count))
-        results.append(answer)
+
+    async def add(topic: Any) -> None:
+        require(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name)
+        if topic.assignments:
+            raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give the new count only")
+        if body.validate_only:
+            await asyncio.to_thread(catalog.check_create_partitions, topic.name, topic.count)
+        else:
+            await asyncio.to_thread(catalog.create_partitions, topic.name, int(topic.count))
+
+    names = [t.name for t in body.topics]
+    results = await _each_topic(body.topics, names, "create partitions of", add)
     return ctx.response(results=results)
