@@ -340,7 +340,7 @@ class Group:
                 member_id=member_id,
                 group_instance_id=request.group_instance_id,
             )
-        if not member_id and request.group_instance_id is not None:
+        if not member_id:
             member_id = new_member_id(request.client_id)
             if static is not None:
                 if self._rejoin_in_place(static, member_id, request, now_ms):
@@ -348,18 +348,15 @@ class Group:
                 self._replace(static, member_id)
             else:
                 self._check_room()
-            self.pending[member_id] = now_ms + request.session_timeout_ms
-        if not member_id:
-            self._check_room()
-            fresh = new_member_id(request.client_id)
-            self.pending[fresh] = now_ms + request.session_timeout_ms
-            if isinstance(request, JoinRequest) or request.require_member_id:
-                raise MemberIdRequiredError(
-                    "first join: join again with the member id in details.member_id",
-                    member_id=fresh,
-                )
-            member_id = fresh
-        if member_id not in self.members and member_id not in self.pending:
+                if instance is None and (
+                    isinstance(request, JoinRequest) or request.require_member_id
+                ):
+                    self.pending[member_id] = now_ms + request.session_timeout_ms
+                    raise MemberIdRequiredError(
+                        "first join: join again with the member id in details.member_id",
+                        member_id=member_id,
+                    )
+        elif member_id not in self.members and member_id not in self.pending:
             self.member(member_id)  # raises UNKNOWN_MEMBER_ID
         self.pending.pop(member_id, None)
         previous = self.members.get(member_id)
