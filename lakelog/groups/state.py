@@ -600,8 +600,7 @@ class Group:
         return member
 
     def leave(self, member_id: str, now_ms: int) -> None:
-        if member_id in self.pending:
-            del self.pending[member_id]
+        if self.pending.pop(member_id, None) is not None:
             return
         self.member(member_id)
         del self.members[member_id]
