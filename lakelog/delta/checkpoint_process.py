@@ -6,14 +6,10 @@ commit. At half the produce saturation an in-process checkpoint thread ran
 20-80 ms once a second and set the produce p99 (40-60 ms, against 18 ms with
 checkpoints off). Another process has its own GIL.
 
-The helper follows each table as any reader does and keeps that state between
-checkpoints; the writer sends the commits it made with each request, so the
-helper reads only other writers' commits, and starts it with itself, so no
-checkpoint loads a table in full in a helper still starting up amid the
-produce load. Checkpoints are derived data: a request lost with a crashed
-helper only means a later checkpoint. Part of the core (``python -m
-lakelog.delta.checkpoint_process`` needs no web stack); writers reach it through
-``lakelog.delta.table.CheckpointRequester``.
+The helper keeps each table's state between checkpoints and is sent the commits
+the writer made, so it reads only other writers' commits. Checkpoints are derived
+data: a request lost with a crashed helper only means a later one. It needs no web
+stack; writers reach it through ``lakelog.delta.table.CheckpointRequester``.
 """
 
 from __future__ import annotations

@@ -5,16 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lakelog.delta.actions import (
-    Action,
-    AddFile,
-    CommitInfo,
-    Metadata,
-    OtherAction,
-    Protocol,
-    RemoveFile,
-    Txn,
-)
+from lakelog.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn
 from lakelog.errors import UnsupportedVersionError
 
 #: Table features this implementation reads and writes correctly. Anything else
@@ -86,8 +77,6 @@ class TableState:
             elif isinstance(action, Protocol):
                 check_protocol(action)
                 self.protocol = action
-            elif isinstance(action, CommitInfo | OtherAction):
-                pass
         self.version = version
         return applied
 

@@ -10,7 +10,7 @@ offsets are always read from one partition.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from lakelog.errors import CorruptRecordError
@@ -54,14 +54,7 @@ def decode_key(data: bytes) -> OffsetKey:
 def encode_value(value: CommittedOffset | None) -> bytes | None:
     if value is None:
         return None
-    return json.dumps(
-        {
-            "offset": value.offset,
-            "metadata": value.metadata,
-            "commit_timestamp": value.commit_timestamp,
-        },
-        separators=(",", ":"),
-    ).encode()
+    return json.dumps(asdict(value), separators=(",", ":")).encode()
 
 
 def decode_value(data: bytes | None) -> CommittedOffset | None:

@@ -320,10 +320,17 @@ class Group:
         it can (``_rejoin_in_place``). Every other join rebalances, except an unchanged
         rejoin of a client-assigned member (``_unchanged_rejoin``).
         """
-        self._check_session_timeout(request.session_timeout_ms)
+        low, high = self.limits.min_session_timeout_ms, self.limits.max_session_timeout_ms
+        if not low <= request.session_timeout_ms <= high:
+            raise InvalidSessionTimeoutError(
+                f"session_timeout_ms {request.session_timeout_ms} is outside the broker's range "
+                f"[{low}, {high}] (group.min/max.session.timeout.ms)"
+            )
         self._check_protocols(member_id, request)
         rejoining = bool(member_id) and member_id in self.members
-        static = self._static_member(request.group_instance_id)
+        instance = request.group_instance_id
+        holders = [m for m in self.members.values() if m.group_instance_id == instance]
+        static = holders[0] if instance is not None and holders else None
         if member_id and static is not None and static.member_id != member_id:
             self.member(member_id)  # fenced already, or an unknown id
             raise FencedInstanceIdError(
@@ -333,7 +340,7 @@ class Group:
                 member_id=member_id,
                 group_instance_id=request.group_instance_id,
             )
-        if not member_id and request.group_instance_id is not None:
+        if not member_id:
             member_id = new_member_id(request.client_id)
             if static is not None:
                 if self._rejoin_in_place(static, member_id, request, now_ms):
@@ -341,18 +348,15 @@ class Group:
                 self._replace(static, member_id)
             else:
                 self._check_room()
-            self.pending[member_id] = now_ms + request.session_timeout_ms
-        if not member_id:
-            self._check_room()
-            fresh = new_member_id(request.client_id)
-            self.pending[fresh] = now_ms + request.session_timeout_ms
-            if isinstance(request, JoinRequest) or request.require_member_id:
-                raise MemberIdRequiredError(
-                    "first join: join again with the member id in details.member_id",
-                    member_id=fresh,
-                )
-            member_id = fresh
-        if member_id not in self.members and member_id not in self.pending:
+                if instance is None and (
+                    isinstance(request, JoinRequest) or request.require_member_id
+                ):
+                    self.pending[member_id] = now_ms + request.session_timeout_ms
+                    raise MemberIdRequiredError(
+                        "first join: join again with the member id in details.member_id",
+                        member_id=member_id,
+                    )
+        elif member_id not in self.members and member_id not in self.pending:
             self.member(member_id)  # raises UNKNOWN_MEMBER_ID
         self.pending.pop(member_id, None)
         previous = self.members.get(member_id)
@@ -431,11 +435,6 @@ class Group:
             return True
         return self.state is GroupState.STABLE and member.member_id != self.leader_id
 
-    def _static_member(self, instance_id: str | None) -> Member | None:
-        if instance_id is None:
-            return None
-        return next((m for m in self.members.values() if m.group_instance_id == instance_id), None)
-
     def _rejoin_in_place(
         self,
         old: Member,
@@ -495,14 +494,6 @@ class Group:
                 f"group {self.group_id!r} has reached its maximum of {self.limits.max_size} members"
             )
 
-    def _check_session_timeout(self, timeout_ms: int) -> None:
-        low, high = self.limits.min_session_timeout_ms, self.limits.max_session_timeout_ms
-        if not low <= timeout_ms <= high:
-            raise InvalidSessionTimeoutError(
-                f"session_timeout_ms {timeout_ms} is outside the broker's range "
-                f"[{low}, {high}] (group.min/max.session.timeout.ms)"
-            )
-
     def start_rebalance(self, now_ms: int) -> None:
         was_empty = self.state is GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
@@ -519,9 +510,7 @@ class Group:
     def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> None:
         """REBALANCE_IN_PROGRESS while members must rejoin; fine once the generation formed
         (a client-assigned member heartbeats while it waits for its leader's assignment)."""
-        member = self.member(member_id)
-        self._check_generation(generation_id)
-        member.last_heartbeat_ms = now_ms
+        self._current(member_id, generation_id).last_heartbeat_ms = now_ms
         assigning = self.state is GroupState.COMPLETING_REBALANCE
         if self.state is not GroupState.STABLE and not (
             assigning and self.mode is AssignmentMode.CLIENT
@@ -529,9 +518,7 @@ class Group:
             raise self._rebalancing()
 
     def sync(self, member_id: str, generation_id: int) -> list[TopicPartition]:
-        member = self.member(member_id)
-        self._check_mode(AssignmentMode.SERVER)
-        self._check_generation(generation_id)
+        member = self._current(member_id, generation_id, AssignmentMode.SERVER)
         if self.state is not GroupState.STABLE:
             raise self._rebalancing()
         return list(member.assignment)
@@ -552,9 +539,7 @@ class Group:
         The record must be made durable before ``finish``. ``protocol_type`` and
         ``protocol_name`` (SyncGroup v5) must be the group's when given.
         """
-        member = self.member(member_id)
-        self._check_mode(AssignmentMode.CLIENT)
-        self._check_generation(generation_id)
+        member = self._current(member_id, generation_id, AssignmentMode.CLIENT)
         for given, own, what in (
             (protocol_type, self.protocol_type, "protocol type"),
             (protocol_name, self.protocol, "protocol"),
@@ -578,9 +563,7 @@ class Group:
     def client_assignment(self, member_id: str, generation_id: int) -> bytes | None:
         """The member's assignment bytes once its leader synced; None while awaited
         (REBALANCE_IN_PROGRESS if a new rebalance started meanwhile)."""
-        member = self.member(member_id)
-        self._check_mode(AssignmentMode.CLIENT)
-        self._check_generation(generation_id)
+        member = self._current(member_id, generation_id, AssignmentMode.CLIENT)
         if self.state is GroupState.PREPARING_REBALANCE:
             raise self._rebalancing()
         if self.state is GroupState.COMPLETING_REBALANCE:
@@ -592,8 +575,13 @@ class Group:
             f"group {self.group_id!r} is rebalancing: rejoin", group_id=self.group_id
         )
 
-    def _check_mode(self, mode: AssignmentMode) -> None:
-        if self.mode is not mode:
+    def _current(
+        self, member_id: str, generation_id: int, mode: AssignmentMode | None = None
+    ) -> Member:
+        """The member, if the group is assigned by ``mode`` (when given) and
+        ``generation_id`` is the current generation."""
+        member = self.member(member_id)
+        if mode is not None and self.mode is not mode:
             how = {
                 AssignmentMode.SERVER: "by the coordinator (HTTP members)",
                 AssignmentMode.CLIENT: "by its members' leader (Kafka protocol)",
@@ -602,10 +590,17 @@ class Group:
                 f"group {self.group_id!r} is not assigned {how[mode]}",
                 group_id=self.group_id,
             )
+        if generation_id != self.generation_id:
+            raise IllegalGenerationError(
+                f"generation {generation_id} of group {self.group_id!r} is not the current "
+                f"one ({self.generation_id}); rejoin",
+                group_id=self.group_id,
+                generation_id=self.generation_id,
+            )
+        return member
 
     def leave(self, member_id: str, now_ms: int) -> None:
-        if member_id in self.pending:
-            del self.pending[member_id]
+        if self.pending.pop(member_id, None) is not None:
             return
         self.member(member_id)
         del self.members[member_id]
@@ -624,20 +619,10 @@ class Group:
                     group_id=self.group_id,
                 )
             return
-        self.member(member_id)
-        self._check_generation(generation_id)
+        self._current(member_id, generation_id)
         if self.state is GroupState.COMPLETING_REBALANCE:
             raise RebalanceInProgressError(
                 f"group {self.group_id!r} is completing a rebalance", group_id=self.group_id
-            )
-
-    def _check_generation(self, generation_id: int) -> None:
-        if generation_id != self.generation_id:
-            raise IllegalGenerationError(
-                f"generation {generation_id} of group {self.group_id!r} is not the current "
-                f"one ({self.generation_id}); rejoin",
-                group_id=self.group_id,
-                generation_id=self.generation_id,
             )
 
     # -- time ------------------------------------------------------------------

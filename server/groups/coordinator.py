@@ -1,18 +1,11 @@
 """The in-memory coordinator of the groups this broker coordinates.
 
-Each group is a pure ``lakelog.groups.state.Group`` guarded by an asyncio
-condition: every request mutates it under the condition's lock and wakes the
-members waiting in their (long-poll) joins and syncs. A server-assigned
-rebalance completes inside ``_advance``: partition counts are read, the
-assignment computed, and the new generation written with put-if-absent
-before anyone is told about it. If that write finds the generation already
-taken, another coordinator is active: this one drops the group
-(NOT_COORDINATOR) and reloads it from storage on the next request.
-
-Client-assigned groups (Kafka protocol; the Kafka listener is the caller)
-use the same coordinator, generation files and offsets table: ``join`` with a
-``ClientAssignedJoinRequest`` answers Kafka's JoinGroup, ``sync_assignments``
-its SyncGroup; errors are ``LakelogError`` subclasses carrying Kafka's codes.
+Each pure ``lakelog.groups.state.Group`` is guarded by an asyncio condition that
+wakes the members long-polling in their joins and syncs. A generation is written
+with put-if-absent before anyone is told about it: finding it taken means another
+coordinator is active, so this one drops the group (NOT_COORDINATOR) and reloads
+it from storage on the next request. The Kafka listener's client-assigned groups
+share all of it (``join``, then ``sync_assignments``).
 """
 
 from __future__ import annotations
@@ -82,11 +75,8 @@ class _Entry:
 class GroupSnapshot:
     """A consistent copy of a group's membership for describe/list.
 
-    ``members`` is what the HTTP describe shows; ``descriptions`` the same
-    members with what Kafka's DescribeGroups shows (metadata and assignment
-    bytes of client-assigned members). ``protocol_type`` is "consumer" for a
-    server-assigned group, the members' own for a client-assigned one, and
-    empty for a group that never had members.
+    ``members`` is what the HTTP describe shows, ``descriptions`` what Kafka's
+    DescribeGroups shows; ``protocol_type`` is empty for a group that never had members.
     """
 
     group_id: str
@@ -145,14 +135,10 @@ class GroupCoordinator:
                 # Fold the group's offsets partition now, so commits and fetches that
                 # follow a takeover only read what is newer.
                 await asyncio.to_thread(self.offsets.fetch, group_id)
-                now = self.now()
-                group = (
-                    Group.restore(record, self.limits, now)
-                    if record is not None
-                    else Group(group_id, self.limits)
-                )
-                entry = self._groups[group_id] = _Entry(group)
-                if record is not None:
+                if record is None:
+                    group = Group(group_id, self.limits)
+                else:
+                    group = Group.restore(record, self.limits, self.now())
                     log.info(
                         "coordinator %s loaded group %s at generation %d (%d members to rejoin)",
                         self.broker_id,
@@ -160,6 +146,7 @@ class GroupCoordinator:
                         group.generation_id,
                         len(group.members),
                     )
+                entry = self._groups[group_id] = _Entry(group)
         self._loading.pop(group_id, None)
         return entry
 

@@ -55,9 +55,7 @@ class HeartbeatResponse(BaseModel):
     throttle_time_ms: int = 0
 
 
-class OffsetCommitEntry(RequestBody):
-    topic: str = Field(min_length=1, max_length=249)
-    partition: int = Field(ge=0, le=INT32)
+class OffsetCommitEntry(TopicPartitionModel):
     offset: int = Field(ge=0, le=INT64)
     metadata: str = Field("", max_length=4096)
 
@@ -68,9 +66,14 @@ class OffsetCommitRequest(RequestBody):
     offsets: list[OffsetCommitEntry] = Field(max_length=100_000)
 
 
-class OffsetCommitResult(BaseModel):
+class PartitionRow(BaseModel):
+    """The topic partition a row of a response is about."""
+
     topic: str
     partition: int
+
+
+class OffsetCommitResult(PartitionRow):
     error_code: int = 0
     error: str | None = None
 
@@ -79,9 +82,7 @@ class OffsetCommitResponse(BaseModel):
     offsets: list[OffsetCommitResult]
 
 
-class FetchedOffset(BaseModel):
-    topic: str
-    partition: int
+class FetchedOffset(PartitionRow):
     offset: int
     metadata: str
     commit_timestamp: int
@@ -122,9 +123,7 @@ class MemberOut(BaseModel):
     assignment: list[TopicPartitionModel]
 
 
-class DescribedOffset(BaseModel):
-    topic: str
-    partition: int
+class DescribedOffset(PartitionRow):
     offset: int
     metadata: str
     log_end_offset: int | None
@@ -169,9 +168,7 @@ class ResetOffsetsRequest(RequestBody):
     execute: bool = False
 
 
-class ResetOffsetRow(BaseModel):
-    topic: str
-    partition: int
+class ResetOffsetRow(PartitionRow):
     current_offset: int | None
     new_offset: int
 

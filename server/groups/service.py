@@ -117,11 +117,11 @@ class GroupService:
 
     def coordinator_of(self, group_id: str) -> BrokerInfo:
         validate_group_id(group_id)
-        live = self._live
-        if not live:
-            own = self.settings.broker_id
-            return BrokerInfo(own, self.settings.url, self.registry.started_ms, 0)
-        return live[choose_coordinator(group_id, live)]
+        if not self._live:
+            return BrokerInfo(
+                self.settings.broker_id, self.settings.url, self.registry.started_ms, 0
+            )
+        return self._live[choose_coordinator(group_id, self._live)]
 
     def live_brokers(self) -> dict[str, BrokerInfo]:
         """The live brokers by id, as of the last registry read (one per heartbeat)."""
