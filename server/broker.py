@@ -202,11 +202,6 @@ class Broker:
 
     # -- produce ---------------------------------------------------------------
 
-    def receiving(self, topic: str) -> contextlib.AbstractContextManager[None]:
-        """Wraps a front end's handling of one produce request, until it is submitted
-        (``ProduceBatcher.receiving``): a full group of the topic waits for it."""
-        return self.batcher.receiving(topic)
-
     async def submit(
         self,
         topic: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -207,7 +207,3 @@ class BrokerMetrics:
 
     def observe_commit_phase(self, topic: str, phase: str, seconds: float) -> None:
         self.commit_phases.labels(topic, phase).observe(seconds)
-
-    def render(self) -> bytes:
-        data: bytes = generate_latest(self.registry)
-        return data

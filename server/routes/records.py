@@ -107,7 +107,7 @@ async def produce(
     `__consumer_offsets` refuses every produce (400, `INVALID_TOPIC_EXCEPTION`): only the
     group coordinator writes it; commit offsets through `/v1/groups/{group}/offsets`."""
     required_acks = parse_acks(acks)
-    with broker.receiving(topic):
+    with broker.batcher.receiving(topic):
         raw = await read_body(request, broker.settings.max_request_bytes)
         throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
         broker.metrics.bytes_in.inc(len(raw))
