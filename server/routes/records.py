@@ -268,19 +268,18 @@ async def list_offset(
     """A timestamp after the partition's last record answers the high watermark with a null
     ``timestamp_ms``: where a consumer of that time starts (Kafka's ListOffsets answers
     offset -1 there)."""
-    spec = parse_offset(timestamp, "timestamp") if not is_unsigned_int(timestamp.strip()) else None
-    if spec is None:
-        found = await broker.offset_for_time(topic, partition, int(timestamp))
-        if found is None:  # every record is older: where a consumer of that time starts
-            topic_log = await broker.topic(topic)
-            end = topic_log.high_watermark(partition)
-            return OffsetResponse(topic=topic, partition=partition, offset=end, timestamp_ms=None)
-        offset, ts = found
-        return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)
-    topic_log = await broker.topic(topic)
-    topic_log.check_partition(partition)
-    offset = await broker.resolve_offset(topic_log, partition, spec)
-    return OffsetResponse(topic=topic, partition=partition, offset=offset)
+    if not is_unsigned_int(timestamp.strip()):
+        spec = parse_offset(timestamp, "timestamp")
+        topic_log = await broker.topic(topic)
+        topic_log.check_partition(partition)
+        offset = await broker.resolve_offset(topic_log, partition, spec)
+        return OffsetResponse(topic=topic, partition=partition, offset=offset)
+    found: tuple[int, int | None] | None
+    found = await broker.offset_for_time(topic, partition, int(timestamp))
+    if found is None:
+        found = ((await broker.topic(topic)).high_watermark(partition), None)
+    offset, ts = found
+    return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)
 
 
 @router.get("/topics/{topic}/offsets", response_model=TopicOffsets, summary="All partitions")
