@@ -215,7 +215,10 @@ async def fetch(
         broker.metrics.abandoned_fetches.inc()
         return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
     throttle_ms = record_quota(request, QuotaKind.FETCH, fetched.records.nbytes)
-    chosen = format or _from_accept(request.headers.get("accept", ""))
+    accept = request.headers.get("accept", "")
+    chosen = format or (
+        "arrow" if ARROW_STREAM in accept else "ndjson" if NDJSON in accept else "json"
+    )
     headers = {
         "X-Lakelog-High-Watermark": str(fetched.high_watermark),
         "X-Lakelog-Log-Start-Offset": str(fetched.log_start_offset),
@@ -242,14 +245,6 @@ async def fetch(
     data = json.dumps(body, separators=(",", ":")).encode()
     broker.metrics.bytes_out.inc(len(data))
     return Response(data, media_type="application/json", headers=headers)
-
-
-def _from_accept(accept: str) -> FetchFormat:
-    if ARROW_STREAM in accept:
-        return "arrow"
-    if NDJSON in accept:
-        return "ndjson"
-    return "json"
 
 
 @router.get(
