@@ -23,6 +23,7 @@ from server.codec import (
     ARROW_STREAM,
     NDJSON,
     DataFormat,
+    DecodedProduce,
     arrow_stream_bytes,
     decode_data,
     decode_produce_json,
@@ -115,18 +116,16 @@ async def produce(
         batch: ProduceBatch
         if kind == ARROW_STREAM:
             batch = parse_arrow_stream(raw)
-        elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
-            batch = fast.batch
-            producer_id = fast.producer_id if fast.producer_id is not None else producer_id
-            sequence = fast.sequence if fast.sequence is not None else sequence
-        elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
-            try:
-                body = ProduceRequest.model_validate_json(raw)
-            except ValidationError as exc:
-                raise validation_error(exc) from None
-            batch = request_to_batch(body)
-            producer_id = body.producer_id if body.producer_id is not None else producer_id
-            sequence = body.sequence if body.sequence is not None else sequence
+        elif kind in ("application/json", ""):
+            sent: DecodedProduce | ProduceRequest | None = decode_produce_json(raw)
+            if sent is None:  # unusual bodies: the models decide, and explain
+                try:
+                    sent = ProduceRequest.model_validate_json(raw)
+                except ValidationError as exc:
+                    raise validation_error(exc) from None
+            batch = sent.batch if isinstance(sent, DecodedProduce) else request_to_batch(sent)
+            producer_id = sent.producer_id if sent.producer_id is not None else producer_id
+            sequence = sent.sequence if sent.sequence is not None else sequence
         else:
             raise UnsupportedContentTypeError(
                 f"unsupported content type {kind!r}; use application/json or {ARROW_STREAM}"
