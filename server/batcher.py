@@ -165,7 +165,8 @@ class ProduceBatcher:
         # Queues replaced by a newer log of the same topic name (deleted and created again)
         # whose flusher may still hold requests; close() must flush them too.
         self._replaced: list[_TopicQueue] = []
-        self._buffered = 0
+        #: Bytes of every request queued or committing, against ``buffer_memory``.
+        self.buffered_bytes = 0
         self._partition_bytes: dict[tuple[str, int], int] = defaultdict(int)
         self._space = asyncio.Condition()
         self._on_commit = on_commit
@@ -174,20 +175,11 @@ class ProduceBatcher:
         #: per topic: produce requests whose bodies are being read and decoded
         self._receiving: dict[str, int] = defaultdict(int)
 
-    @property
-    def buffered_bytes(self) -> int:
-        return self._buffered
-
     @contextlib.contextmanager
     def receiving(self, topic: str) -> Iterator[None]:
-        """Marks the current task's produce request for ``topic`` as being received.
-
-        A front end wraps its handling of a request in it: reading and
-        decoding the body, then submitting. The mark ends when ``submit``
-        takes the request (the mark lives in a context variable, so no call
-        in between needs to carry it), or when the block ends without a
-        submit.
-        """
+        """Marks the current task's produce request for ``topic`` as being received, from
+        reading its body until ``submit`` takes it (found through a context variable) or
+        the block ends."""
         mark = _Receiving(topic)
         self._receiving[topic] += 1
         token = _RECEIVING.set(mark)
@@ -255,9 +247,9 @@ class ProduceBatcher:
         s = self.settings
 
         def fits() -> bool:
-            if self._buffered == 0:
+            if self.buffered_bytes == 0:
                 return True  # one oversized request may always go alone
-            if self._buffered + size > s.buffer_memory:
+            if self.buffered_bytes + size > s.buffer_memory:
                 return False
             return all(
                 self._partition_bytes[(topic, p)] + n <= s.partition_buffer_bytes
@@ -273,18 +265,18 @@ class ProduceBatcher:
                     )
                 except TimeoutError:
                     raise ThrottlingQuotaExceededError(
-                        f"produce buffer is full ({self._buffered} bytes waiting, limit "
+                        f"produce buffer is full ({self.buffered_bytes} bytes waiting, limit "
                         f"{s.buffer_memory} per broker, {s.partition_buffer_bytes} per "
                         f"partition); retry after a short backoff"
                     ) from None
-            self._buffered += size
+            self.buffered_bytes += size
             for p, n in per_partition.items():
                 self._partition_bytes[(topic, p)] += n
 
     async def _release(self, topic: str, items: list[_Pending]) -> None:
         async with self._space:
             for item in items:
-                self._buffered -= item.size
+                self.buffered_bytes -= item.size
                 for p, n in item.per_partition.items():
                     self._partition_bytes[(topic, p)] -= n
             self._space.notify_all()
@@ -292,10 +284,8 @@ class ProduceBatcher:
     def _linger_s(self, queue: _TopicQueue) -> float:
         """How long a group's oldest request waits for others to join it.
 
-        A group for another broker's commit leader does not linger here: the
-        leader groups it again with everything queued there, and the next
-        group leaves only once the leader has queued this one, so requests
-        gather meanwhile anyway; lingering would only add to their wait.
+        Not at all for another broker's commit leader: the leader groups it again, and
+        requests gather here meanwhile anyway, so lingering would only add to the wait.
         """
         if self._leader_of(queue.log, queue.items) is not None:
             return 0.0
@@ -341,10 +331,8 @@ class ProduceBatcher:
     def _pipeline_full(self, in_flight: list[_GroupCommit]) -> bool:
         """No further group may start until the oldest finishes.
 
-        Groups staged here are bounded by ``max_in_flight_commits``. A group the
-        commit leader has queued holds nothing here but its requests' buffer
-        space: the next may follow at once and join the leader's queue (the
-        leader's own buffer limits, met before it answers "queued", bound them).
+        Groups staged here are bounded by ``max_in_flight_commits``; after a group the
+        leader has queued, the next may follow at once (the leader's buffer limits bound it).
         """
         return (
             len(in_flight) >= self.settings.max_in_flight_commits and not in_flight[-1].handed_off
@@ -406,11 +394,9 @@ class ProduceBatcher:
     ) -> Sequence[AppendResult | LakelogError]:
         """Stage now, commit once the group taken before this one has finished.
 
-        A group for another broker's topic goes to the leader once the group
-        before it is queued there (or, if that one is committed here, once it
-        has finished), so a producer's requests reach the leader in order; the
-        next group may go as soon as the leader has queued this one. Only if
-        the leader never took it is it committed here.
+        A group for the leader goes once the group before it is queued there (or has
+        finished, if committed here), so a producer's requests reach the leader in order;
+        only if the leader never took it is it committed here.
         """
         leader = self._leader_of(topic_log, items)
         if leader is not None and self._router is not None:
@@ -445,8 +431,6 @@ class ProduceBatcher:
     async def close(self) -> None:
         """Commit everything still queued, then stop accepting requests."""
         self._closing = True
-        # Queues replaced by a newer log of the same topic are flushed too: every queued
-        # request gets an answer.
         queues = [*self._queues.values(), *self._replaced]
         for queue in queues:
             queue.wakeup.set()

@@ -89,11 +89,8 @@ class Broker:
             router=self.commit_router,
             on_phase=self.metrics.observe_commit_phase,
         )
-        # Keyed by topic name and holding the TopicLog itself, not id(topic_log): a freed log
-        # of a deleted topic can hand its id to the log of the recreated topic, which must
-        # still get its append listener (cache, long-poll wakeups) and the old topic's
-        # batches forgotten.
-        # Weak: a replaced log is closed once no request holds it (``Catalog``).
+        # The TopicLog itself, not its id(): a recreated topic's log may reuse a freed id and
+        # must still be wired. Weak: a replaced log closes once no request holds it.
         self._wired: dict[str, weakref.ref[TopicLog]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
         self._refresh_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -202,11 +199,6 @@ class Broker:
 
     # -- produce ---------------------------------------------------------------
 
-    def receiving(self, topic: str) -> contextlib.AbstractContextManager[None]:
-        """Wraps a front end's handling of one produce request, until it is submitted
-        (``ProduceBatcher.receiving``): a full group of the topic waits for it."""
-        return self.batcher.receiving(topic)
-
     async def submit(
         self,
         topic: str,
@@ -218,11 +210,9 @@ class Broker:
     ) -> asyncio.Future[AppendResult]:
         """Validate and queue for the next group commit; the future of the durable result.
 
-        Once this returns the request holds its place in the topic's queue, so
-        requests submitted one after another commit in that order. Nobody
-        waits for the future of an acks=0 request: its failure is logged here.
-        A client's write to an internal topic is refused before the topic is
-        looked up, so the refusal is the same whether or not it exists yet.
+        Requests submitted one after another commit in that order. An acks=0 failure is
+        logged here (nobody waits for it). A write to an internal topic is refused before
+        the lookup, so the refusal is the same whether or not the topic exists yet.
         """
         check_append(topic, None)
         topic_log = await self.topic(topic)
@@ -236,12 +226,10 @@ class Broker:
     async def take_handoff(
         self, topic: str, batches: list[PreparedBatch]
     ) -> list[AppendResult | LakelogError | asyncio.Future[AppendResult]]:
-        """Queue another broker's group for this broker's next group commit.
+        """Queue another broker's group, in order, for this broker's next group commit.
 
-        Each request is checked against this broker's view of the topic first (a
-        peer's view may be older); a refused one changes nothing and gets its
-        error. The others get the future of their outcome: once this returns,
-        the whole group is queued, in order, behind everything queued before.
+        Each request is checked against this broker's view of the topic (a peer's may be
+        older); a refused one gets its error, the others the future of their outcome.
         """
         topic_log = await self.topic(topic)
         self.metrics.handoffs.labels(topic, "received").inc()
@@ -258,9 +246,8 @@ class Broker:
     def _produced(
         self, topic: str, records: int, acks: Acks, future: asyncio.Future[AppendResult]
     ) -> None:
-        """Counts the records once durable. Refused requests (out-of-order sequence, failed
-        commit) and duplicate retries wrote nothing; an acks=0 caller is gone, so its
-        failure must still be visible to operators."""
+        """Counts the records once durable (refusals and duplicate retries wrote nothing);
+        an acks=0 caller is gone, so its failure must still reach operators."""
         if future.cancelled():
             return
         exc = future.exception()
@@ -292,9 +279,8 @@ class Broker:
     ) -> FetchResult:
         """Records from ``offset``; if there are none yet, wait up to ``max_wait_ms`` for some.
 
-        The high watermark answered is at most ``refresh_interval_ms`` old, as for
-        every other read, wherever in the log the fetch reads: consumers compute
-        their lag from it.
+        The high watermark answered is at most ``refresh_interval_ms`` old wherever the
+        fetch reads: consumers compute their lag from it.
         """
         if max_wait_ms < 0 or max_wait_ms > self.settings.fetch_max_wait_ms:
             raise InvalidRequestError(

@@ -256,15 +256,11 @@ class DecodedProduce:
 def decode_produce_json(raw: bytes) -> DecodedProduce | None:
     """The common shape of a JSON produce body, decoded by typed, strict msgspec decoders.
 
-    Produce bodies are large (a thousand records is normal), and validating
-    them record by record through pydantic models cost more than writing
-    them. msgspec parses, checks ranges and decodes base64 in one C pass per
-    body (measured 4x faster than ``json.loads`` plus column checks). Its
-    strictness is the point: anything unusual (unknown fields, a wrong type,
-    bad base64, headers, the ``json`` format, ...) returns None, which means
-    "let the validating path decide": it then answers with the precise error.
-    So this never accepts what that path refuses, nor stores different bytes
-    (``tests/server/test_produce_fast_path.py`` checks both on random bodies).
+    Validating a thousand records through pydantic cost more than writing them;
+    msgspec parses, checks ranges and decodes base64 in one C pass (measured 4x faster
+    than ``json.loads`` plus column checks). Anything unusual returns None: the
+    validating path then decides and explains, so this never accepts what it refuses
+    nor stores different bytes (``tests/server/test_produce_fast_path.py`` checks both).
     """
     # msgspec raises UnicodeDecodeError (not a DecodeError) for a string that is not UTF-8.
     undecodable = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)

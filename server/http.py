@@ -159,16 +159,6 @@ V2_PREFIXES = ("/topics", "/consumers", "/brokers")
 V2_JSON = "application/vnd.kafka.v2+json"
 
 
-def no_endpoint_message(method: str, path: str) -> str:
-    """What a 404 of the router says: the method and path asked for, and a hint when the path
-    reads as a topic path whose topic name has a '/' in it (no topic name can)."""
-    message = f"no endpoint {method} {path}"
-    prefix = TOPIC_PREFIXES.match(path)
-    if prefix is not None and "/" in path[prefix.end() :].strip("/"):
-        message += "; topic names cannot contain '/'"
-    return message
-
-
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """Routing errors (no such path, wrong method) in the shape of the API the path belongs to:
     the REST Proxy's ``{error_code: <status>, message}`` below ``/v3`` and the v2 paths, the
@@ -181,7 +171,10 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
         return error_response(topic_error)
     path = request.url.path
     if exc.status_code == 404:
-        message = no_endpoint_message(request.method, path)
+        message = f"no endpoint {request.method} {path}"
+        prefix = TOPIC_PREFIXES.match(path)
+        if prefix is not None and "/" in path[prefix.end() :].strip("/"):
+            message += "; topic names cannot contain '/'"  # as no topic name can
     headers = getattr(exc, "headers", None)
     if path.startswith("/v3/") or path == "/v3":
         body = V3Error(error_code=exc.status_code, message=message).model_dump()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 
-HTTP_CLIENT_LOGGER = "httpx"
-
 
 class InternalCallsAtDebug(logging.Filter):
     """Re-levels a logger's INFO records to DEBUG (dropped unless DEBUG is enabled)."""
@@ -28,6 +26,6 @@ class InternalCallsAtDebug(logging.Filter):
 
 def log_internal_calls_at_debug() -> None:
     """Install the filter on httpx's logger (once per process)."""
-    logger = logging.getLogger(HTTP_CLIENT_LOGGER)
+    logger = logging.getLogger("httpx")
     if not any(isinstance(f, InternalCallsAtDebug) for f in logger.filters):
         logger.addFilter(InternalCallsAtDebug())

@@ -1,13 +1,10 @@
 """How late the broker's event loop runs what is due: a wait every request on it shares.
 
-One event loop serves every HTTP and Kafka request of a broker, so anything
-that holds it up delays all of them at once: a long decode on the loop, or the
-loop waiting to get the GIL back from a thread running Python (a commit, a
-segment write) after a C call let it go. Neither shows in a request's own
-profile. A callback due every ``interval_s`` measures how long after its due
-time it ran; the histogram of those lags is the loop's share of every
-request's latency, for operators (``lakelog_event_loop_lag_seconds``) and for
-the benchmarks that print it beside end-to-end latency.
+One event loop serves every HTTP and Kafka request of a broker, so a long decode on
+it, or the loop waiting for the GIL from a committing thread, delays them all, and
+neither shows in a request's own profile. The lag of a callback due every
+``interval_s`` is the loop's share of every request's latency, for operators
+(``lakelog_event_loop_lag_seconds``) and the benchmarks.
 """
 
 from __future__ import annotations
@@ -24,12 +21,8 @@ class Observer(Protocol):
 
 
 def next_due(due: float, now: float, interval_s: float) -> float:
-    """The next due time after a tick due at ``due`` ran at ``now``.
-
-    A stall longer than the interval is one lag, not several: the ticks it
-    swallowed are skipped rather than run back to back, each reporting a part
-    of the same stall.
-    """
+    """The next due time after a tick due at ``due`` ran at ``now``: a stall longer than
+    the interval is one lag, so the ticks it swallowed are skipped, not run back to back."""
     following = due + interval_s
     return following if following > now else now + interval_s
 

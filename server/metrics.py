@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -16,13 +16,8 @@ LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2.5
 
 
 class TopicCommitCollector(Collector):
-    """Per-topic opens and commit counters, read from the catalog at each scrape.
-
-    The catalog already counts them (``Catalog.commit_stats``,
-    ``Catalog.topic_opens``) over every log it opened for a name, so the
-    values only grow; copying them into counters on the commit path would
-    count twice what one place already knows.
-    """
+    """Per-topic opens and commit counters, read at each scrape from the catalog, which
+    already counts them over every log it opened for a name (so they only grow)."""
 
     def __init__(
         self,
@@ -207,7 +202,3 @@ class BrokerMetrics:
 
     def observe_commit_phase(self, topic: str, phase: str, seconds: float) -> None:
         self.commit_phases.labels(topic, phase).observe(seconds)
-
-    def render(self) -> bytes:
-        data: bytes = generate_latest(self.registry)
-        return data

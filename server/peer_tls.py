@@ -17,23 +17,14 @@ from lakelog.client.connection import ssl_context
 from server.settings import BrokerSettings
 
 
-def peer_trust_files(settings: BrokerSettings) -> list[str]:
-    """The CA files a broker verifies other brokers against, besides the system CAs."""
-    files = (settings.peer_ssl_cafile, settings.ssl_ca_certs, settings.ssl_certfile)
-    return list(dict.fromkeys(f for f in files if f))
-
-
-def presents_client_certificate(settings: BrokerSettings) -> bool:
-    """Brokers that require client certificates get this broker's own."""
-    return bool(settings.ssl_ca_certs and settings.ssl_certfile)
-
-
 def peer_tls_context(settings: BrokerSettings) -> ssl.SSLContext | bool:
     """The ``verify`` argument of the broker's HTTP clients (True: system CAs only)."""
-    trusted = peer_trust_files(settings)
+    files = (settings.peer_ssl_cafile, settings.ssl_ca_certs, settings.ssl_certfile)
+    trusted = list(dict.fromkeys(f for f in files if f))
     if not trusted:
         return True
-    mutual = presents_client_certificate(settings)
+    # Brokers that require client certificates get this broker's own.
+    mutual = bool(settings.ssl_ca_certs and settings.ssl_certfile)
     return ssl_context(
         trusted,
         settings.ssl_certfile if mutual else None,

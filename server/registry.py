@@ -1,8 +1,8 @@
 """Which brokers are alive: each one keeps ``_meta/brokers/<id>.json`` fresh.
 
-There is no controller; the registry exists so clients can discover brokers
-and fail over, and so later features (group coordinators) can pick a live
-broker deterministically. An entry older than the session timeout is dead.
+There is no controller; the registry lets clients discover brokers and fail
+over, and lets every broker pick the same live group coordinator and commit
+leader. An entry older than the session timeout is dead.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from lakelog.append.result import AppendResult, partition_batches
 from lakelog.errors import InvalidRequestError, LakelogError, error_for_code
 from lakelog.produce import PreparedBatch
 from lakelog.records import PRODUCE_SCHEMA
+from server.codec import arrow_stream_bytes
 
 #: Schema metadata key holding the per-request JSON list.
 REQUESTS_KEY = b"lakelog.requests"
@@ -32,12 +33,8 @@ RESULT_SCHEMA = pa.schema(
 
 
 def _ipc(table: pa.Table, requests: list[Any]) -> bytes:
-    table = table.replace_schema_metadata({REQUESTS_KEY: json.dumps(requests).encode()})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
+    metadata = {REQUESTS_KEY: json.dumps(requests).encode()}
+    return arrow_stream_bytes(table.replace_schema_metadata(metadata))
 
 
 def _read_ipc(body: bytes, what: str) -> tuple[pa.Table, list[Any]]:

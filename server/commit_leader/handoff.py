@@ -22,10 +22,6 @@ HANDOFF_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 FROM_BROKER_HEADER = "X-Lakelog-Handoff-From"
 
 
-def handoff_path(topic: str) -> str:
-    return f"/internal/v1/topics/{topic}/commits"
-
-
 class HandoffClient:
     """One connection pool to the other brokers, for this broker's handoffs."""
 
@@ -74,7 +70,7 @@ class HandoffClient:
         committed it; nobody can say.
         """
         body = encode_batches(batches)
-        url = leader_url.rstrip("/") + handoff_path(topic)
+        url = f"{leader_url.rstrip('/')}/internal/v1/topics/{topic}/commits"
         taken = False
         try:
             async with self._http().stream(

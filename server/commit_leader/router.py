@@ -16,14 +16,12 @@ from server.registry import BrokerInfo
 log = logging.getLogger(__name__)
 
 
-def leader_key(topic: str) -> str:
-    """The rendezvous key of a topic (apart from group ids, which may equal topic names)."""
-    return f"topic:{topic}"
-
-
 def choose_commit_leader(topic: str, broker_ids: Sequence[str]) -> str:
-    """The broker id that commits ``topic``; every broker computes the same one."""
-    return choose_coordinator(leader_key(topic), broker_ids)
+    """The broker id that commits ``topic``; every broker computes the same one.
+
+    The ``topic:`` prefix keeps a topic's key apart from a group id of the same name.
+    """
+    return choose_coordinator(f"topic:{topic}", broker_ids)
 
 
 class CommitRouter:

@@ -434,7 +434,7 @@ async def produce_to_topic(topic: str, request: Request, broker: BrokerDep) -> R
     ``POST /v1/topics/{topic}/records`` refuses the whole request instead (413/400).
     Producing to the internal topic ``__consumer_offsets`` is refused per record the same
     way (``INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...``)."""
-    with broker.receiving(topic):
+    with broker.batcher.receiving(topic):
         return await produce(request, broker, topic, None)
 
 
@@ -448,5 +448,5 @@ async def produce_to_partition(
     topic: str, partition: str, request: Request, broker: BrokerDep
 ) -> Response:
     """Per-record errors as for ``POST /topics/{topic}``."""
-    with broker.receiving(topic):
+    with broker.batcher.receiving(topic):
         return await produce(request, broker, topic, partition)

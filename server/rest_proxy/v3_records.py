@@ -504,7 +504,7 @@ async def produce_records(
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` gives every record a report with
     `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
-    with broker.receiving(topic_name):
+    with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         raw = await read_json_raw(request, broker)
         # A body the fast decoder takes is UTF-8 JSON with at least one record, so the checks
@@ -653,7 +653,7 @@ async def produce_batch(
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
     with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
-    with broker.receiving(topic_name):
+    with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         text = json_text(await read_json_raw(request, broker))
         try:

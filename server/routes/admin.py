@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import generate_latest
 
 from lakelog.catalog import TopicDescription
 from lakelog.security.acl import ResourceType
@@ -116,4 +117,4 @@ def metrics(broker: BrokerDep) -> Response:
         m.checkpoint_helper.labels("failed").set(helper.failures)
         m.checkpoint_helper.labels("restarted").set(helper.restarts)
         m.checkpoint_helper.labels("commits_read").set(helper.commits_read)
-    return Response(m.render(), media_type="text/plain; version=0.0.4")
+    return Response(generate_latest(m.registry), media_type="text/plain; version=0.0.4")

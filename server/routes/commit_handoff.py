@@ -1,12 +1,9 @@
 """Broker to broker: take another broker's group commit for a topic this broker leads.
 
-Not a client API: the caller is a broker (``server.commit_leader``), and the
-route needs CLUSTER_ACTION on the cluster when authentication is on, as
-Kafka's inter-broker requests do. The answer comes in two steps: its status
-line once the whole group is queued here (the sender may send its next group
-then, and it lands behind this one), its body once the commit is durable.
-Anything but 200 means nothing of the group was taken, so the sender may
-commit it itself.
+Not a client API: the caller is a broker (``server.commit_leader``, which
+describes the two-step answer), and the route needs CLUSTER_ACTION on the
+cluster when authentication is on, as Kafka's inter-broker requests do.
+Anything but 200 means nothing of the group was taken.
 """
 
 from __future__ import annotations

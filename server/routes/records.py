@@ -23,6 +23,7 @@ from server.codec import (
     ARROW_STREAM,
     NDJSON,
     DataFormat,
+    DecodedProduce,
     arrow_stream_bytes,
     decode_data,
     decode_produce_json,
@@ -107,7 +108,7 @@ async def produce(
     `__consumer_offsets` refuses every produce (400, `INVALID_TOPIC_EXCEPTION`): only the
     group coordinator writes it; commit offsets through `/v1/groups/{group}/offsets`."""
     required_acks = parse_acks(acks)
-    with broker.receiving(topic):
+    with broker.batcher.receiving(topic):
         raw = await read_body(request, broker.settings.max_request_bytes)
         throttle_ms = record_quota(request, QuotaKind.PRODUCE, len(raw))
         broker.metrics.bytes_in.inc(len(raw))
@@ -115,18 +116,16 @@ async def produce(
         batch: ProduceBatch
         if kind == ARROW_STREAM:
             batch = parse_arrow_stream(raw)
-        elif kind in ("application/json", "") and (fast := decode_produce_json(raw)) is not None:
-            batch = fast.batch
-            producer_id = fast.producer_id if fast.producer_id is not None else producer_id
-            sequence = fast.sequence if fast.sequence is not None else sequence
-        elif kind in ("application/json", ""):  # unusual bodies: the models decide, and explain
-            try:
-                body = ProduceRequest.model_validate_json(raw)
-            except ValidationError as exc:
-                raise validation_error(exc) from None
-            batch = request_to_batch(body)
-            producer_id = body.producer_id if body.producer_id is not None else producer_id
-            sequence = body.sequence if body.sequence is not None else sequence
+        elif kind in ("application/json", ""):
+            sent: DecodedProduce | ProduceRequest | None = decode_produce_json(raw)
+            if sent is None:  # unusual bodies: the models decide, and explain
+                try:
+                    sent = ProduceRequest.model_validate_json(raw)
+                except ValidationError as exc:
+                    raise validation_error(exc) from None
+            batch = sent.batch if isinstance(sent, DecodedProduce) else request_to_batch(sent)
+            producer_id = sent.producer_id if sent.producer_id is not None else producer_id
+            sequence = sent.sequence if sent.sequence is not None else sequence
         else:
             raise UnsupportedContentTypeError(
                 f"unsupported content type {kind!r}; use application/json or {ARROW_STREAM}"
@@ -215,7 +214,10 @@ async def fetch(
         broker.metrics.abandoned_fetches.inc()
         return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
     throttle_ms = record_quota(request, QuotaKind.FETCH, fetched.records.nbytes)
-    chosen = format or _from_accept(request.headers.get("accept", ""))
+    accept = request.headers.get("accept", "")
+    chosen = format or (
+        "arrow" if ARROW_STREAM in accept else "ndjson" if NDJSON in accept else "json"
+    )
     headers = {
         "X-Lakelog-High-Watermark": str(fetched.high_watermark),
         "X-Lakelog-Log-Start-Offset": str(fetched.log_start_offset),
@@ -244,14 +246,6 @@ async def fetch(
     return Response(data, media_type="application/json", headers=headers)
 
 
-def _from_accept(accept: str) -> FetchFormat:
-    if ARROW_STREAM in accept:
-        return "arrow"
-    if NDJSON in accept:
-        return "ndjson"
-    return "json"
-
-
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     response_model=OffsetResponse,
@@ -268,19 +262,18 @@ async def list_offset(
     """A timestamp after the partition's last record answers the high watermark with a null
     ``timestamp_ms``: where a consumer of that time starts (Kafka's ListOffsets answers
     offset -1 there)."""
-    spec = parse_offset(timestamp, "timestamp") if not is_unsigned_int(timestamp.strip()) else None
-    if spec is None:
-        found = await broker.offset_for_time(topic, partition, int(timestamp))
-        if found is None:  # every record is older: where a consumer of that time starts
-            topic_log = await broker.topic(topic)
-            end = topic_log.high_watermark(partition)
-            return OffsetResponse(topic=topic, partition=partition, offset=end, timestamp_ms=None)
-        offset, ts = found
-        return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)
-    topic_log = await broker.topic(topic)
-    topic_log.check_partition(partition)
-    offset = await broker.resolve_offset(topic_log, partition, spec)
-    return OffsetResponse(topic=topic, partition=partition, offset=offset)
+    if not is_unsigned_int(timestamp.strip()):
+        spec = parse_offset(timestamp, "timestamp")
+        topic_log = await broker.topic(topic)
+        topic_log.check_partition(partition)
+        offset = await broker.resolve_offset(topic_log, partition, spec)
+        return OffsetResponse(topic=topic, partition=partition, offset=offset)
+    found: tuple[int, int | None] | None
+    found = await broker.offset_for_time(topic, partition, int(timestamp))
+    if found is None:
+        found = ((await broker.topic(topic)).high_watermark(partition), None)
+    offset, ts = found
+    return OffsetResponse(topic=topic, partition=partition, offset=offset, timestamp_ms=ts)
 
 
 @router.get("/topics/{topic}/offsets", response_model=TopicOffsets, summary="All partitions")

@@ -124,18 +124,15 @@ class BrokerSecurity:
     def refresh(self) -> None:
         """Read newer ACL and quota snapshots from the storage root (blocking I/O)."""
         with self._refresh_lock:
-            self._refresh()
-
-    def _refresh(self) -> None:
-        acls = self.acl_store.load(self.acl_version)
-        if acls is not None:
-            self.acl_version, self.acls = acls
-        self.acls_loaded = True
-        quotas = self.quota_store.load(self.quota_version)
-        if quotas is not None:
-            self.quota_version, overrides = quotas
-            self.quotas.set_overrides(overrides)
-        self.quotas.forget_idle()
+            acls = self.acl_store.load(self.acl_version)
+            if acls is not None:
+                self.acl_version, self.acls = acls
+            self.acls_loaded = True
+            quotas = self.quota_store.load(self.quota_version)
+            if quotas is not None:
+                self.quota_version, overrides = quotas
+                self.quotas.set_overrides(overrides)
+            self.quotas.forget_idle()
 
     async def catch_up(self, acl_version: int) -> None:
         """Re-read the ACLs now when a peer forwarded this request with a newer version.
