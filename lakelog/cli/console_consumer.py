@@ -17,7 +17,13 @@ from types import FrameType
 from typing import Any
 
 from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect, partitions
-from lakelog.cli.common import add_bootstrap, matching_topics, parse_key_values, topic_pattern
+from lakelog.cli.common import (
+    SubParsers,
+    add_tool,
+    matching_topics,
+    parse_key_values,
+    topic_pattern,
+)
 from lakelog.client import AdminClient, Consumer, TopicPartition
 from lakelog.client.connection import Connection
 from lakelog.errors import InvalidConfigError, InvalidRequestError
@@ -25,9 +31,8 @@ from lakelog.numerals import is_unsigned_int
 from lakelog.records import TIMESTAMP_TYPE_NAMES, ConsumerRecord
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("console-consumer", help="print the records of a topic")
-    add_bootstrap(parser)
+def register(sub: SubParsers) -> None:
+    parser = add_tool(sub, "console-consumer", "print the records of a topic", run)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--topic", help="the topic to consume")
     source.add_argument(
@@ -68,7 +73,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         help="consumer configs with Kafka's names, e.g. session.timeout.ms=6000",
     )
-    parser.set_defaults(run=run)
 
 
 #: --consumer-property names accepted, and how their values are read.
