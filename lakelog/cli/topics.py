@@ -8,6 +8,7 @@ storage root to edit directly. ``--topic`` is a regular expression for
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from lakelog.catalog import Catalog, TopicDescription
 from lakelog.cli.cluster import admin_client
@@ -79,11 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
     if args.root:
-        catalog = Catalog(args.root)
-        try:
+        with contextlib.closing(Catalog(args.root)) as catalog:
             return _run(args, catalog)
-        finally:
-            catalog.close()
     with admin_client(args) as client:
         return _run(args, client)
 
