@@ -55,14 +55,14 @@ def run(args: argparse.Namespace) -> int:
             parse_limits(values)  # names a bad quota before anything is sent
             if not values and not args.delete_config:
                 raise InvalidConfigError("--alter needs --add-config and/or --delete-config")
-            after = admin.alter_client_quotas(entity, values, split_names(args.delete_config))
-            print(f"Quotas of {entity.key()}: {_format(after)}")
+            deleted = split_names(args.delete_config)
+            _print(entity, admin.alter_client_quotas(entity, values, deleted))
             return 0
         for item in admin.describe_client_quotas(*_selected(args)):
-            entity = QuotaEntity(item["user"], item["client_id"])
-            print(f"Quotas of {entity.key()}: {_format(item['quotas'])}")
+            _print(QuotaEntity(item["user"], item["client_id"]), item["quotas"])
         return 0
 
 
-def _format(quotas: dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(quotas.items())) or "(none)"
+def _print(entity: QuotaEntity, quotas: dict[str, float]) -> None:
+    text = ", ".join(f"{k}={v:g}" for k, v in sorted(quotas.items())) or "(none)"
+    print(f"Quotas of {entity.key()}: {text}")
