@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
 
 from lakelog import __version__
 from lakelog.cli import (
@@ -26,7 +25,7 @@ from lakelog.cli import (
     get_offsets,
     topics,
 )
-from lakelog.cli.common import client_security
+from lakelog.cli.common import SubParsers, client_security
 from lakelog.errors import LakelogError, MissingDependencyError
 
 #: Entry-point group through which server/, compaction/ and spark_connector/ add their
@@ -34,9 +33,6 @@ from lakelog.errors import LakelogError, MissingDependencyError
 COMMANDS_GROUP = "lakelog.commands"
 #: Exit status when standard output was closed: 128 + SIGPIPE, as a shell reports it.
 EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
-
-if TYPE_CHECKING:
-    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def add_unavailable(sub: SubParsers, name: str, error: MissingDependencyError) -> None:

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterable
 
 from lakelog.cli.cluster import admin_client
-from lakelog.cli.common import add_bootstrap
+from lakelog.cli.common import SubParsers, add_tool
 from lakelog.errors import InvalidConfigError
 from lakelog.security.acl import (
     CLUSTER_NAME,
@@ -32,13 +32,9 @@ from lakelog.security.acl import (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
-    add_bootstrap(parser)
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--add", action="store_true", help="add ACLs")
-    action.add_argument("--remove", action="store_true", help="remove matching ACLs")
-    action.add_argument("--list", action="store_true", help="list matching ACLs")
+def register(sub: SubParsers) -> None:
+    actions = {"add": "add ACLs", "remove": "remove matching ACLs", "list": "list matching ACLs"}
+    parser = add_tool(sub, "acls", "add, remove and list ACLs (kafka-acls.sh)", run, actions)
     for flag, metavar, text in (
         (
             "--allow-principal",
@@ -68,7 +64,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--producer", action="store_true", help="producer ACLs on --topic")
     parser.add_argument("--consumer", action="store_true", help="consumer ACLs (--topic, --group)")
-    parser.set_defaults(run=run)
 
 
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:

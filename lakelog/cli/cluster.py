@@ -69,11 +69,8 @@ def open_connection(settings: ClientSettings) -> Connection:
 
 
 def wait_for_cluster(connection: Connection, settings: ClientSettings) -> None:
-    """Probe the bootstrap brokers until one answers or the connect timeout has passed.
-
-    Each is tried once with the full connect timeout, later passes with what is
-    left; NETWORK_EXCEPTION names each URL, why it failed and how often.
-    """
+    """Probe the bootstrap brokers until one answers or the connect timeout has passed:
+    each once with the full timeout, later passes with what is left."""
     backoff = Backoff()
     deadline = time.monotonic() + settings.connect_timeout_ms / 1000
     pending = connection.bootstrap_servers
@@ -134,8 +131,13 @@ def admin_client(args: argparse.Namespace) -> Iterator[AdminClient]:
     """An admin client over a cluster that answered (see ``connect``)."""
     settings = client_settings(args)
     with connect(settings) as connection:
-        yield AdminClient(
-            settings.bootstrap,
-            default_api_timeout_ms=settings.default_api_timeout_ms,
-            connection=connection,
-        )
+        yield admin_over(settings, connection)
+
+
+def admin_over(settings: ClientSettings, connection: Connection) -> AdminClient:
+    """An admin client with the command's API timeout, sharing its ``connection``."""
+    return AdminClient(
+        settings.bootstrap,
+        default_api_timeout_ms=settings.default_api_timeout_ms,
+        connection=connection,
+    )

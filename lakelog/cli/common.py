@@ -6,8 +6,8 @@ import argparse
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeAlias
 
 from lakelog.client.connection import SECURITY_ENV, parse_bootstrap
 from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
@@ -16,6 +16,8 @@ from lakelog.settings_files import read_config_file
 
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
+
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 #: Where the tools find their targets when no flag names one; read when a command runs.
 ROOT_ENV = "LAKELOG_ROOT"
@@ -53,6 +55,33 @@ def require_root_setting(settings: BaseSettings, also: str = ", root= in --confi
     """A process's settings must name their root (flag, config file or environment)."""
     if "root" not in settings.model_fields_set:
         raise InvalidConfigError(missing_root_message(also))
+
+
+def add_tool(
+    sub: SubParsers,
+    name: str,
+    text: str,
+    run: Callable[[argparse.Namespace], int],
+    actions: dict[str, str] | None = None,
+    *,
+    root: bool = False,
+) -> argparse.ArgumentParser:
+    """A broker tool's sub-command: its broker options (``--root`` too with ``root``) and,
+    as in Kafka's tools, exactly one of its ``actions`` (``--name``: help)."""
+    parser = sub.add_parser(name, help=text)
+    add_bootstrap(parser)
+    if root:
+        add_root(parser, instead_of_broker=True)
+    if actions:
+        add_switches(parser.add_mutually_exclusive_group(required=True), actions)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def add_switches(parser: argparse._ActionsContainer, switches: dict[str, str]) -> None:
+    """``--name`` on/off flags, each with its help text."""
+    for name, text in switches.items():
+        parser.add_argument(f"--{name}", action="store_true", help=text)
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +122,17 @@ TIMEOUT_PROPERTIES = {
     "request.timeout.ms": "request_timeout_ms",
     "default.api.timeout.ms": "default_api_timeout_ms",
 }
+#: The credential flags: option -> (metavar, help, where ``{}`` is its environment variable).
+SECURITY_FLAGS: dict[str, tuple[str | None, str]] = {
+    "api_key": (None, "API key (default: {})"),
+    "token": (None, "bearer JWT (default: {})"),
+    "ssl_cafile": ("FILE", "CA bundle to verify https brokers (default: {}, else the system CAs)"),
+    "ssl_certfile": (
+        "FILE",
+        "client certificate (PEM), for brokers requiring mutual TLS (default: {})",
+    ),
+    "ssl_keyfile": ("FILE", "private key of --ssl-certfile (PEM) (default: {})"),
+}
 #: How long a tool tries to reach its first broker: a few seconds, so a wrong
 #: address fails at once instead of after the one-minute API timeout.
 DEFAULT_CONNECT_TIMEOUT_MS = 5_000
@@ -107,26 +147,9 @@ def add_client_security(parser: argparse.ArgumentParser) -> None:
         "ssl.keyfile=..., client.id=..., socket.connection.setup.timeout.ms=..., "
         "request.timeout.ms=..., default.api.timeout.ms=... (default: none)",
     )
-    env = {option: f"${name}" for option, name in SECURITY_ENV.items()}
-    group.add_argument("--api-key", help=f"API key (default: {env['api_key']})")
-    group.add_argument("--token", help=f"bearer JWT (default: {env['token']})")
-    group.add_argument(
-        "--ssl-cafile",
-        metavar="FILE",
-        help=f"CA bundle to verify https brokers (default: {env['ssl_cafile']}, "
-        "else the system CAs)",
-    )
-    group.add_argument(
-        "--ssl-certfile",
-        metavar="FILE",
-        help="client certificate (PEM), for brokers requiring mutual TLS "
-        f"(default: {env['ssl_certfile']})",
-    )
-    group.add_argument(
-        "--ssl-keyfile",
-        metavar="FILE",
-        help=f"private key of --ssl-certfile (PEM) (default: {env['ssl_keyfile']})",
-    )
+    for option, (metavar, text) in SECURITY_FLAGS.items():
+        flag = "--" + option.replace("_", "-")
+        group.add_argument(flag, metavar=metavar, help=text.format(f"${SECURITY_ENV[option]}"))
 
 
 def command_config(args: argparse.Namespace) -> dict[str, str]:
@@ -153,7 +176,7 @@ def security_options(args: argparse.Namespace) -> dict[str, str]:
         for name, value in command_config(args).items()
         if name in COMMAND_CONFIG_KEYS
     }
-    for name in ("api_key", "token", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+    for name in SECURITY_FLAGS:
         value = getattr(args, name, None)
         if value:
             options[name] = value
@@ -248,6 +271,11 @@ def _split_commas(item: str, lists: bool) -> list[str] | None:
             start = i + 1
     pieces.append(item[start:])
     return None if in_list else pieces
+
+
+def split_names(items: list[str] | None) -> list[str]:
+    """Names given as repeatable, comma-separated values (``--delete-config a,b``)."""
+    return [n.strip() for item in items or [] for n in item.split(",") if n.strip()]
 
 
 def topic_pattern(text: str, option: str = "--topic") -> re.Pattern[str]:

@@ -13,21 +13,26 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from lakelog.cli.cluster import ClientSettings, build_client, client_settings, connect, partitions
-from lakelog.cli.common import add_bootstrap, matching_topics, parse_key_values, topic_pattern
+from lakelog.cli.cluster import admin_over, build_client, client_settings, connect, partitions
+from lakelog.cli.common import (
+    SubParsers,
+    add_tool,
+    matching_topics,
+    parse_key_values,
+    topic_pattern,
+)
 from lakelog.client import AdminClient, Consumer, TopicPartition
-from lakelog.client.connection import Connection
 from lakelog.errors import InvalidConfigError, InvalidRequestError
 from lakelog.numerals import is_unsigned_int
 from lakelog.records import ConsumerRecord, timestamp_type_name
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("console-consumer", help="print the records of a topic")
-    add_bootstrap(parser)
+def register(sub: SubParsers) -> None:
+    parser = add_tool(sub, "console-consumer", "print the records of a topic", run)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--topic", help="the topic to consume")
     source.add_argument(
@@ -68,7 +73,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         help="consumer configs with Kafka's names, e.g. session.timeout.ms=6000",
     )
-    parser.set_defaults(run=run)
 
 
 #: --consumer-property names accepted, and how their values are read.
@@ -124,38 +128,33 @@ def _exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+#: The fields Kafka's DefaultMessageFormatter can print, in its order: property -> field.
+FIELDS: dict[str, Callable[[ConsumerRecord], str]] = {
+    "print.timestamp": lambda r: f"{timestamp_type_name(r.timestamp_type)}:{r.timestamp_ms}",
+    "print.partition": lambda r: f"Partition:{r.partition}",
+    "print.offset": lambda r: f"Offset:{r.offset}",
+    "print.headers": lambda r: (
+        ",".join(f"{k}:{_text(v)}" for k, v in r.headers) if r.headers else "NO_HEADERS"
+    ),
+    "print.key": lambda r: _text(r.key),
+    "print.value": lambda r: _text(r.value),
+}
+
+
 class Formatter:
-    """Kafka's DefaultMessageFormatter: optional fields before the value, tab separated."""
+    """Kafka's DefaultMessageFormatter: the ``print.*`` fields chosen (only the value by
+    default), separated by ``key.separator``."""
 
     def __init__(self, props: dict[str, str]) -> None:
-        def flag(name: str) -> bool:
-            return props.get(name, "false").lower() == "true"
-
-        self.timestamp = flag("print.timestamp")
-        self.partition = flag("print.partition")
-        self.offset = flag("print.offset")
-        self.headers = flag("print.headers")
-        self.key = flag("print.key")
-        self.value = props.get("print.value", "true").lower() == "true"
+        self.fields = [
+            field
+            for name, field in FIELDS.items()
+            if props.get(name, "true" if name == "print.value" else "false").lower() == "true"
+        ]
         self.separator = props.get("key.separator", "\t")
 
     def format(self, r: ConsumerRecord) -> str:
-        parts = []
-        if self.timestamp:
-            parts.append(f"{timestamp_type_name(r.timestamp_type)}:{r.timestamp_ms}")
-        if self.partition:
-            parts.append(f"Partition:{r.partition}")
-        if self.offset:
-            parts.append(f"Offset:{r.offset}")
-        if self.headers:
-            parts.append(
-                ",".join(f"{k}:{_text(v)}" for k, v in r.headers) if r.headers else "NO_HEADERS"
-            )
-        if self.key:
-            parts.append(_text(r.key))
-        if self.value:
-            parts.append(_text(r.value))
-        return self.separator.join(parts)
+        return self.separator.join(field(r) for field in self.fields)
 
 
 def _text(data: bytes | None) -> str:
@@ -188,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             if args.group is None:
-                _assign(consumer, connection, settings, args)
+                with admin_over(settings, connection) as admin:
+                    _assign(consumer, admin, args)
             elif pattern is not None:
                 consumer.subscribe(pattern=pattern)
             else:
@@ -240,27 +240,17 @@ def _rewind(consumer: Consumer, unprinted: list[ConsumerRecord]) -> None:
         consumer.seek(tp, offset)
 
 
-def _assign(
-    consumer: Consumer,
-    connection: Connection,
-    settings: ClientSettings,
-    args: argparse.Namespace,
-) -> None:
-    with AdminClient(
-        settings.bootstrap,
-        default_api_timeout_ms=settings.default_api_timeout_ms,
-        connection=connection,
-    ) as admin:
-        if args.include is not None:
-            # internal topics ("_" prefix) are left out, as a group's pattern subscription does
-            names = [n for n in admin.list_topics() if not n.startswith("_")]
-            topics = matching_topics(names, args.include, "--include")
-        else:
-            topics = [args.topic]
-        if args.partition is not None:
-            tps = [TopicPartition(args.topic, args.partition)]
-        else:
-            tps = partitions(admin, topics)
+def _assign(consumer: Consumer, admin: AdminClient, args: argparse.Namespace) -> None:
+    if args.include is not None:
+        # internal topics ("_" prefix) are left out, as a group's pattern subscription does
+        names = [n for n in admin.list_topics() if not n.startswith("_")]
+        topics = matching_topics(names, args.include, "--include")
+    else:
+        topics = [args.topic]
+    if args.partition is not None:
+        tps = [TopicPartition(args.topic, args.partition)]
+    else:
+        tps = partitions(admin, topics)
     consumer.assign(tps)
     if args.offset is not None:
         _seek(consumer, tps[0], args.offset)

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from lakelog.cli.cluster import build_client, client_settings, connect
-from lakelog.cli.common import add_bootstrap, parse_key_values
+from lakelog.cli.common import SubParsers, add_tool, parse_key_values
 from lakelog.client import Producer, RecordMetadata
 from lakelog.errors import InvalidConfigError, InvalidRecordError
 
@@ -32,9 +32,8 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
 }
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("console-producer", help="produce stdin lines to a topic")
-    add_bootstrap(parser)
+def register(sub: SubParsers) -> None:
+    parser = add_tool(sub, "console-producer", "produce stdin lines to a topic", run)
     parser.add_argument("--topic", required=True, help="topic to produce to")
     parser.add_argument(
         "--property",
@@ -56,7 +55,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="send each record synchronously: acknowledged before the next line is read; "
         "stop at the first failure",
     )
-    parser.set_defaults(run=run)
 
 
 def producer_options(items: list[str] | None) -> dict[str, Any]:

@@ -12,31 +12,41 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakelog.cli.cluster import admin_client
-from lakelog.cli.common import add_bootstrap
+from lakelog.cli.common import SubParsers, add_switches, add_tool
 from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
 from lakelog.client.structs import TopicPartition
 from lakelog.errors import GroupIdNotFoundError, InvalidRequestError
 
-#: --reset-offsets scenarios: option -> its key in the request's ``to``
-SCENARIOS: dict[str, str] = {
-    "to_earliest": "earliest",
-    "to_latest": "latest",
-    "to_current": "current",
-    "to_offset": "offset",
-    "shift_by": "shift_by",
-    "to_datetime": "datetime",
-    "by_duration": "duration",
+#: --reset-offsets scenarios: flag -> (its key in the request's ``to``, metavar (None for a
+#: switch; N takes a number), help)
+SCENARIOS: dict[str, tuple[str, str | None, str]] = {
+    "to-earliest": ("earliest", None, "to the log start offset"),
+    "to-latest": ("latest", None, "to the log end offset"),
+    "to-current": ("current", None, "to the committed offset, clamped into the log"),
+    "to-offset": ("offset", "N", "to offset N, clamped"),
+    "shift-by": ("shift_by", "N", "committed offset plus N (negative moves back), clamped"),
+    "to-datetime": (
+        "datetime",
+        "YYYY-MM-DDTHH:mm:SS.sss",
+        "to the first offset at or after this time (UTC unless an offset such as +02:00 is given)",
+    ),
+    "by-duration": (
+        "duration",
+        "PnDTnHnMnS",
+        "to the first offset at or after now minus this ISO-8601 duration",
+    ),
 }
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("consumer-groups", help="list, describe, delete and reset groups")
-    add_bootstrap(parser)
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list every group")
-    action.add_argument("--describe", action="store_true", help="offsets and lag of groups")
-    action.add_argument("--delete", action="store_true", help="delete groups' committed offsets")
-    action.add_argument("--reset-offsets", action="store_true", help="move committed offsets")
+def register(sub: SubParsers) -> None:
+    actions = {
+        "list": "list every group",
+        "describe": "offsets and lag of groups",
+        "delete": "delete groups' committed offsets",
+        "reset-offsets": "move committed offsets",
+    }
+    text = "list, describe, delete and reset groups"
+    parser = add_tool(sub, "consumer-groups", text, run, actions)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--group", action="append", help="a group id (repeatable)")
     target.add_argument("--all-groups", action="store_true", help="every group")
@@ -54,41 +64,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
     scenario = parser.add_mutually_exclusive_group()
-    scenario.add_argument(
-        "--to-earliest", action="store_true", help="--reset-offsets: to the log start offset"
+    for flag, (_, metavar, text) in SCENARIOS.items():
+        text = f"--reset-offsets: {text}"
+        if metavar is None:
+            scenario.add_argument(f"--{flag}", action="store_true", help=text)
+        else:
+            kind = int if metavar == "N" else str
+            scenario.add_argument(f"--{flag}", type=kind, metavar=metavar, help=text)
+    add_switches(
+        parser.add_mutually_exclusive_group(),
+        {"dry-run": "show the plan (the default)", "execute": "apply the plan"},
     )
-    scenario.add_argument(
-        "--to-latest", action="store_true", help="--reset-offsets: to the log end offset"
-    )
-    scenario.add_argument(
-        "--to-current",
-        action="store_true",
-        help="--reset-offsets: to the committed offset, clamped into the log",
-    )
-    scenario.add_argument(
-        "--to-offset", type=int, metavar="N", help="--reset-offsets: to offset N, clamped"
-    )
-    scenario.add_argument(
-        "--shift-by",
-        type=int,
-        metavar="N",
-        help="--reset-offsets: committed offset plus N (negative moves back), clamped",
-    )
-    scenario.add_argument(
-        "--to-datetime",
-        metavar="YYYY-MM-DDTHH:mm:SS.sss",
-        help="--reset-offsets: to the first offset at or after this time (UTC unless an "
-        "offset such as +02:00 is given)",
-    )
-    scenario.add_argument(
-        "--by-duration",
-        metavar="PnDTnHnMnS",
-        help="--reset-offsets: to the first offset at or after now minus this ISO-8601 duration",
-    )
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="show the plan (the default)")
-    mode.add_argument("--execute", action="store_true", help="apply the plan")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,19 +151,15 @@ def parse_topics(items: Sequence[str] | None) -> dict[str, list[int] | None]:
 
 def reset_target(args: argparse.Namespace) -> dict[str, Any]:
     chosen = [
-        (option, key)
-        for option, key in SCENARIOS.items()
-        # ``is``, not ``in``: --to-offset 0 and --shift-by 0 are choices too (0 == False)
-        if getattr(args, option) is not None and getattr(args, option) is not False
+        (getattr(args, flag.replace("-", "_")), key) for flag, (key, _, _) in SCENARIOS.items()
     ]
+    # ``is``, not ``in``: --to-offset 0 and --shift-by 0 are choices too (0 == False)
+    chosen = [(value, key) for value, key in chosen if value is not None and value is not False]
     if not chosen:
-        raise InvalidRequestError(
-            "--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
-            "--to-offset, --shift-by, --to-datetime, --by-duration"
-        )
-    option, key = chosen[0]
-    value = getattr(args, option)
-    return {key: True if value is True else value}
+        flags = ", ".join(f"--{flag}" for flag in SCENARIOS)
+        raise InvalidRequestError(f"--reset-offsets needs one of {flags}")
+    value, key = chosen[0]
+    return {key: value}
 
 
 def _cell(value: object) -> str:

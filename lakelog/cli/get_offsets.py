@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 
 from lakelog.cli.cluster import admin_client, partitions
-from lakelog.cli.common import add_bootstrap, matching_topics
+from lakelog.cli.common import SubParsers, add_tool, matching_topics
 from lakelog.client.offsets import OffsetSpec
 from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("get-offsets", help="earliest, latest or by-time offsets")
-    add_bootstrap(parser)
+def register(sub: SubParsers) -> None:
+    parser = add_tool(sub, "get-offsets", "earliest, latest or by-time offsets", run)
     parser.add_argument(
         "--topic",
         help="regular expression matching whole topic names, commas separating "
@@ -23,7 +22,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--time", default="-1", help="-1/latest (default), -2/earliest, or a timestamp in ms"
     )
-    parser.set_defaults(run=run)
 
 
 def parse_time(value: str) -> OffsetSpec:

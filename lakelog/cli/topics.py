@@ -8,15 +8,17 @@ storage root to edit directly. ``--topic`` is a regular expression for
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from lakelog.catalog import Catalog, TopicDescription
 from lakelog.cli.cluster import admin_client
 from lakelog.cli.common import (
-    add_bootstrap,
-    add_root,
+    SubParsers,
+    add_tool,
     matching_topics,
     parse_key_values,
     select_topics,
+    split_names,
     topic_pattern,
 )
 from lakelog.client.admin import AdminClient
@@ -27,13 +29,10 @@ from lakelog.errors import InvalidRequestError
 Admin = Catalog | AdminClient
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
-    add_bootstrap(parser)
-    add_root(parser, instead_of_broker=True)
-    action = parser.add_mutually_exclusive_group(required=True)
-    for name in ("create", "list", "describe", "alter", "delete"):
-        action.add_argument(f"--{name}", action="store_true", help=f"{name} topics")
+def register(sub: SubParsers) -> None:
+    actions = {a: f"{a} topics" for a in ("create", "list", "describe", "alter", "delete")}
+    text = "create, list, describe, alter and delete topics"
+    parser = add_tool(sub, "topics", text, run, actions, root=True)
     parser.add_argument(
         "--topic",
         help="topic name; with --list and --describe a regular expression matching whole "
@@ -69,7 +68,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="--create: do nothing if the topic exists (instead of TOPIC_ALREADY_EXISTS)",
     )
-    parser.set_defaults(run=run)
 
 
 def _need_topic(args: argparse.Namespace) -> str:
@@ -82,11 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
     if args.root:
-        catalog = Catalog(args.root)
-        try:
+        with contextlib.closing(Catalog(args.root)) as catalog:
             return _run(args, catalog)
-        finally:
-            catalog.close()
     with admin_client(args) as client:
         return _run(args, client)
 
@@ -113,7 +108,7 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
             admin.create_partitions(name, args.partitions)
         if args.add_config or args.delete_config:
             configs = parse_key_values(args.add_config, "--add-config")
-            delete = _names(args.delete_config)
+            delete = split_names(args.delete_config)
             if isinstance(admin, Catalog):
                 admin.alter_topic_configs(name, configs, delete)
             else:
@@ -123,10 +118,6 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
         admin.delete_topic(_need_topic(args))
         print(f"Deleted topic {args.topic}.")
     return 0
-
-
-def _names(items: list[str] | None) -> list[str]:
-    return [c.strip() for item in items or [] for c in item.split(",") if c.strip()]
 
 
 def format_description(d: TopicDescription | RemoteDescription) -> str:
