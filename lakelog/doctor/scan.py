@@ -240,16 +240,10 @@ def _segment_facts(fs: pyarrow.fs.FileSystem, path: str) -> SegmentFacts:
 
 def _records(fs: pyarrow.fs.FileSystem, path: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """A segment's (offset, key, value) rows: the offsets table's records must each decode."""
+    columns = ["offset", "key", "value"]
     with fs.open_input_file(path) as source:
-        rows = pq.ParquetFile(source).read(columns=["offset", "key", "value"])
-    return list(
-        zip(
-            rows.column("offset").to_pylist(),
-            rows.column("key").to_pylist(),
-            rows.column("value").to_pylist(),
-            strict=True,
-        )
-    )
+        rows = pq.ParquetFile(source).read(columns=columns)
+    return list(zip(*(rows.column(c).to_pylist() for c in columns), strict=True))
 
 
 def _registry(storage: Storage) -> list[RegistryEntry]:
