@@ -39,7 +39,8 @@ def _store_errors() -> Iterator[None]:
 
 
 class FsspecStorage(Storage):
-    """A root at ``<scheme>://<bucket-or-host>/<prefix>`` on an fsspec filesystem."""
+    """A root at ``<scheme>://<bucket-or-host>/<prefix>`` on an fsspec filesystem; each
+    subclass names its delta-rs URI."""
 
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, base: str) -> None:
         self.url = url.rstrip("/")
@@ -124,9 +125,6 @@ class FsspecStorage(Storage):
         return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(self.fs))
 
     def arrow_path(self, path: str) -> str:
-        return self._abs(path)
-
-    def delta_uri(self, path: str) -> str:
         return self._abs(path)
 
 
