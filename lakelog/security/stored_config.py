@@ -1,8 +1,5 @@
-"""ACL bindings and quota overrides kept in the storage root (``_meta/acls``, ``_meta/quotas``).
-
-Both are versioned documents (see ``store``): every change is a new snapshot
-written with put-if-absent, so concurrent administrators never lose each
-other's changes, and brokers pick changes up by reading the newest snapshot.
+"""ACL bindings and quota overrides kept in the storage root (``_meta/acls``, ``_meta/quotas``)
+as versioned documents (see ``store``); brokers pick changes up from the newest snapshot.
 """
 
 from __future__ import annotations
