@@ -240,13 +240,10 @@ class Appender:
             )
             self.producer_state.remember(b, result)
             results.append(result)
-        self._notify_appended(prepared)
-        return results
-
-    def _notify_appended(self, prepared: PreparedSegments) -> None:
         for p, numbered in prepared.numbered.items():
             for listener in self._listeners:
                 listener(p, numbered)
+        return results
 
     def _build_append(
         self, state: TableState, by_partition: dict[int, pa.Table], prepared: PreparedSegments

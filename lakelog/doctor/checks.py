@@ -53,8 +53,7 @@ def check_log_versions(
     if not present:
         return [Finding("delta-log", Severity.ERROR, topic, log_path, f"{log_path} has no commits")]
     start = 0 if checkpoint is None else checkpoint + 1
-    wanted = [v for v in range(start, present[-1] + 1)]
-    missing = sorted(set(wanted) - set(present))
+    missing = sorted(set(range(start, present[-1] + 1)) - set(present))
     if not missing:
         return []
     shown = ", ".join(str(v) for v in missing[:10])
