@@ -227,8 +227,7 @@ class Appender:
         finally:
             self._release(staged)
         base_of = np.zeros(max(prepared.bases) + 1, dtype=np.int64)
-        for p, base in prepared.bases.items():
-            base_of[p] = base
+        base_of[list(prepared.bases)] = list(prepared.bases.values())
         results = []
         runs = grouped_batches([parts for parts, _ in locate], prepared.bases)
         for b, (parts, positions), placed in zip(batches, locate, runs, strict=True):
@@ -241,13 +240,10 @@ class Appender:
             )
             self.producer_state.remember(b, result)
             results.append(result)
-        self._notify_appended(prepared)
-        return results
-
-    def _notify_appended(self, prepared: PreparedSegments) -> None:
         for p, numbered in prepared.numbered.items():
             for listener in self._listeners:
                 listener(p, numbered)
+        return results
 
     def _build_append(
         self, state: TableState, by_partition: dict[int, pa.Table], prepared: PreparedSegments
@@ -283,13 +279,9 @@ class Appender:
     def _remembered_result(self, batch: PreparedBatch) -> AppendResult | LakelogError:
         """A duplicate request's first result: remembered, or searched in the log."""
         remembered = self.producer_state.original(batch)
-        if remembered is None:
-            return self._look_up_retry(batch)
-        self.table.committer.count(duplicates_from_memory=1)
-        return remembered
-
-    def _look_up_retry(self, batch: PreparedBatch) -> AppendResult | LakelogError:
-        """Where a retried request's records were first written, searched in the log."""
+        if remembered is not None:
+            self.table.committer.count(duplicates_from_memory=1)
+            return remembered
         assert batch.producer_id is not None and batch.base_sequence is not None
         self.table.committer.count(duplicates_from_log=1)
         found = self.find_producer_records(

@@ -1,14 +1,11 @@
 """Where each producer's last batches landed: the answer to a retried batch, from memory.
 
-A producer whose answer was lost sends the same batch again; the sequence
-check recognises it as a duplicate, and the producer must then get the
-offsets its records were first given. Kafka keeps them in its producer
-state (the last five batches of each producer) for exactly this. The
-alternative, reading the newest segments, costs a store round trip per
-segment on the commit path, and after a broker dies every batch it held
-comes back as a retry at once. The log search is the fallback only for a
-batch this process did not commit (the retry reached another broker than
-the one that wrote it, or this process has restarted since).
+A retried batch (its answer lost) is a duplicate by sequence and must get the
+offsets its records were first given; Kafka keeps each producer's last five
+batches for this. Reading the newest segments instead costs a store round trip
+per segment on the commit path, and after a broker dies every batch it held comes
+back at once; that search is the fallback only for a batch this process did not
+commit (another broker wrote it, or this process has restarted since).
 
 Pure logic: no I/O, one lock.
 """

@@ -130,12 +130,9 @@ def grouped_batches(
 ) -> list[list[PartitionBatch]]:
     """``partition_batches`` of every request of one group commit, from counts alone.
 
-    A group commit stores each partition's rows in request order, then record
-    order, from the partition's base offset ``bases[p]``; so request ``i``'s
-    records in partition ``p`` are one run of offsets that starts right after
-    those of the requests before it. Counting each request's records per
-    partition is then enough: no sort per request, which a keyed request
-    (spread over every partition) would otherwise pay.
+    A partition's rows are stored in request order from ``bases[p]``, so a request's
+    records in ``p`` are one run right after the earlier requests': counting suffices,
+    with no sort per request (which a keyed request, over every partition, would pay).
     """
     if not parts:
         return []

@@ -35,6 +35,16 @@ class StoredFile:
     age_s: float
 
 
+def _leftover(
+    check: str, topic: str | None, f: StoredFile, grace_s: float, message: str, tree: bool = False
+) -> Finding:
+    """A leftover file or directory, marked for deletion only once older than ``grace_s``."""
+    old = f.age_s >= grace_s
+    return Finding(
+        check, Severity.WARNING, topic, f.path, message, delete=(f.path,) if old else (), tree=tree
+    )
+
+
 def check_log_versions(
     topic: str, log_path: str, versions: Sequence[int], checkpoint: int | None
 ) -> list[Finding]:
@@ -43,8 +53,7 @@ def check_log_versions(
     if not present:
         return [Finding("delta-log", Severity.ERROR, topic, log_path, f"{log_path} has no commits")]
     start = 0 if checkpoint is None else checkpoint + 1
-    wanted = [v for v in range(start, present[-1] + 1)]
-    missing = sorted(set(wanted) - set(present))
+    missing = sorted(set(range(start, present[-1] + 1)) - set(present))
     if not missing:
         return []
     shown = ", ".join(str(v) for v in missing[:10])
@@ -169,38 +178,30 @@ def check_orphans(
     files older than the grace period are marked for deletion. A file a commit
     ``removed`` (its age counted from the removal) is not reported within it: vacuum's.
     """
-    findings = []
-    for f in files:
-        if f.path in live:
-            continue
-        old = f.age_s >= grace_s
-        if f.path in removed and not old:
-            continue
-        findings.append(
-            Finding(
-                "orphans",
-                Severity.WARNING,
-                topic,
-                f.path,
-                f"{what} {f.path} is not in the Delta log ({f.age_s:.0f} s old"
-                + (")" if old else f", within the {grace_s:.0f} s grace period)"),
-                delete=(f.path,) if old else (),
-            )
+    return [
+        _leftover(
+            "orphans",
+            topic,
+            f,
+            grace_s,
+            f"{what} {f.path} is not in the Delta log ({f.age_s:.0f} s old"
+            + (")" if f.age_s >= grace_s else f", within the {grace_s:.0f} s grace period)"),
         )
-    return findings
+        for f in files
+        if f.path not in live and (f.path not in removed or f.age_s >= grace_s)
+    ]
 
 
 def check_staging(entries: Iterable[StoredFile], grace_s: float) -> list[Finding]:
     """``_staging/<write-id>/`` directories left by Spark writers that never committed."""
     return [
-        Finding(
+        _leftover(
             "staging",
-            Severity.WARNING,
             None,
-            e.path,
+            e,
+            grace_s,
             f"staging directory {e.path} is {e.age_s:.0f} s old"
             + ("" if e.age_s >= grace_s else f" (within the {grace_s:.0f} s grace period)"),
-            delete=(e.path,) if e.age_s >= grace_s else (),
             tree=True,
         )
         for e in entries
@@ -246,13 +247,12 @@ def check_unreferenced_tables(
     """Table directories no pointer names: a deleted topic whose delete did not finish (young
     ones are left alone: a topic being created writes its table before its pointer)."""
     return [
-        Finding(
+        _leftover(
             "orphans",
-            Severity.WARNING,
             None,
-            t.path,
+            t,
+            grace_s,
             f"table {t.path} belongs to no topic ({t.age_s:.0f} s old)",
-            delete=(t.path,) if t.age_s >= grace_s else (),
             tree=True,
         )
         for t in tables

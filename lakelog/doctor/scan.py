@@ -85,6 +85,15 @@ class _Ages:
         ages = self.of(files)
         return min(ages.values()) if ages else 0.0
 
+    def dirs(self, parents: Iterable[str]) -> list[StoredFile]:
+        """The directories in ``parents``, each as young as its content."""
+        return [
+            StoredFile(d.path, self.newest(d.path))
+            for parent in parents
+            for d in self.storage.list_dir(parent)
+            if d.is_dir
+        ]
+
 
 def scan_root(storage: Storage, options: ScanOptions | None = None) -> list[Finding]:
     """Every finding for the root (or one topic of it)."""
@@ -100,20 +109,9 @@ def scan_root(storage: Storage, options: ScanOptions | None = None) -> list[Find
             continue
         findings.extend(_scan_topic(storage, name, info.path, options, ages, referenced))
     if options.topic is None:
-        tables = [
-            StoredFile(table.path, ages.newest(table.path))
-            for topic_dir in storage.list_dir(TOPICS_DIR)
-            if topic_dir.is_dir
-            for table in storage.list_dir(topic_dir.path)
-            if table.is_dir
-        ]
+        tables = ages.dirs(d.path for d in storage.list_dir(TOPICS_DIR) if d.is_dir)
         findings.extend(check_unreferenced_tables(tables, referenced, options.grace_s))
-        staging = [
-            StoredFile(e.path, ages.newest(e.path))
-            for e in storage.list_dir(STAGING_DIR)
-            if e.is_dir
-        ]
-        findings.extend(check_staging(staging, options.grace_s))
+        findings.extend(check_staging(ages.dirs([STAGING_DIR]), options.grace_s))
         findings.extend(check_registry(_registry(storage), int(options.broker_stale_s * 1000)))
     return findings
 
@@ -162,7 +160,7 @@ def _check_table(
 ) -> list[Finding]:
     findings: list[Finding] = []
     segments = [segment_from_add(add) for add in state.files.values()]
-    fs = storage.arrow_filesystem()
+    fs = ages.fs
     for segment in options.progress(segments, len(segments), name):
         path = storage.arrow_path(join(table_path, segment.path))
         facts = _segment_facts(fs, path)
@@ -240,16 +238,10 @@ def _segment_facts(fs: pyarrow.fs.FileSystem, path: str) -> SegmentFacts:
 
 def _records(fs: pyarrow.fs.FileSystem, path: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """A segment's (offset, key, value) rows: the offsets table's records must each decode."""
+    columns = ["offset", "key", "value"]
     with fs.open_input_file(path) as source:
-        rows = pq.ParquetFile(source).read(columns=["offset", "key", "value"])
-    return list(
-        zip(
-            rows.column("offset").to_pylist(),
-            rows.column("key").to_pylist(),
-            rows.column("value").to_pylist(),
-            strict=True,
-        )
-    )
+        rows = pq.ParquetFile(source).read(columns=columns)
+    return list(zip(*(rows.column(c).to_pylist() for c in columns), strict=True))
 
 
 def _registry(storage: Storage) -> list[RegistryEntry]:

@@ -119,12 +119,8 @@ class QuotaEntity:
         return self
 
     def key(self) -> str:
-        parts = []
-        if self.user is not None:
-            parts.append(f"user={self.user}")
-        if self.client_id is not None:
-            parts.append(f"client-id={self.client_id}")
-        return ",".join(parts)
+        named = (("user", self.user), ("client-id", self.client_id))
+        return ",".join(f"{name}={value}" for name, value in named if value is not None)
 
     @classmethod
     def parse(cls, text: str) -> QuotaEntity:
@@ -144,14 +140,10 @@ class QuotaEntity:
 def entity_candidates(user: str, client_id: str) -> list[QuotaEntity]:
     """Kafka's eight quota entities for ``(user, client_id)``, most specific first."""
     return [
-        QuotaEntity(user, client_id),
-        QuotaEntity(user, DEFAULT),
-        QuotaEntity(user, None),
-        QuotaEntity(DEFAULT, client_id),
-        QuotaEntity(DEFAULT, DEFAULT),
-        QuotaEntity(DEFAULT, None),
-        QuotaEntity(None, client_id),
-        QuotaEntity(None, DEFAULT),
+        QuotaEntity(u, c)
+        for u in (user, DEFAULT, None)
+        for c in (client_id, DEFAULT, None)
+        if (u, c) != (None, None)
     ]
 
 

@@ -1,13 +1,11 @@
 """Versioned JSON documents in the storage root (ACLs, quota overrides).
 
-A document is a series of snapshots ``<dir>/<version:020d>.json``; the
-highest version is current. A change reads the current snapshot, applies a
-pure function and writes the next version with **put-if-absent**: two
-administrators changing ACLs at once cannot overwrite each other, the loser
-re-reads and re-applies its change (there is no exists()-then-write).
-Old snapshots beyond ``keep`` are pruned after a successful write; readers
-list the directory and read the newest, so pruning never hides the current
-one.
+A document is a series of snapshots ``<dir>/<version:020d>.json``, the highest
+current. A change applies a pure function to the current snapshot and writes the
+next version with **put-if-absent** (never exists()-then-write): of two
+administrators changing it at once, the loser re-reads and re-applies its change.
+Snapshots beyond ``keep`` are pruned after a write; readers read the newest
+listed, so pruning never hides the current one.
 """
 
 from __future__ import annotations

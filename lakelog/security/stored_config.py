@@ -1,32 +1,38 @@
-"""ACL bindings and quota overrides kept in the storage root (``_meta/acls``, ``_meta/quotas``).
-
-Both are versioned documents (see ``store``): every change is a new snapshot
-written with put-if-absent, so concurrent administrators never lose each
-other's changes, and brokers pick changes up by reading the newest snapshot.
+"""ACL bindings and quota overrides kept in the storage root (``_meta/acls``, ``_meta/quotas``)
+as versioned documents (see ``store``); brokers pick changes up from the newest snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from lakelog.security.acl import AclBinding, AclFilter, decode_bindings, encode_bindings
 from lakelog.security.quota import QuotaEntity, QuotaKind, decode_quotas, encode_quotas
-from lakelog.security.store import Snapshot, VersionedDocument
+from lakelog.security.store import VersionedDocument
 from lakelog.storage import Storage
 
 ACLS_DIR = "_meta/acls"
 QUOTAS_DIR = "_meta/quotas"
 
 Quotas = dict[QuotaEntity, dict[QuotaKind, float]]
+T = TypeVar("T")
 
 
-def bindings_of(snapshot: Snapshot) -> frozenset[AclBinding]:
-    return decode_bindings((snapshot.body or {}).get("acls", []))
+def _bindings(body: dict[str, Any] | None) -> frozenset[AclBinding]:
+    return decode_bindings((body or {}).get("acls", []))
 
 
-def quotas_of(snapshot: Snapshot) -> Quotas:
-    return decode_quotas((snapshot.body or {}).get("quotas", []))
+def _quotas(body: dict[str, Any] | None) -> Quotas:
+    return decode_quotas((body or {}).get("quotas", []))
+
+
+def _load(
+    document: VersionedDocument, newer_than: int, decode: Callable[[dict[str, Any]], T]
+) -> tuple[int, T] | None:
+    """The newest version and its decoded body, or None when nothing newer than that exists."""
+    snapshot = document.latest(newer_than)
+    return None if snapshot.body is None else (snapshot.version, decode(snapshot.body))
 
 
 class AclStore:
@@ -34,11 +40,7 @@ class AclStore:
         self.document = VersionedDocument(storage, ACLS_DIR)
 
     def load(self, newer_than: int = 0) -> tuple[int, frozenset[AclBinding]] | None:
-        """The newest version and its bindings, or None when nothing newer than that exists."""
-        snapshot = self.document.latest(newer_than)
-        if snapshot.body is None:
-            return None
-        return snapshot.version, bindings_of(snapshot)
+        return _load(self.document, newer_than, _bindings)
 
     def add(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
         """Store the bindings (already present ones are kept once); returns those added."""
@@ -46,7 +48,7 @@ class AclStore:
         added: list[AclBinding] = []
 
         def change(body: dict[str, Any] | None) -> dict[str, Any]:
-            current = decode_bindings((body or {}).get("acls", []))
+            current = _bindings(body)
             added[:] = sorted(wanted - current)
             return {"acls": encode_bindings(current | wanted)}
 
@@ -59,7 +61,7 @@ class AclStore:
         removed: list[AclBinding] = []
 
         def change(body: dict[str, Any] | None) -> dict[str, Any]:
-            current = decode_bindings((body or {}).get("acls", []))
+            current = _bindings(body)
             gone = {b for b in current if any(f.matches(b) for f in chosen)}
             removed[:] = sorted(gone)
             return {"acls": encode_bindings(current - gone)}
@@ -73,10 +75,7 @@ class QuotaStore:
         self.document = VersionedDocument(storage, QUOTAS_DIR)
 
     def load(self, newer_than: int = 0) -> tuple[int, Quotas] | None:
-        snapshot = self.document.latest(newer_than)
-        if snapshot.body is None:
-            return None
-        return snapshot.version, quotas_of(snapshot)
+        return _load(self.document, newer_than, _quotas)
 
     def alter(
         self,
@@ -89,7 +88,7 @@ class QuotaStore:
         after: dict[QuotaKind, float] = {}
 
         def change(body: dict[str, Any] | None) -> dict[str, Any]:
-            current = decode_quotas((body or {}).get("quotas", []))
+            current = _quotas(body)
             limits = {k: v for k, v in current.get(entity, {}).items() if k not in removing}
             limits.update(set_limits)
             current[entity] = limits

@@ -36,11 +36,9 @@ def open_storage(url: str, s3: S3Settings | None = None) -> Storage:
 def _local_path(url: str) -> str:
     """The directory of a plain path or ``file:`` URL.
 
-    Besides ``file:///abs`` this accepts ``file:/abs`` (how Hadoop and Spark
-    print local paths) and ``file://localhost/abs`` (RFC 8089). Stripping only a
-    literal ``file://`` turned those into *relative* directories under the
-    current working directory (``./file:/abs``, ``./localhost/abs``), silently
-    writing the log somewhere else. A remote host cannot be a local root.
+    ``file:///abs``, ``file:/abs`` (as Hadoop and Spark print it) and
+    ``file://localhost/abs`` (RFC 8089) all name ``/abs``, never a relative
+    directory that would silently put the log elsewhere; a remote host is refused.
     """
     if not url.startswith("file:"):
         return url

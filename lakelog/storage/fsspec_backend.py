@@ -39,7 +39,8 @@ def _store_errors() -> Iterator[None]:
 
 
 class FsspecStorage(Storage):
-    """A root at ``<scheme>://<bucket-or-host>/<prefix>`` on an fsspec filesystem."""
+    """A root at ``<scheme>://<bucket-or-host>/<prefix>`` on an fsspec filesystem; each
+    subclass names its delta-rs URI."""
 
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, base: str) -> None:
         self.url = url.rstrip("/")
@@ -69,23 +70,16 @@ class FsspecStorage(Storage):
             by_path = {self._rel(key): value for key, value in fetched.items()}
             found: list[bytes | None] = []
             for path in paths:
-                key = check_relative_path(path)
-                if key not in by_path:  # named differently by the filesystem: ask for it alone
-                    by_path[key] = self._read_or_error(path)
-                value = by_path[key]
-                if isinstance(value, FileNotFoundError):
+                value = by_path.get(check_relative_path(path))
+                if value is None:  # named differently by the filesystem: ask for it alone
+                    found.extend(super().read_many([path]))
+                elif isinstance(value, FileNotFoundError):
                     found.append(None)
                 elif isinstance(value, BaseException):
                     raise value
                 else:
                     found.append(value)
         return found
-
-    def _read_or_error(self, path: str) -> bytes | BaseException:
-        try:
-            return self.read_bytes(path)
-        except FileNotFoundError as exc:
-            return exc
 
     def put(self, path: str, data: bytes) -> None:
         with _store_errors():
@@ -131,9 +125,6 @@ class FsspecStorage(Storage):
         return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(self.fs))
 
     def arrow_path(self, path: str) -> str:
-        return self._abs(path)
-
-    def delta_uri(self, path: str) -> str:
         return self._abs(path)
 
 
@@ -193,9 +184,8 @@ class HdfsStorage(FsspecStorage):
         self, path: str, data: bytes, ready: Callable[[], None] | None = None
     ) -> bool:
         target = self._abs(path)
-        # A random name: the old ``id(data)``/thread-ident name is only unique inside
-        # one process, so writers on two hosts could share (and overwrite) one temp
-        # file and a winner could commit the loser's bytes.
+        # A random name: writers on two hosts must never share (and overwrite) one temp
+        # file, or a winner could commit the loser's bytes.
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
         self.fs.pipe_file(tmp, data)
         try:

@@ -73,10 +73,8 @@ class LocalStorage(Storage):
         return tmp
 
     def read_bytes(self, path: str) -> bytes:
-        # A directory, or a path below a plain file, is "no such object" too, as
-        # on S3 and memory://: the contract (and ``exists``) only knows
-        # FileNotFoundError, and IsADirectoryError/NotADirectoryError are not
-        # subclasses of it.
+        # A directory, or a path below a plain file, is "no such object" too, as on S3:
+        # the contract (and ``exists``) only knows FileNotFoundError.
         try:
             with open(self._abs(path), "rb") as f:
                 return f.read()
@@ -123,13 +121,10 @@ class LocalStorage(Storage):
 
     def sync_new(self, paths: Sequence[str]) -> None:
         """fsync each file, then each directory holding one (its name is durable too)."""
-        parents = []
-        for path in paths:
-            target = self._abs(path)
+        targets = [self._abs(path) for path in paths]
+        for target in targets:
             _fsync(target)
-            if os.path.dirname(target) not in parents:
-                parents.append(os.path.dirname(target))
-        for parent in parents:
+        for parent in dict.fromkeys(os.path.dirname(t) for t in targets):
             _fsync(parent)
 
     def put_if_absent(

@@ -1,15 +1,11 @@
 """Typed, validated settings for opening a storage root.
 
-Values come from arguments, ``LAKELOG_S3_*`` variables, or the standard AWS
-variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_REGION``/``AWS_DEFAULT_REGION``), in that order, so a root that works with
-the AWS CLI works with lakelog unchanged.
+Values come from arguments, ``LAKELOG_S3_*`` variables, then the standard ``AWS_*``
+ones, so a root that works with the AWS CLI works with lakelog unchanged.
 
-The field names themselves (``endpoint_url``, ``region``, ...) are accepted as
-constructor arguments (``populate_by_name``) but are deliberately *not* alias
-choices: pydantic-settings looks every alias choice up in the environment
-(case-insensitively), so listing them made a stray ``REGION`` or
-``ENDPOINT_URL`` variable silently override ``AWS_REGION``/``LAKELOG_S3_*``.
+Field names are constructor arguments (``populate_by_name``), deliberately not
+alias choices: pydantic-settings looks those up in the environment, so a stray
+``REGION`` variable would silently override ``AWS_REGION``/``LAKELOG_S3_*``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """``moto_server`` whose conditional writes are atomic, as S3's are.
 
-lakelog's commits and producer-id blocks rest on one promise of the store:
-of several ``PUT``s of one key with ``If-None-Match: *``, exactly one
-succeeds. AWS S3 evaluates the condition and the write as one step. moto's
-S3 handler checks whether the key exists and then writes, and its server
-runs each request on a thread of its own, so when a busy machine switches
-threads between the check and the write, two racing conditional ``PUT``s of
-one key can both succeed. Measured with 8 threads racing per key against
-moto 5.2: none in 200 keys on an idle machine, 5 in 600 keys beside three
-busy processes. A test that then sees an id handed out twice would be
-measuring moto, not lakelog.
+lakelog's commits and producer-id blocks rest on S3's promise that of several
+``PUT``s of one key with ``If-None-Match: *`` exactly one succeeds. moto checks
+whether the key exists and then writes, on a thread per request, so two racing
+conditional ``PUT``s can both succeed (8 threads racing per key on moto 5.2: none
+in 200 keys on an idle machine, 5 in 600 beside three busy processes), and a test
+would be measuring moto, not lakelog.
 
 Run as ``python -m lakelog.testing.atomic_moto -H HOST -p PORT`` (moto's own
-arguments): every object ``PUT`` and ``POST`` (where multipart uploads
-complete, also conditionally) runs under one lock, then moto serves as usual.
-Reads stay concurrent. Only tests and benchmarks start this; it imports moto,
-which the ``test`` extra installs.
+arguments): every object ``PUT`` and ``POST`` (multipart completion, also
+conditional) runs under one lock; reads stay concurrent. Needs the ``test`` extra.
 """
 
 from __future__ import annotations

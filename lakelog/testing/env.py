@@ -1,10 +1,5 @@
-"""The environment of a process that tests and benchmarks start: a broker, a job, a tool.
-
-One rule for every such child: this process's environment, with a checkout
-first on ``PYTHONPATH`` (so the child imports the code the parent does) and,
-to reach an S3-protocol server, its endpoint and credentials as the ``AWS_*``
-variables every S3 client of the child reads.
-"""
+"""One environment rule for every process tests and benchmarks start (a broker, a job, a
+tool): it imports the parent's code and reaches the parent's S3 store."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """A small TCP proxy between brokers and the object store, to cut, slow or watch the store.
 
-``stop`` refuses and resets connections as a store going down does (the store,
-moto in memory, keeps its data); ``start`` listens on the same port again.
-``latency_s`` delays every chunk forwarded; ``request_delay_s`` each HTTP request
-once, whatever its size, as a distant store's round trip would (benchmarks).
-``count_requests`` counts requests on the wire. ``drop_response_to(pattern)``
-forwards the next matching request but resets the client instead of answering
-(with ``then_stop``, stopping the proxy too): a commit PUT that landed while the
-writer got an error.
+``stop``/``start`` take the store down and up on the same port (moto keeps its data);
+``latency_s`` delays every chunk, ``request_delay_s`` each HTTP request once, as a
+distant store's round trip would; ``drop_response_to`` loses an answer, as when a
+commit PUT landed while the writer got an error.
 """
 
 from __future__ import annotations
@@ -85,7 +81,8 @@ class TcpProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def drop_response_to(self, pattern: bytes, *, then_stop: bool = False) -> None:
-        """Drop the answer to the next request whose request line matches ``pattern``."""
+        """Forward the next request whose request line matches ``pattern`` but reset the
+        client instead of answering (``then_stop``: stop the proxy too)."""
         with self._lock:
             self._drop_pattern = re.compile(pattern)
             self._stop_after_drop = then_stop

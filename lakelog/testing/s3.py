@@ -1,12 +1,9 @@
 """A real S3-protocol server (moto's standalone server) on a free loopback port.
 
-Tests and benchmarks need an object store that speaks the S3 protocol,
-conditional PUTs included, without a cloud account. moto is installed by
-the ``test`` extra (``pip install "lakelog[test]"``); this module imports
-nothing of it, it runs ``lakelog.testing.atomic_moto`` (moto's server with
-conditional writes made atomic) in a subprocess. moto keeps objects in
-memory and checks no signatures, so a bucket is made with one plain PUT and
-the credentials are any non-empty strings.
+An S3 store, conditional PUTs included, without a cloud account: this runs
+``lakelog.testing.atomic_moto`` in a subprocess (moto comes with the ``test``
+extra). moto checks no signatures, so a bucket is one plain PUT and the
+credentials are any non-empty strings.
 """
 
 from __future__ import annotations
