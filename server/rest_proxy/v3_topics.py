@@ -16,6 +16,8 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -63,12 +65,16 @@ router = admin_router()
 TOPIC = CLUSTER + "/topics/{topic_name}"
 
 
-def not_found(exc: LakelogError, topic: str) -> V3Failure | LakelogError:
+@contextmanager
+def known_topic(topic: str) -> Iterator[None]:
     """404 for an unknown topic or a name no topic can have; other refusals stay as they are
     (deleting an internal topic is INVALID_TOPIC_EXCEPTION, 400)."""
-    if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
-        return V3Failure(404, f"topic {topic!r} does not exist")
-    return exc
+    try:
+        yield
+    except LakelogError as exc:
+        if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
+            raise V3Failure(404, f"topic {topic!r} does not exist") from None
+        raise
 
 
 def valid_name(topic: str) -> bool:
@@ -80,18 +86,14 @@ def valid_name(topic: str) -> bool:
 
 
 async def describe(broker: Broker, topic: str) -> TopicDescription:
-    try:
+    with known_topic(topic):
         return await asyncio.to_thread(broker.catalog.describe_topic, topic)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
 
 
 async def partition_count(broker: Broker, topic: str) -> int:
     """The topic's partitions, refreshed at most every refresh interval (as v2 does)."""
-    try:
+    with known_topic(topic):
         topic_log = await broker.topic(topic)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
     await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
     return topic_log.num_partitions
 
@@ -184,22 +186,18 @@ async def update_partition_count(
     cluster_id: str, topic_name: str, body: V3UpdatePartitionCount, broker: BrokerDep
 ) -> Response:
     urls = urls_of(broker, cluster_id)
-    try:
+    with known_topic(topic_name):
         count = await asyncio.to_thread(
             broker.catalog.create_partitions, topic_name, body.partitions_count
         )
-    except LakelogError as exc:
-        raise not_found(exc, topic_name) from None
     return answer(topic_data(urls, topic_name, count))
 
 
 @router.delete(TOPIC, status_code=204, summary="Delete a topic")
 async def delete_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls_of(broker, cluster_id)
-    try:
+    with known_topic(topic_name):
         await asyncio.to_thread(broker.catalog.delete_topic, topic_name)
-    except LakelogError as exc:
-        raise not_found(exc, topic_name) from None
     broker.cache.forget(topic_name)
     return Response(status_code=204)
 
@@ -350,10 +348,8 @@ async def alter(
     described.config.with_changes(set_configs, delete)  # INVALID_CONFIG (400) names the problem
     if validate_only:
         return
-    try:
+    with known_topic(topic):
         await asyncio.to_thread(broker.catalog.alter_topic_configs, topic, set_configs, delete)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
 
 
 @router.put(TOPIC + "/configs/{name}", status_code=204, summary="Set a config (null: reset)")
