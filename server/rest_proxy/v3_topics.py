@@ -16,8 +16,9 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -63,6 +64,7 @@ from server.security.enforce import describable
 
 router = admin_router()
 TOPIC = CLUSTER + "/topics/{topic_name}"
+T = TypeVar("T")
 
 
 @contextmanager
@@ -106,6 +108,21 @@ async def partition_urls(broker: Broker, cluster_id: str, topic: str, partition:
     return urls
 
 
+async def visible_topics(
+    request: Request, broker: Broker, fetch: Callable[[Broker, str], Awaitable[T]]
+) -> list[tuple[str, T]]:
+    """Each topic the caller may DESCRIBE with ``fetch(broker, name)``; a topic deleted
+    while listing is left out."""
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    found = []
+    for name in describable(request, ResourceType.TOPIC, names):
+        try:
+            found.append((name, await fetch(broker, name)))
+        except V3Failure:
+            continue  # deleted while listing
+    return found
+
+
 def own_id(broker: Broker) -> int:
     return v3_broker_id(broker.settings.broker_id)
 
@@ -116,13 +133,8 @@ def own_id(broker: Broker) -> int:
 @router.read(CLUSTER + "/topics", V3TopicList, "List topics")
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    names = await asyncio.to_thread(broker.catalog.list_topics)
-    data = []
-    for name in describable(request, ResourceType.TOPIC, names):
-        try:
-            data.append(topic_data(urls, name, await partition_count(broker, name)))
-        except V3Failure:
-            continue  # deleted while listing
+    counts = await visible_topics(request, broker, partition_count)
+    data = [topic_data(urls, name, count) for name, count in counts]
     return listing(urls, V3TopicList, data, "topics")
 
 
@@ -312,14 +324,8 @@ def config_name(name: str) -> str:
 )
 async def list_all_topic_configs(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    names = await asyncio.to_thread(broker.catalog.list_topics)
-    data: list[V3TopicConfig] = []
-    for name in describable(request, ResourceType.TOPIC, names):
-        try:
-            described = await describe(broker, name)
-        except V3Failure:
-            continue  # deleted while listing
-        data.extend(topic_configs(urls, name, described.config))
+    found = await visible_topics(request, broker, describe)
+    data = [c for name, described in found for c in topic_configs(urls, name, described.config)]
     return listing(urls, V3TopicConfigList, data, "topics", "-", "configs")
 
 
