@@ -566,13 +566,8 @@ def _uniform_reports(
     key: _Size | None,
     value: _Size | None,
 ) -> bytes:
-    """``v3_report_json`` of reports that differ only in partition and offset.
-
-    Each line is its partition's head, the offset, and the shared tail, put
-    together by ``joined_lines`` instead of
-    msgspec encoding a struct per record. The pieces are cut from msgspec's
-    own rendering of the first report, so both renderings agree byte for byte.
-    """
+    """``v3_report_json`` of reports that differ only in partition and offset, cut from
+    msgspec's own rendering of the first report so both renderings agree byte for byte."""
     first = _LINES.encode(
         _Report(200, cluster, name, _MARK, _MARK + 1, timestamp, key, value)
     ).decode()

@@ -114,10 +114,6 @@ RECORD_RETRIABLE = 2
 RECORD_NON_RETRIABLE = 1
 
 
-def topic_not_found(topic: str) -> V2Failure:
-    return V2Failure(404, TOPIC_NOT_FOUND, f"Topic not found: {topic!r} does not exist.")
-
-
 def partition_not_found(topic: str, partition: object) -> V2Failure:
     return V2Failure(
         404,
@@ -241,7 +237,8 @@ def known_topic(topic: str) -> Iterator[None]:
         yield
     except LakelogError as exc:
         if exc.code in (3, 17):
-            raise topic_not_found(topic) from None
+            message = f"Topic not found: {topic!r} does not exist."
+            raise V2Failure(404, TOPIC_NOT_FOUND, message) from None
         raise
 
 

@@ -356,16 +356,6 @@ class AllWritten:
         ]
 
 
-def decoded_batch(rows: list[Decoded]) -> ProduceBatch:
-    return ProduceBatch.from_columns(
-        partition=[r.partition for r in rows],
-        timestamp=[r.timestamp_ms for r in rows],
-        key=[r.key for r in rows],
-        value=[r.value for r in rows],
-        headers=[r.headers for r in rows],
-    )
-
-
 def refused_by_record(exc: LakelogError) -> bool:
     """Errors lakelog raises while validating a request, before anything is queued."""
     return not exc.retriable and 400 <= exc.http_status < 500
@@ -473,7 +463,14 @@ async def deliver(
 ) -> list[tuple[Decoded, Outcome] | RecordRefused]:
     """Write the records that decoded (see ``write``); each with its outcome, in request order."""
     rows = [item for item in items if isinstance(item, Decoded)]
-    written = iter(outcomes_of(await write(broker, topic_log, decoded_batch(rows))) if rows else [])
+    batch = ProduceBatch.from_columns(
+        partition=[r.partition for r in rows],
+        timestamp=[r.timestamp_ms for r in rows],
+        key=[r.key for r in rows],
+        value=[r.value for r in rows],
+        headers=[r.headers for r in rows],
+    )
+    written = iter(outcomes_of(await write(broker, topic_log, batch)) if rows else [])
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 

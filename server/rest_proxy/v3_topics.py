@@ -7,10 +7,9 @@ Decisions:
   ``replicas_assignments`` is refused (400): lakelog places no replicas.
 * Listings show only what the caller may DESCRIBE, as ``/v1/topics`` does; the
   other routes check their ACL before anything happens.
-* A partition's one replica is the broker answering (see ``v3_resources``),
-  so no reassignment is ever in progress: the listings are empty and one
-  partition's reassignment is 404, as the REST Proxy answers for a partition
-  that is not being moved.
+* No reassignment is ever in progress (see ``v3_resources``): the listings
+  are empty and one partition's reassignment is 404, as the REST Proxy
+  answers for a partition that is not being moved.
 """
 
 from __future__ import annotations
