@@ -369,11 +369,8 @@ class V3BatchResponse(BaseModel):
 
 # -- v3 streams of the common shapes ---------------------------------------------
 #
-# The usual stream (BINARY or STRING data, no headers, no schema field) is decoded whole by
-# a ``V3ProduceRecord`` specialised to its data types; any other (JSON data, headers, a
-# record refused, ...) record by record as ``V3ProduceRecord``s (``v3_records``), so that
-# each record gets its own report. ``tests/server/test_rest_proxy_fast_path.py`` checks both
-# ways store the same bytes.
+# The usual stream (BINARY or STRING data, no headers, no schema field) is decoded whole; any
+# other record by record in ``v3_records``, so that each record gets its own report.
 
 #: v3 data types of the usual stream, with the msgspec type of their ``data``. A missing
 #: ``type`` means BINARY.
@@ -566,13 +563,8 @@ def _uniform_reports(
     key: _Size | None,
     value: _Size | None,
 ) -> bytes:
-    """``v3_report_json`` of reports that differ only in partition and offset.
-
-    Each line is its partition's head, the offset, and the shared tail, put
-    together by ``joined_lines`` instead of
-    msgspec encoding a struct per record. The pieces are cut from msgspec's
-    own rendering of the first report, so both renderings agree byte for byte.
-    """
+    """``v3_report_json`` of reports that differ only in partition and offset, cut from
+    msgspec's own rendering of the first report so both renderings agree byte for byte."""
     first = _LINES.encode(
         _Report(200, cluster, name, _MARK, _MARK + 1, timestamp, key, value)
     ).decode()

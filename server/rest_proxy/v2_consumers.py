@@ -12,12 +12,8 @@ Decisions where the REST Proxy leaves room:
   body committed everything consumed); ``GET offsets`` answers the committed
   offset as stored (the next record to read), leaving out partitions without one.
 * ``consumer.instance.timeout.ms`` may be given per instance in the create
-  body (a lakelog extension; default 300000, the REST Proxy's default).
-* Errors keep the REST Proxy's codes: a config the consumer cannot take or a
-  bad group id is 422/42204, an unknown ``format`` 422/422, an assignment
-  conflict or seeking a partition not owned 409/40903, an unknown instance
-  404/40403, a duplicate name 409/40902, an ``Accept`` naming another embedded
-  format 406/40601.
+  body (a lakelog extension).
+* Errors keep the REST Proxy's codes (the constants below).
 """
 
 from __future__ import annotations

@@ -1,42 +1,25 @@
 """Kafka REST Proxy API v2: produce and topic metadata at ``/topics``, for existing clients.
 
-Every answer, errors included, has the content type
-``application/vnd.kafka.v2+json``; errors have the v2 shape ``{"error_code":
-40401, "message": "..."}``, rendered by this router's own route class, so the
-native error handlers stay untouched.
+Decisions where the REST Proxy leaves room:
 
-Decisions:
-
-* The embedded format of produce comes from the content type:
-  ``application/vnd.kafka.binary.v2+json`` (base64) or
-  ``application/vnd.kafka.json.v2+json`` (embedded JSON, stored as compact JSON
-  text); ``application/vnd.kafka.v2+json`` is taken as binary, as the REST
-  Proxy releases that accepted it did. Anything else (``application/json``,
-  ``avro``, ``protobuf``, ``jsonschema``: no schema registry) is 415/415, as in
-  current REST Proxy releases.
-* ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
+* ``application/vnd.kafka.v2+json`` produces binary (base64), as the REST Proxy
+  releases that accepted it did; any other type than those of ``PRODUCE_TYPES``
+  is 415/415 (no schema registry, so no avro, protobuf or jsonschema).
+  ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
   (42202) are refused with HTTP 422 when set; null is accepted.
 * v2 has no acks setting; produce waits for the durable commit (acks=all).
-* Errors of the whole request (``V2_ERRORS``) mean nothing was written.
-* What the REST Proxy's Kafka producer would refuse for one record (above
-  ``max.message.bytes``, keyless on a compacted topic, an internal topic) and
-  a failure of the commit itself are reported in each record's ``offsets[i]``
-  entry, with HTTP 200, and the other records are written (in one commit). The
-  entry's ``error_code`` is 2 when retrying may succeed, else 1 (the codes of
-  the v2 API reference; current proxy releases send 50003/50002 there). The
-  native ``POST /v1/topics/{topic}/records`` refuses the whole request instead.
-* An ``Accept`` header naming none of ``V2_ANSWER_TYPES`` nor a wildcard is
-  406/406 before anything happens, on every v2 route.
-* Malformed JSON is 400/400; a body of the wrong shape 422/422.
-* ``GET /brokers`` lists the live brokers by their Kafka (integer) ids; every
-  partition's leader and only in-sync replica is the broker answering.
+* A record refused alone (``PER_RECORD_ERRORS``, an internal topic, a failed
+  commit) gets ``error_code`` 2 in its ``offsets`` entry when retrying may
+  succeed, else 1: the codes of the v2 API reference (current proxy releases
+  send 50003/50002 there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -129,10 +112,6 @@ NON_RETRIABLE_ERROR = 50002
 #: ``offsets[i].error_code`` of a record whose commit failed.
 RECORD_RETRIABLE = 2
 RECORD_NON_RETRIABLE = 1
-
-
-def topic_not_found(topic: str) -> V2Failure:
-    return V2Failure(404, TOPIC_NOT_FOUND, f"Topic not found: {topic!r} does not exist.")
 
 
 def partition_not_found(topic: str, partition: object) -> V2Failure:
@@ -251,14 +230,22 @@ def partition_out(broker: Broker, partition: int) -> V2Partition:
     )
 
 
-async def fresh_topic(broker: Broker, topic: str) -> TopicLog:
-    """The topic's log, refreshed (at most every refresh interval) to see other brokers' work."""
+@contextmanager
+def known_topic(topic: str) -> Iterator[None]:
+    """An unknown topic, or a name no topic can have, is 404/40401."""
     try:
-        topic_log = await broker.topic(topic)
+        yield
     except LakelogError as exc:
         if exc.code in (3, 17):
-            raise topic_not_found(topic) from None
+            message = f"Topic not found: {topic!r} does not exist."
+            raise V2Failure(404, TOPIC_NOT_FOUND, message) from None
         raise
+
+
+async def fresh_topic(broker: Broker, topic: str) -> TopicLog:
+    """The topic's log, refreshed (at most every refresh interval) to see other brokers' work."""
+    with known_topic(topic):
+        topic_log = await broker.topic(topic)
     await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
     return topic_log
 
@@ -291,12 +278,8 @@ async def list_topics(request: Request, broker: BrokerDep) -> Response:
 
 @router.get("/topics/{topic}", responses=_documented(V2Topic), summary="Describe a topic")
 async def get_topic(topic: str, broker: BrokerDep) -> Response:
-    try:
+    with known_topic(topic):
         described = await asyncio.to_thread(broker.catalog.describe_topic, topic)
-    except LakelogError as exc:
-        if exc.code in (3, 17):
-            raise topic_not_found(topic) from None
-        raise
     return v2_response(
         V2Topic(
             name=described.name,

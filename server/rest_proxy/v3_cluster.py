@@ -54,9 +54,9 @@ from server.rest_proxy.v3_resources import (
     v3_broker_id,
 )
 from server.rest_proxy.v3_routing import CLUSTER, admin_router, answer, listing, urls_of
-from server.rest_proxy.v3_topics import own_id, partition_count
+from server.rest_proxy.v3_topics import own_id, partition_count, visible_topics
 from server.security.admin_routes import AclQuery, AclSearch, Q
-from server.security.enforce import describable, security_of
+from server.security.enforce import security_of
 from server.security.state import BrokerSecurity
 from server.settings import setting_values
 
@@ -157,14 +157,8 @@ async def list_broker_replicas(
     cluster_id: str, broker_id: int, request: Request, broker: BrokerDep
 ) -> Response:
     urls = await on_broker(request, broker, cluster_id, broker_id)
-    names = await asyncio.to_thread(broker.catalog.list_topics)
-    data = []
-    for name in describable(request, ResourceType.TOPIC, names):
-        try:
-            count = await partition_count(broker, name)
-        except V3Failure:
-            continue  # deleted while listing
-        data += [replica_data(urls, name, p, broker_id) for p in range(count)]
+    counts = await visible_topics(request, broker, partition_count)
+    data = [replica_data(urls, name, p, broker_id) for name, count in counts for p in range(count)]
     return listing(urls, V3ReplicaList, data, "brokers", broker_id, "partition-replicas")
 
 

@@ -1,33 +1,21 @@
 """Kafka REST Proxy API v3: produce records and the cluster resource, under ``/v3``.
 
-The cluster id must be the broker's ``cluster_id`` setting (404 otherwise).
-Errors of the whole request have the v3 shape ``{"error_code": 404, "message":
-...}`` (``error_code`` is the HTTP status), rendered by this router's own route
-class so the native error handlers stay untouched.
-
-Decisions:
+Decisions where the REST Proxy leaves room:
 
 * ``.../records`` takes one ProduceRequest or several concatenated JSON
   objects, read to the end (``max_request_bytes`` at most) before anything is
   produced: a chunked body works, but the reports come after the last record.
-  The answer is one ProduceResponse per record in request order, separated by
-  newlines. HTTP status is 200 once the cluster, topic, content type and body
-  size are accepted; each record's fate is in its own ``error_code``.
-* A record that cannot be decoded gets a 400 report and is not written; the
-  valid records of the request still are. A body that stops being valid JSON
-  gets one 400 report for the rest of the body.
-* The valid records of one request are one produce (one Delta commit): a
-  commit failure gives each a report with the error's HTTP status. If lakelog
-  refuses the batch because of some record (partition out of range, above
-  max.message.bytes, keyless on a compacted topic), the offending ones get
-  reports (404, 413, 400) and the rest are produced. An internal topic refuses
-  every record (400, ``INVALID_TOPIC_EXCEPTION``) and nothing is written.
-* Key and value ``type`` is BINARY (base64, the default), STRING or JSON
-  (stored as compact JSON text); ``data`` absent or null is a null key or
-  value (``size`` 0; no ``key``/``value`` object when the request had none).
+  The answer is one ProduceResponse per record in request order, one a line,
+  with HTTP 200 once the cluster, topic, content type and body size are
+  accepted; each record's fate is in its own ``error_code``.
+* A record that cannot be decoded gets a 400 report and the others are still
+  written; a body that stops being valid JSON gets one 400 report for the rest.
+* The valid records of one request are one produce (one Delta commit); see
+  ``write`` for a batch lakelog refuses because of some records. An internal
+  topic refuses every record (400, ``INVALID_TOPIC_EXCEPTION``).
+* ``data`` absent or null is a null key or value (``size`` 0; no
+  ``key``/``value`` object in the report when the request had none).
 * Produce waits for the durable commit (acks=all).
-* ``records:batch`` answers HTTP 207 with ``successes`` and ``failures``, each
-  in entry order; entry ids must be unique (400 for the whole request).
 """
 
 from __future__ import annotations
@@ -368,16 +356,6 @@ class AllWritten:
         ]
 
 
-def decoded_batch(rows: list[Decoded]) -> ProduceBatch:
-    return ProduceBatch.from_columns(
-        partition=[r.partition for r in rows],
-        timestamp=[r.timestamp_ms for r in rows],
-        key=[r.key for r in rows],
-        value=[r.value for r in rows],
-        headers=[r.headers for r in rows],
-    )
-
-
 def refused_by_record(exc: LakelogError) -> bool:
     """Errors lakelog raises while validating a request, before anything is queued."""
     return not exc.retriable and 400 <= exc.http_status < 500
@@ -485,7 +463,14 @@ async def deliver(
 ) -> list[tuple[Decoded, Outcome] | RecordRefused]:
     """Write the records that decoded (see ``write``); each with its outcome, in request order."""
     rows = [item for item in items if isinstance(item, Decoded)]
-    written = iter(outcomes_of(await write(broker, topic_log, decoded_batch(rows))) if rows else [])
+    batch = ProduceBatch.from_columns(
+        partition=[r.partition for r in rows],
+        timestamp=[r.timestamp_ms for r in rows],
+        key=[r.key for r in rows],
+        value=[r.value for r in rows],
+        headers=[r.headers for r in rows],
+    )
+    written = iter(outcomes_of(await write(broker, topic_log, batch)) if rows else [])
     return [item if isinstance(item, RecordRefused) else (item, next(written)) for item in items]
 
 
@@ -514,19 +499,14 @@ async def produce_records(
         if fast is not None and stamps is not None:
             body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
         else:
-            body = await produce_decoded(broker, topic_log, cluster_id, json_text(raw))
+            # Records decoded one by one through the models, each reported in its place.
+            items = decode_each(split_concatenated(json_text(raw)))
+            body = render_reports(
+                V3ProduceResponse(**report_fields(cluster_id, topic_name, item))
+                for item in await deliver(broker, topic_log, items)
+            )
     broker.metrics.bytes_out.inc(len(body))
     return Response(body, media_type=JSON)
-
-
-async def produce_decoded(
-    broker: Broker, topic_log: TopicLog, cluster_id: str, text: str
-) -> str | bytes:
-    """Records decoded one by one through the models; each gets its report, in request order."""
-    delivered = await deliver(broker, topic_log, decode_each(split_concatenated(text)))
-    return render_reports(
-        V3ProduceResponse(**report_fields(cluster_id, topic_log.name, item)) for item in delivered
-    )
 
 
 def report_fields(

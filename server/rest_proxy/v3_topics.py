@@ -7,15 +7,17 @@ Decisions:
   ``replicas_assignments`` is refused (400): lakelog places no replicas.
 * Listings show only what the caller may DESCRIBE, as ``/v1/topics`` does; the
   other routes check their ACL before anything happens.
-* A partition's one replica is the broker answering (see ``v3_resources``),
-  so no reassignment is ever in progress: the listings are empty and one
-  partition's reassignment is 404, as the REST Proxy answers for a partition
-  that is not being moved.
+* No reassignment is ever in progress (see ``v3_resources``): the listings
+  are empty and one partition's reassignment is 404, as the REST Proxy
+  answers for a partition that is not being moved.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -61,14 +63,19 @@ from server.security.enforce import describable
 
 router = admin_router()
 TOPIC = CLUSTER + "/topics/{topic_name}"
+T = TypeVar("T")
 
 
-def not_found(exc: LakelogError, topic: str) -> V3Failure | LakelogError:
+@contextmanager
+def known_topic(topic: str) -> Iterator[None]:
     """404 for an unknown topic or a name no topic can have; other refusals stay as they are
     (deleting an internal topic is INVALID_TOPIC_EXCEPTION, 400)."""
-    if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
-        return V3Failure(404, f"topic {topic!r} does not exist")
-    return exc
+    try:
+        yield
+    except LakelogError as exc:
+        if exc.code == 3 or (exc.code == 17 and not valid_name(topic)):
+            raise V3Failure(404, f"topic {topic!r} does not exist") from None
+        raise
 
 
 def valid_name(topic: str) -> bool:
@@ -80,18 +87,14 @@ def valid_name(topic: str) -> bool:
 
 
 async def describe(broker: Broker, topic: str) -> TopicDescription:
-    try:
+    with known_topic(topic):
         return await asyncio.to_thread(broker.catalog.describe_topic, topic)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
 
 
 async def partition_count(broker: Broker, topic: str) -> int:
     """The topic's partitions, refreshed at most every refresh interval (as v2 does)."""
-    try:
+    with known_topic(topic):
         topic_log = await broker.topic(topic)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
     await broker.refresh(topic_log, broker.settings.refresh_interval_ms / 1000)
     return topic_log.num_partitions
 
@@ -104,6 +107,21 @@ async def partition_urls(broker: Broker, cluster_id: str, topic: str, partition:
     return urls
 
 
+async def visible_topics(
+    request: Request, broker: Broker, fetch: Callable[[Broker, str], Awaitable[T]]
+) -> list[tuple[str, T]]:
+    """Each topic the caller may DESCRIBE with ``fetch(broker, name)``; a topic deleted
+    while listing is left out."""
+    names = await asyncio.to_thread(broker.catalog.list_topics)
+    found = []
+    for name in describable(request, ResourceType.TOPIC, names):
+        try:
+            found.append((name, await fetch(broker, name)))
+        except V3Failure:
+            continue  # deleted while listing
+    return found
+
+
 def own_id(broker: Broker) -> int:
     return v3_broker_id(broker.settings.broker_id)
 
@@ -114,13 +132,8 @@ def own_id(broker: Broker) -> int:
 @router.read(CLUSTER + "/topics", V3TopicList, "List topics")
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    names = await asyncio.to_thread(broker.catalog.list_topics)
-    data = []
-    for name in describable(request, ResourceType.TOPIC, names):
-        try:
-            data.append(topic_data(urls, name, await partition_count(broker, name)))
-        except V3Failure:
-            continue  # deleted while listing
+    counts = await visible_topics(request, broker, partition_count)
+    data = [topic_data(urls, name, count) for name, count in counts]
     return listing(urls, V3TopicList, data, "topics")
 
 
@@ -184,22 +197,18 @@ async def update_partition_count(
     cluster_id: str, topic_name: str, body: V3UpdatePartitionCount, broker: BrokerDep
 ) -> Response:
     urls = urls_of(broker, cluster_id)
-    try:
+    with known_topic(topic_name):
         count = await asyncio.to_thread(
             broker.catalog.create_partitions, topic_name, body.partitions_count
         )
-    except LakelogError as exc:
-        raise not_found(exc, topic_name) from None
     return answer(topic_data(urls, topic_name, count))
 
 
 @router.delete(TOPIC, status_code=204, summary="Delete a topic")
 async def delete_topic(cluster_id: str, topic_name: str, broker: BrokerDep) -> Response:
     urls_of(broker, cluster_id)
-    try:
+    with known_topic(topic_name):
         await asyncio.to_thread(broker.catalog.delete_topic, topic_name)
-    except LakelogError as exc:
-        raise not_found(exc, topic_name) from None
     broker.cache.forget(topic_name)
     return Response(status_code=204)
 
@@ -314,14 +323,8 @@ def config_name(name: str) -> str:
 )
 async def list_all_topic_configs(cluster_id: str, request: Request, broker: BrokerDep) -> Response:
     urls = urls_of(broker, cluster_id)
-    names = await asyncio.to_thread(broker.catalog.list_topics)
-    data: list[V3TopicConfig] = []
-    for name in describable(request, ResourceType.TOPIC, names):
-        try:
-            described = await describe(broker, name)
-        except V3Failure:
-            continue  # deleted while listing
-        data.extend(topic_configs(urls, name, described.config))
+    found = await visible_topics(request, broker, describe)
+    data = [c for name, described in found for c in topic_configs(urls, name, described.config)]
     return listing(urls, V3TopicConfigList, data, "topics", "-", "configs")
 
 
@@ -350,10 +353,8 @@ async def alter(
     described.config.with_changes(set_configs, delete)  # INVALID_CONFIG (400) names the problem
     if validate_only:
         return
-    try:
+    with known_topic(topic):
         await asyncio.to_thread(broker.catalog.alter_topic_configs, topic, set_configs, delete)
-    except LakelogError as exc:
-        raise not_found(exc, topic) from None
 
 
 @router.put(TOPIC + "/configs/{name}", status_code=204, summary="Set a config (null: reset)")
