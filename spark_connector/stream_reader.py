@@ -129,14 +129,12 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._named = self.source.topics(self.opts.subscription)
         return self._named
 
-    def _snapshots(
-        self, segments_from: Offsets | None = None, segments: bool = False
-    ) -> list[PartitionSnapshot]:
+    def _snapshots(self, segments_from: Offsets | None = None) -> list[PartitionSnapshot]:
         """Log starts and high watermarks; segments only when planning (from ``segments_from``)."""
         return self.source.snapshots(
             self.opts.subscription,
             self._topics(),
-            segments=segments,
+            segments=segments_from is not None,
             segments_from=segments_from,
         )
 
@@ -197,9 +195,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ends or start == end:
             return self._warm_up()
         starts = offsets_from_json(start)
-        snapshots = [
-            s for s in self._snapshots(segments_from=starts, segments=True) if s.key in ends
-        ]
+        snapshots = [s for s in self._snapshots(segments_from=starts) if s.key in ends]
         begin = effective_starts(starts, snapshots, self.opts.fail_on_data_loss)
         missing = sorted(set(ends) - {s.key for s in snapshots})
         if missing and self.opts.fail_on_data_loss:
