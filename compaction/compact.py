@@ -77,6 +77,15 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def start_job(catalog: Catalog, job: str, topic: str) -> tuple[float, JobReport, TopicLog]:
+    """A job's start time, its report, and the topic's log refreshed to the latest version."""
+    started = time.perf_counter()
+    report = JobReport(job, topic)
+    topic_log = catalog.topic(topic)
+    topic_log.refresh()
+    return started, report, topic_log
+
+
 def task_count(spark: SparkSession, items: int) -> int:
     return max(1, min(items, spark.sparkContext.defaultParallelism * 2))
 
@@ -382,11 +391,8 @@ def compact_topic(
 
     Spark is only started when some partition is due.
     """
-    started = time.perf_counter()
     say = progress or (lambda _: None)
-    report = JobReport("compact", topic)
-    topic_log = catalog.topic(topic)
-    topic_log.refresh()
+    started, report, topic_log = start_job(catalog, "compact", topic)
     config = topic_log.config
     require_compacted(topic, config)
     now = now_ms if now_ms is not None else wall_ms()

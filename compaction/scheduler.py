@@ -26,10 +26,10 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pyspark.sql import SparkSession
 
+from compaction.defaults import DEFAULT_GRACE_MS
 from compaction.report import append_history
 from compaction.runner import JobOptions, Outcome, run_job
 from compaction.spark_session import spark_session
-from compaction.vacuum import DEFAULT_GRACE_MS
 from lakelog.catalog import Catalog
 from lakelog.cli.common import require_root_setting
 from lakelog.settings_files import load_layered
