@@ -1,12 +1,9 @@
 """Structured Streaming source: ``spark.readStream.format("lakelog")``.
 
-Offsets are Spark's Kafka JSON, ``{"topic": {"0": next_offset, ...}}``, so
-checkpoints read like a Kafka query's. Each trigger, ``latestOffset``
-refreshes the subscribed topics (new partitions start at their earliest
-offset, as in Spark) and decides how far the micro-batch goes, honouring
-``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``/``maxTriggerDelay`` and
-``Trigger.AvailableNow`` as Spark's Kafka source does. A restart from a
-checkpoint re-plans any uncommitted batch from the same offsets.
+Offsets, triggers and rate limits behave as Spark's Kafka source does (see
+spark_connector/README.md, "Streaming"), so checkpoints read like a Kafka
+query's; a restart from a checkpoint re-plans any uncommitted batch from the
+same offsets.
 """
 
 from __future__ import annotations
