@@ -230,12 +230,7 @@ def read_topic(
     options: Mapping[str, str] | None = None,
     **more: str,
 ) -> DataFrame:
-    """A batch read of topics, on Spark's native Parquet scan wherever Spark can do it.
-
-    Takes the options of ``spark.read.format("lakelog")`` (``topic`` is
-    ``subscribe``) and returns the same rows and schema; else (``scan_choice``)
-    it is that data source's DataFrame.
-    """
+    """``spark.read.format("lakelog")``'s read (``topic`` is ``subscribe``), natively if it can."""
     given: dict[str, str] = {str(k): str(v) for k, v in (options or {}).items()}
     given.update({str(k): str(v) for k, v in more.items()})
     if topic is not None:

@@ -208,11 +208,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _warm_up(self) -> Sequence[InputPartition]:
-        """A query whose first micro-batch is empty starts a reading Python worker in it.
-
-        That keeps the worker's start-up (imports, opening the root) out of the
-        first records' latency.
-        """
+        """An empty first micro-batch starts a reading worker, off the first records' latency."""
         if self._warmed:
             return []
         self._warmed = True
