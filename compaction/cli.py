@@ -140,15 +140,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, jobs: tuple[str, ...]) ->
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def lazy_spark(master: str | None) -> Callable[[], SparkSession]:
-    """A factory that starts (or joins) Spark on first use only: planning needs no cluster."""
-    from compaction.spark_session import spark_session
-
-    return functools.cache(lambda: spark_session(master))
-
-
 def run_command(args: argparse.Namespace) -> int:
     from compaction.runner import JobOptions
+    from compaction.spark_session import spark_session
     from lakelog.catalog import Catalog
 
     jobs: tuple[str, ...] = args.jobs
@@ -164,7 +158,8 @@ def run_command(args: argparse.Namespace) -> int:
             catalog,
             jobs,
             args.topics,
-            lazy_spark(getattr(args, "master", None)),
+            # Spark starts (or is joined) on first use only: planning needs no cluster.
+            functools.cache(lambda: spark_session(getattr(args, "master", None))),
             options,
             explicit=args.command_name == "compact" and bool(args.topics),
             history=not args.no_history,

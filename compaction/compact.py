@@ -1,19 +1,15 @@
 """Key-based compaction of a topic on Spark, with Kafka's semantics.
 
-The planner picks each partition's cleanable tail and whether cleaning is
-due. Spark reads that tail (``native_read`` where it can open the root, else
-Python tasks), keeps each key's record with the highest offset (an aggregate
-over the narrow columns and a broadcast semi-join, so values are never
-shuffled), drops tombstones older than delete.retention.ms, and Python tasks
-write the survivors as new segments that keep the covered offset ranges. The
-driver swaps old for new segments in one Delta transaction; concurrent appends
-do not conflict, and the old files stay until vacuum for older snapshots.
+The planner picks each partition's cleanable tail; Spark keeps each key's
+latest record there, drops expired tombstones and keyless records, and Python
+tasks write the survivors as new segments keeping the covered offset ranges
+(docs/architecture.md, "Maintenance jobs"). The driver swaps old for new
+segments in one Delta transaction, so concurrent appends do not conflict and
+the old files stay until vacuum for older snapshots.
 
-A tombstone that is the latest record of its key is dropped once its own
-timestamp is older than ``now - delete.retention.ms`` (docs/architecture.md,
-"Maintenance jobs"); Kafka (KIP-534) counts from the first cleaning that saw
-it, which agrees for tombstones produced with the current time. Keyless
-records (left from before the topic became compacted) are dropped.
+A tombstone's delete.retention.ms counts from its own timestamp; Kafka
+(KIP-534) counts from the first cleaning that saw it, which agrees for
+tombstones produced with the current time.
 """
 
 from __future__ import annotations
@@ -75,6 +71,15 @@ def session_of(spark: SparkLike) -> SparkSession:
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+def start_job(catalog: Catalog, job: str, topic: str) -> tuple[float, JobReport, TopicLog]:
+    """A job's start time, its report, and the topic's log refreshed to the latest version."""
+    started = time.perf_counter()
+    report = JobReport(job, topic)
+    topic_log = catalog.topic(topic)
+    topic_log.refresh()
+    return started, report, topic_log
 
 
 def task_count(spark: SparkSession, items: int) -> int:
@@ -382,11 +387,8 @@ def compact_topic(
 
     Spark is only started when some partition is due.
     """
-    started = time.perf_counter()
     say = progress or (lambda _: None)
-    report = JobReport("compact", topic)
-    topic_log = catalog.topic(topic)
-    topic_log.refresh()
+    started, report, topic_log = start_job(catalog, "compact", topic)
     config = topic_log.config
     require_compacted(topic, config)
     now = now_ms if now_ms is not None else wall_ms()

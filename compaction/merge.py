@@ -11,7 +11,6 @@ changes. Each task owns whole runs, so merging needs no shuffle.
 from __future__ import annotations
 
 import functools
-import time
 
 from compaction.compact import (
     Progress,
@@ -21,6 +20,7 @@ from compaction.compact import (
     refs_for_groups,
     segment_of,
     session_of,
+    start_job,
     wall_ms,
 )
 from compaction.planner import SegmentGroup, plan_merge
@@ -47,10 +47,7 @@ def merge_topic(
 
     ``now_ms`` decides whether the newest segment is still active (wall clock by default).
     """
-    started = time.perf_counter()
-    report = JobReport("merge", topic)
-    topic_log = catalog.topic(topic)
-    topic_log.refresh()
+    started, report, topic_log = start_job(catalog, "merge", topic)
     config = topic_log.config
     now = now_ms if now_ms is not None else wall_ms()
     by_partition: list[tuple[int, list[SegmentGroup]]] = []

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import TypeVar
 
 import pyarrow.parquet as pq
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compaction.segment_tasks import SegmentRef, out_of_range, segment_errors
@@ -61,11 +61,6 @@ def read_segment_files(
             s.endpoint_url, s.access_key_id, s.secret_access_key, s.region, s.session_token
         )
     return segment_files(spark, storage, table_path, [ref.path for ref in refs], options)
-
-
-def file_name() -> Column:
-    """The name of the file a row was read from (segment names are unique, path-free)."""
-    return F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
 
 
 def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[int, int] | None:
@@ -121,9 +116,10 @@ def check_footers(
 
 def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
     """Check the offsets of segments without footer statistics with a Spark scan of ``offset``."""
-    by_name = {ref.path.rsplit("/", 1)[-1]: ref for ref in refs}
+    by_name = {ref.path.rsplit("/", 1)[-1]: ref for ref in refs}  # segment names are unique
+    file_name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
     seen = (
-        rows.select("offset", file_name().alias("file"))
+        rows.select("offset", file_name.alias("file"))
         .groupBy("file")
         .agg(F.min("offset").alias("low"), F.max("offset").alias("high"))
         .collect()

@@ -8,9 +8,7 @@ and fetches below it get OFFSET_OUT_OF_RANGE.
 
 from __future__ import annotations
 
-import time
-
-from compaction.compact import Progress, wall_ms
+from compaction.compact import Progress, start_job, wall_ms
 from compaction.planner import plan_retention
 from compaction.report import JobReport
 from lakelog.catalog import Catalog
@@ -24,10 +22,7 @@ def apply_retention(
     now_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
-    started = time.perf_counter()
-    report = JobReport("retention", topic)
-    topic_log = catalog.topic(topic)
-    topic_log.refresh()
+    started, report, topic_log = start_job(catalog, "retention", topic)
     config = topic_log.config
     if "delete" not in config.cleanup_policy:
         return report.skip(

@@ -1,23 +1,13 @@
 """``lakelog scheduler``: run retention, compaction, merging and vacuum on their intervals.
 
 One long-lived process over one storage root, as Kafka's log manager and log
-cleaner threads are inside a broker:
-
-================================  =========  ======================================
-setting (properties / env)        default    job
-================================  =========  ======================================
-log.retention.check.interval.ms   300000     retention (Kafka's name and default)
-log.compaction.interval.ms        60000      key compaction (like log.cleaner.backoff.ms)
-log.merge.interval.ms             600000     merging small segments
-log.vacuum.interval.ms            3600000    vacuum + checkpoint
-log.vacuum.grace.ms               604800000  how long removed files are kept
-================================  =========  ======================================
-
-Settings come from flags > ``LAKELOG_*`` variables > a ``.properties`` or
-``.json`` file > defaults. A job failing on a topic is logged, recorded as
-``failed`` in the jobs history, and runs again at its next interval. SIGTERM
-(or Ctrl-C) stops after the job on the current topic (commits are atomic, so
-even a SIGKILL loses nothing); a second signal also cancels running Spark jobs.
+cleaner threads are inside a broker; its settings (``SchedulerSettings``, in
+docs/configuration.md) come from flags > ``LAKELOG_*`` variables > a
+``.properties`` or ``.json`` file > defaults. A job failing on a topic is
+logged, recorded as ``failed`` in the jobs history, and runs again at its next
+interval. SIGTERM (or Ctrl-C) stops after the job on the current topic
+(commits are atomic, so even a SIGKILL loses nothing); a second signal also
+cancels running Spark jobs.
 """
 
 from __future__ import annotations
@@ -36,10 +26,10 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pyspark.sql import SparkSession
 
+from compaction.defaults import DEFAULT_GRACE_MS
 from compaction.report import append_history
 from compaction.runner import JobOptions, Outcome, run_job
 from compaction.spark_session import spark_session
-from compaction.vacuum import DEFAULT_GRACE_MS
 from lakelog.catalog import Catalog
 from lakelog.cli.common import require_root_setting
 from lakelog.settings_files import load_layered

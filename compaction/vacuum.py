@@ -16,17 +16,14 @@ Delta counts retention in whole hours, so both periods are rounded up.
 from __future__ import annotations
 
 import math
-import time
 
 from deltalake import DeltaTable
 
-from compaction.compact import Progress
+from compaction.compact import Progress, start_job
 from compaction.defaults import DEFAULT_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 from compaction.report import JobReport
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
-
-__all__ = ["DEFAULT_GRACE_MS", "DEFAULT_ORPHAN_GRACE_MS", "vacuum_topic"]
 
 HOUR_MS = 3_600_000
 
@@ -47,13 +44,11 @@ def vacuum_topic(
     orphan_grace_ms: int | None = None,
     progress: Progress | None = None,
 ) -> JobReport:
+    """Delete one topic's unreferenced files past their grace periods, then checkpoint."""
     check_grace_periods(grace_ms, orphan_grace_ms)
     if orphan_grace_ms is None:
         orphan_grace_ms = max(grace_ms, DEFAULT_ORPHAN_GRACE_MS)
-    started = time.perf_counter()
-    report = JobReport("vacuum", topic)
-    topic_log = catalog.topic(topic)
-    topic_log.refresh()
+    started, report, topic_log = start_job(catalog, "vacuum", topic)
     storage = topic_log.storage
     table = DeltaTable(
         storage.delta_uri(topic_log.table_path),
@@ -61,16 +56,14 @@ def vacuum_topic(
     )
     if progress:
         progress(f"{topic}: vacuum (grace {grace_ms / HOUR_MS:.2f} h), checkpoint")
-    removed = table.vacuum(
-        retention_hours=math.ceil(grace_ms / HOUR_MS),
-        dry_run=False,
-        enforce_retention_duration=False,
-    )
-    orphans = table.vacuum(
-        retention_hours=math.ceil(orphan_grace_ms / HOUR_MS),
-        dry_run=False,
-        enforce_retention_duration=False,
-        full=True,
+    removed, orphans = (  # "lite" vacuum of removed files, then "full" of never-committed ones
+        table.vacuum(
+            retention_hours=math.ceil(ms / HOUR_MS),
+            dry_run=False,
+            enforce_retention_duration=False,
+            full=full,
+        )
+        for ms, full in ((grace_ms, False), (orphan_grace_ms, True))
     )
     table.create_checkpoint()
     table.cleanup_metadata()

@@ -1,22 +1,10 @@
 """Spark connector: lakelog topics as Spark tables, batch and Structured Streaming, read and write.
 
 A PySpark Python data source registered as format ``lakelog``, with the
-options and row schema of Spark's Kafka source and sink::
-
-    import spark_connector
-    spark_connector.register(spark)
-    df = (spark.read.format("lakelog").option("root", "s3://bucket/lakelog")
-          .option("subscribe", "orders").load())
-    spark_connector.register_topics(spark, "s3://bucket/lakelog")
-    spark.sql("SELECT key, count(*) FROM orders GROUP BY key")
-
-See ``spark_connector/README.md`` for every option and its semantics.
-
-Every topic is also a plain Delta table partitioned by ``partition``
-(``catalog.describe_topic(t).table_uri``) that delta-spark or Spark's Parquet
-reader can read, but that bypasses lakelog's semantics (log start offsets,
-high watermarks, the offset ranges of compacted segments live in the Delta
-log's tags and transactions), which this connector applies.
+options and row schema of Spark's Kafka source and sink; it applies lakelog's
+semantics (log start offsets, high watermarks, compacted offset ranges) that a
+plain Delta read of a topic's table bypasses. Usage and every option:
+``spark_connector/README.md``.
 
 Installed by the ``spark`` extra (``pip install 'lakelog[spark]'``); without
 it, importing this package raises ``MissingDependencyError`` naming the extra.

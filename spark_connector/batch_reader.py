@@ -46,7 +46,7 @@ def batch_ranges(
     starts = start_offsets(opts, snapshots, source.offset_for_timestamp)
     end_option = opts.ending.option if opts.ending else "endingOffsets"
     ends = resolve(opts.ending, Latest(), snapshots, source.offset_for_timestamp, is_start=False)
-    ends = check_end(starts, ends, snapshots, end_option)
+    check_end(starts, ends, snapshots, end_option)
     return {key: (starts[key], ends[key]) for key in starts}
 
 

@@ -2,13 +2,8 @@
 
 The ``lakelog`` Python data source moves every row from a Python worker into
 the JVM; for a batch read that is pure cost, since segments are plain Parquet
-files Spark reads itself. ``read_topic`` plans on the driver exactly as the
-data source does (same options, errors and offset resolution), lists only the
-segment files overlapping each partition's range, and shapes
-``spark.read.parquet`` of them into the connector's schema, filtering
-``offset`` only where a file straddles a bound. ``scan_choice`` says when it
-falls back to the data source. The DataFrame is a snapshot: the files are
-listed when it is created.
+files Spark reads itself. Planning is the data source's (same options, errors
+and offsets); what is read, and when it falls back: spark_connector/README.md.
 """
 
 from __future__ import annotations
@@ -235,12 +230,7 @@ def read_topic(
     options: Mapping[str, str] | None = None,
     **more: str,
 ) -> DataFrame:
-    """A batch read of topics, on Spark's native Parquet scan wherever Spark can do it.
-
-    Takes the options of ``spark.read.format("lakelog")`` (``topic`` is
-    ``subscribe``) and returns the same rows and schema; else (``scan_choice``)
-    it is that data source's DataFrame.
-    """
+    """``spark.read.format("lakelog")``'s read (``topic`` is ``subscribe``), natively if it can."""
     given: dict[str, str] = {str(k): str(v) for k, v in (options or {}).items()}
     given.update({str(k): str(v) for k, v in more.items()})
     if topic is not None:

@@ -34,18 +34,6 @@ log = logging.getLogger(__name__)
 TimestampLookup = Callable[[str, int, int], int | None]
 
 
-def _check_named(
-    bound: Bound, named: Mapping[TopicPartition, int], snapshots: Sequence[PartitionSnapshot]
-) -> None:
-    known = {s.key for s in snapshots}
-    unknown = sorted(set(named) - known)
-    if unknown:
-        listed = ", ".join(f"{t}-{p}" for t, p in unknown)
-        raise option_error(
-            bound.option, f"names partitions that are not subscribed or do not exist: {listed}"
-        )
-
-
 def resolve(
     bound: Bound | None,
     default: OffsetSpec,
@@ -61,7 +49,11 @@ def resolve(
     if isinstance(spec, SpecificOffsets | PartitionTimestamps):
         assert bound is not None
         named = spec.as_dict()
-        _check_named(bound, named, snapshots)
+        if unknown := sorted(set(named) - {s.key for s in snapshots}):
+            listed = ", ".join(f"{t}-{p}" for t, p in unknown)
+            raise option_error(
+                bound.option, f"names partitions that are not subscribed or do not exist: {listed}"
+            )
     out: dict[TopicPartition, int] = {}
     for snap in snapshots:
         edges = {EARLIEST: snap.log_start, LATEST: snap.high_watermark}
@@ -154,8 +146,8 @@ def check_end(
     ends: Mapping[TopicPartition, int],
     snapshots: Sequence[PartitionSnapshot],
     option: str,
-) -> dict[TopicPartition, int]:
-    out = dict(ends)
+) -> None:
+    """Ends within each partition's log and not before its start."""
     for snap in snapshots:
         end = ends[snap.key]
         _check_not_past_end(option, end, snap)
@@ -164,4 +156,3 @@ def check_end(
                 f"option '{option}': {snap.topic}-{snap.partition} would end at {end}, before "
                 f"its start offset {starts[snap.key]}"
             )
-    return out

@@ -55,9 +55,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 def spark_headers(headers: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Stored headers in Spark's type, with empty lists as null (Spark's Kafka source does so)."""
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    headers = headers.cast(SPARK_HEADERS_TYPE)
+    headers = _array(headers).cast(SPARK_HEADERS_TYPE)
     empty = pc.fill_null(pc.equal(pc.list_value_length(headers), 0), True)
     if not pc.any(empty).as_py():
         return headers

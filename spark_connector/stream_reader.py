@@ -1,12 +1,9 @@
 """Structured Streaming source: ``spark.readStream.format("lakelog")``.
 
-Offsets are Spark's Kafka JSON, ``{"topic": {"0": next_offset, ...}}``, so
-checkpoints read like a Kafka query's. Each trigger, ``latestOffset``
-refreshes the subscribed topics (new partitions start at their earliest
-offset, as in Spark) and decides how far the micro-batch goes, honouring
-``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``/``maxTriggerDelay`` and
-``Trigger.AvailableNow`` as Spark's Kafka source does. A restart from a
-checkpoint re-plans any uncommitted batch from the same offsets.
+Offsets, triggers and rate limits behave as Spark's Kafka source does (see
+spark_connector/README.md, "Streaming"), so checkpoints read like a Kafka
+query's; a restart from a checkpoint re-plans any uncommitted batch from the
+same offsets.
 """
 
 from __future__ import annotations
@@ -129,14 +126,12 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._named = self.source.topics(self.opts.subscription)
         return self._named
 
-    def _snapshots(
-        self, segments_from: Offsets | None = None, segments: bool = False
-    ) -> list[PartitionSnapshot]:
+    def _snapshots(self, segments_from: Offsets | None = None) -> list[PartitionSnapshot]:
         """Log starts and high watermarks; segments only when planning (from ``segments_from``)."""
         return self.source.snapshots(
             self.opts.subscription,
             self._topics(),
-            segments=segments,
+            segments=segments_from is not None,
             segments_from=segments_from,
         )
 
@@ -197,9 +192,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ends or start == end:
             return self._warm_up()
         starts = offsets_from_json(start)
-        snapshots = [
-            s for s in self._snapshots(segments_from=starts, segments=True) if s.key in ends
-        ]
+        snapshots = [s for s in self._snapshots(segments_from=starts) if s.key in ends]
         begin = effective_starts(starts, snapshots, self.opts.fail_on_data_loss)
         missing = sorted(set(ends) - {s.key for s in snapshots})
         if missing and self.opts.fail_on_data_loss:
@@ -215,11 +208,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _warm_up(self) -> Sequence[InputPartition]:
-        """A query whose first micro-batch is empty starts a reading Python worker in it.
-
-        That keeps the worker's start-up (imports, opening the root) out of the
-        first records' latency.
-        """
+        """An empty first micro-batch starts a reading worker, off the first records' latency."""
         if self._warmed:
             return []
         self._warmed = True
