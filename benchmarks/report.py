@@ -237,17 +237,17 @@ def render_markdown(
     lines += [f"| {k} | {v} |" for k, v in machine_facts.items()]
     lines += [
         "",
-        "This machine is a **shared, busy 2-core virtual machine**: other engineers' "
-        "test suites ran during the measurements, so absolute figures are lower and noisier "
-        "than on a dedicated host, and each suite's notes say how much CPU other processes "
-        "took. Compare ratios within one run, not absolute numbers across runs.",
+        "Brokers, clients, the S3 server and Spark share this machine's cores with the "
+        "baselines, and each suite's notes give the load average at its start and end, so "
+        "absolute figures vary from run to run more than the ratios do: compare ratios "
+        "within one run, not absolute numbers across runs.",
         "",
         "Reproduce: `python -m benchmarks report --sizes small,large` (results JSON in "
         "`benchmarks/results/`, figures in `docs/img/`). A single suite: "
         "`python -m benchmarks <suite> --size small`.",
         "",
     ]
-    for run in runs:
+    for run in sorted(runs, key=lambda r: SIZES.index(r.size)):
         # Headings carry no durations, so links to them stay valid from run to run.
         suites = ", ".join(f"`{r.suite}`" for r in run.reports) or "none"
         when = f", finished {run.finished:%Y-%m-%d %H:%M} UTC" if run.finished else ""
