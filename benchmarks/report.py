@@ -237,10 +237,10 @@ def render_markdown(
     lines += [f"| {k} | {v} |" for k, v in machine_facts.items()]
     lines += [
         "",
-        "Brokers, clients, the S3 server and Spark share this machine's cores with the "
-        "baselines, and each suite's notes give the load average at its start and end, so "
-        "absolute figures vary from run to run more than the ratios do: compare ratios "
-        "within one run, not absolute numbers across runs.",
+        "Each suite's processes (brokers, clients, the S3 server, Spark) run beside its "
+        "baselines on the same cores, and its notes give the load average at its start and "
+        "end, so absolute figures vary from run to run more than the ratios do: compare "
+        "ratios within one run, not absolute numbers across runs.",
         "",
         "Reproduce: `python -m benchmarks report --sizes small,large` (results JSON in "
         "`benchmarks/results/`, figures in `docs/img/`). A single suite: "
