@@ -315,3 +315,78 @@ class PolicyViolationError(LakelogError, code=44, name="POLICY_VIOLATION", http_
 def error_for_code(code: int) -> type[LakelogError]:
     """The exception class for a Kafka error code (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(code, UnknownServerError)
+
+
+class SchemaRegistryError(LakelogError, http_status=500):
+    """An answer of the Schema Registry API.
+
+    ``registry_code`` is the ``error_code`` Confluent's Schema Registry puts in its
+    JSON body for the same situation; clients (and Confluent's serializers) branch on
+    it, so each subclass names Confluent's code and HTTP status, never a new one.
+    """
+
+    registry_code: ClassVar[int] = 50001
+
+
+class SubjectNotFoundError(SchemaRegistryError, http_status=404):
+    registry_code = 40401
+
+
+class VersionNotFoundError(SchemaRegistryError, http_status=404):
+    registry_code = 40402
+
+
+class SchemaNotFoundError(SchemaRegistryError, http_status=404):
+    registry_code = 40403
+
+
+class SubjectSoftDeletedError(SchemaRegistryError, http_status=404):
+    registry_code = 40404
+
+
+class SubjectNotSoftDeletedError(SchemaRegistryError, http_status=404):
+    registry_code = 40405
+
+
+class VersionSoftDeletedError(SchemaRegistryError, http_status=404):
+    registry_code = 40406
+
+
+class VersionNotSoftDeletedError(SchemaRegistryError, http_status=404):
+    registry_code = 40407
+
+
+class SubjectCompatibilityNotConfiguredError(SchemaRegistryError, http_status=404):
+    registry_code = 40408
+
+
+class SubjectModeNotConfiguredError(SchemaRegistryError, http_status=404):
+    registry_code = 40409
+
+
+class IncompatibleSchemaError(SchemaRegistryError, http_status=409):
+    registry_code = 409
+
+
+class InvalidSchemaError(SchemaRegistryError, http_status=422):
+    registry_code = 42201
+
+
+class InvalidSchemaVersionError(SchemaRegistryError, http_status=422):
+    registry_code = 42202
+
+
+class InvalidCompatibilityLevelError(SchemaRegistryError, http_status=422):
+    registry_code = 42203
+
+
+class InvalidModeError(SchemaRegistryError, http_status=422):
+    registry_code = 42204
+
+
+class OperationNotPermittedError(SchemaRegistryError, http_status=422):
+    registry_code = 42205
+
+
+class ReferenceExistsError(SchemaRegistryError, http_status=422):
+    registry_code = 42206
