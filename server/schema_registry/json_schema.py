@@ -449,6 +449,8 @@ _ANNOTATIONS = frozenset(
     }
 )
 _COMBINERS = ("allOf", "anyOf", "oneOf")
+#: Keywords that are a schema of their own next to a type's constraints.
+_SEPARATE = (*_COMBINERS, "enum", "const", "not")
 _FAMILIES: dict[str, frozenset[str]] = {
     "object": frozenset(
         {
@@ -485,37 +487,44 @@ _FAMILIES: dict[str, frozenset[str]] = {
 
 
 def _view(schema: Any) -> tuple[str, Any]:
-    """The kind of a schema (as Confluent's schema model sees it) and what it holds."""
+    """The kind of a schema (as Confluent's schema model sees it) and what it holds.
+
+    A schema with several kinds of constraint (a type and an enum, a type and an
+    ``anyOf``) is the product of them, as in Confluent's model.
+    """
     if schema is True:
         return "empty", None
     if schema is False:
         return "false", None
     constraints = {key: value for key, value in schema.items() if key not in _ANNOTATIONS}
-    combiners = [(key, constraints.pop(key)) for key in _COMBINERS if key in constraints]
-    if combiners:
-        if not constraints and len(combiners) == 1:
-            return combiners[0]
-        parts = [{key: value} for key, value in combiners]
-        return "allOf", [constraints, *parts] if constraints else parts
-    if not constraints:
+    parts = [{key: constraints.pop(key)} for key in _SEPARATE if key in constraints]
+    if constraints:
+        parts.insert(0, constraints)
+    if not parts:
         return "empty", None
-    if "enum" in constraints:
-        return "enum", constraints["enum"]
-    if "const" in constraints:
-        return "enum", [constraints["const"]]
-    if "not" in constraints and len(constraints) == 1:
-        return "not", constraints["not"]
-    kind = constraints.get("type")
+    if len(parts) > 1:
+        return "allOf", parts
+    (only,) = parts
+    if len(only) == 1:
+        key, value = next(iter(only.items()))
+        if key in _COMBINERS:
+            return key, value
+        if key == "enum":
+            return "enum", value
+        if key == "const":
+            return "enum", [value]
+        if key == "not":
+            return "not", value
+    kind = only.get("type")
     if isinstance(kind, list):
-        if len(kind) == 1:
-            kind = kind[0]
-        else:
-            return "anyOf", [{**constraints, "type": each} for each in kind]
+        if len(kind) != 1:
+            return "anyOf", [{**only, "type": each} for each in kind]
+        kind = kind[0]
     if isinstance(kind, str):
-        return ("number" if kind == "integer" else kind), constraints
-    inferred = [name for name, keys in _FAMILIES.items() if keys & constraints.keys()]
+        return ("number" if kind == "integer" else kind), only
+    inferred = [name for name, keys in _FAMILIES.items() if keys & only.keys()]
     if len(inferred) == 1:
-        return inferred[0], constraints
+        return inferred[0], only
     return "empty", None
 
 

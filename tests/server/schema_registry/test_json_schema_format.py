@@ -234,3 +234,12 @@ def test_encode_validates_then_writes_compact_json() -> None:
     assert encode({"id": 2, "name": "é"}) == '{"id":2,"name":"é"}'.encode()
     with pytest.raises(ValueError, match=r"\$\.id"):
         encode({"id": "2"})
+
+
+def test_an_enum_next_to_a_type_is_a_product() -> None:
+    text = {"type": "string"}
+    letters = {"type": "string", "enum": ["a", "b"]}
+    assert _kinds(text, letters) == []
+    assert _kinds(letters, text) == ["TYPE_CHANGED"]
+    assert _kinds({**letters, "enum": ["a", "b", "c"]}, letters) == []
+    assert _kinds({**letters, "enum": ["a"]}, letters) == ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"]
