@@ -818,61 +818,57 @@ class _Diff:
         new: dict[str, Any],
         path: str,
     ) -> None:
-        old_tuple, old_rest = _tuple_items(old)
-        new_tuple, new_rest = _tuple_items(new)
-        if not old_tuple and not new_tuple:
-            before, after = old.get("items", True), new.get("items", True)
-            self.compare(original.child(before), update.child(after), f"{path}/items")
-        else:
-            for index in range(min(len(old_tuple), len(new_tuple))):
-                self.compare(
-                    original.child(old_tuple[index]),
-                    update.child(new_tuple[index]),
-                    f"{path}/items/{index}",
-                )
-            for index in range(len(new_tuple), len(old_tuple)):
-                where = f"{path}/items/{index}"
-                if new_rest is True:
-                    self.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", where)
-                elif new_rest is False:
-                    self.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)
+        old_tuple, old_rest, old_all = _tuple_items(old)
+        new_tuple, new_rest, new_all = _tuple_items(new)
+        if old_all is None and new_all is not None:
+            self.add("SCHEMA_ADDED", f"{path}/items")
+        elif old_all is not None and new_all is None:
+            self.add("SCHEMA_REMOVED", f"{path}/items")
+        elif old_all is not None:
+            self.compare(original.child(old_all), update.child(new_all), f"{path}/items")
+        for index in range(min(len(old_tuple), len(new_tuple))):
+            self.compare(
+                original.child(old_tuple[index]),
+                update.child(new_tuple[index]),
+                f"{path}/items/{index}",
+            )
+        for index in range(len(new_tuple), len(old_tuple)):
+            where = f"{path}/items/{index}"
+            if new_rest is True:
+                self.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", where)
+            elif new_rest is False:
+                self.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)
+            else:
+                trial = self.sub(original.child(old_tuple[index]), update.child(new_rest), where)
+                self.adopt(trial)
+                kind = "IS" if trial.compatible() else "NOT"
+                self.add(f"ITEM_REMOVED_{kind}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
+        for index in range(len(old_tuple), len(new_tuple)):
+            where = f"{path}/items/{index}"
+            if old_rest is True:
+                if _view(update.child(new_tuple[index]).deref().schema)[0] == "empty":
+                    self.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", where)
                 else:
-                    trial = self.sub(
-                        original.child(old_tuple[index]), update.child(new_rest), where
-                    )
-                    self.adopt(trial)
-                    kind = "IS" if trial.compatible() else "NOT"
-                    self.add(f"ITEM_REMOVED_{kind}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
-            for index in range(len(old_tuple), len(new_tuple)):
-                where = f"{path}/items/{index}"
-                if old_rest is True:
-                    if _view(update.child(new_tuple[index]).deref().schema)[0] == "empty":
-                        self.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", where)
-                    else:
-                        self.add("ITEM_ADDED_TO_OPEN_CONTENT_MODEL", where)
-                elif old_rest is False:
-                    self.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL", where)
-                else:
-                    trial = self.sub(
-                        original.child(old_rest), update.child(new_tuple[index]), where
-                    )
-                    self.adopt(trial)
-                    kind = "IS" if trial.compatible() else "NOT"
-                    self.add(f"ITEM_ADDED_{kind}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
-            where = f"{path}/additionalItems"
-            if (old_rest is not False) != (new_rest is not False):
-                self.add(
-                    "ADDITIONAL_ITEMS_ADDED"
-                    if new_rest is not False
-                    else "ADDITIONAL_ITEMS_REMOVED",
-                    where,
-                )
-            elif old_rest is True and new_rest is not True:
-                self.add("ADDITIONAL_ITEMS_NARROWED", where)
-            elif new_rest is True and old_rest is not True:
-                self.add("ADDITIONAL_ITEMS_EXTENDED", where)
-            elif isinstance(old_rest, dict) and isinstance(new_rest, dict):
-                self.compare(original.child(old_rest), update.child(new_rest), where)
+                    self.add("ITEM_ADDED_TO_OPEN_CONTENT_MODEL", where)
+            elif old_rest is False:
+                self.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL", where)
+            else:
+                trial = self.sub(original.child(old_rest), update.child(new_tuple[index]), where)
+                self.adopt(trial)
+                kind = "IS" if trial.compatible() else "NOT"
+                self.add(f"ITEM_ADDED_{kind}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
+        where = f"{path}/additionalItems"
+        if (old_rest is not False) != (new_rest is not False):
+            self.add(
+                "ADDITIONAL_ITEMS_ADDED" if new_rest is not False else "ADDITIONAL_ITEMS_REMOVED",
+                where,
+            )
+        elif old_rest is True and new_rest is not True:
+            self.add("ADDITIONAL_ITEMS_NARROWED", where)
+        elif new_rest is True and old_rest is not True:
+            self.add("ADDITIONAL_ITEMS_EXTENDED", where)
+        elif isinstance(old_rest, dict) and isinstance(new_rest, dict):
+            self.compare(original.child(old_rest), update.child(new_rest), where)
         _limit(self, path, "maxItems", old, new, "MAX_ITEMS")
         _limit(self, path, "minItems", old, new, "MIN_ITEMS")
         old_unique, new_unique = bool(old.get("uniqueItems")), bool(new.get("uniqueItems"))
@@ -951,15 +947,16 @@ def _covering(schema: dict[str, Any], name: str) -> Any | None:
     return None
 
 
-def _tuple_items(schema: dict[str, Any]) -> tuple[list[Any], Any]:
-    """Positional item schemas and the schema of items after them (True, False or a schema)."""
+def _tuple_items(schema: dict[str, Any]) -> tuple[list[Any], Any, Any]:
+    """Positional item schemas, the schema of items after them (True, False or a schema),
+    and the one schema of every item (``items`` as a schema, or None)."""
     if isinstance(schema.get("prefixItems"), list):
-        positional, rest = schema["prefixItems"], schema.get("items", True)
+        positional, rest, every = schema["prefixItems"], schema.get("items", True), None
     elif isinstance(schema.get("items"), list):
-        positional, rest = schema["items"], schema.get("additionalItems", True)
+        positional, rest, every = schema["items"], schema.get("additionalItems", True), None
     else:
-        return [], True
-    return positional, True if rest == {} else rest
+        positional, rest, every = [], schema.get("additionalItems", True), schema.get("items")
+    return positional, True if rest == {} else rest, every
 
 
 def _match(edges: dict[int, list[int]]) -> dict[int, int]:

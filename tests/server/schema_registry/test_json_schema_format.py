@@ -188,6 +188,10 @@ def test_items() -> None:
     single = array(items=[{"type": "string"}], additionalItems=False)
     assert _kinds(pair, single) == []
     assert _kinds(single, pair) == ["ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"]
+    every = array(items={"type": "integer"})
+    assert _kinds(every, array()) == ["SCHEMA_ADDED"]
+    assert _kinds(array(), every) == []
+    assert _kinds(array(items=[{"type": "integer"}]), every) == ["ITEM_ADDED_TO_OPEN_CONTENT_MODEL"]
 
 
 def test_unions_and_products() -> None:
