@@ -335,6 +335,8 @@ class AvroFormat:
             value = json.loads(text)
         except ValueError as error:
             raise InvalidSchemaError(f"not JSON: {error}") from None
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         sources: dict[str, Any] = {}
         for name, reference in references.items():
             if reference.schema_type is not SchemaType.AVRO:
@@ -344,8 +346,11 @@ class AvroFormat:
             for source in _native(reference).sources:
                 sources.setdefault(json.dumps(source, sort_keys=True), source)
         ordered = tuple(sources.values())
-        known = _defined_names(ordered)
-        canonical = canonical_text(value, known, normalize=normalize)
+        try:
+            known = _defined_names(ordered)
+            canonical = canonical_text(value, known, normalize=normalize)
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         named: dict[str, Any] = {}
         try:
             for source in ordered:
@@ -393,7 +398,7 @@ class AvroFormat:
             try:
                 value = reader(stream, parsed, None)
             except EOFError:
-                raise ValueError(f"truncated: {size} bytes end inside the datum") from None
+                raise ValueError(f"truncated: the datum runs past the {size} bytes") from None
             except Exception as error:  # a corrupt length or index raises many types
                 raise ValueError(f"does not decode with the schema: {error}") from None
             left = size - stream.tell()

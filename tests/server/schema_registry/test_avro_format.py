@@ -244,3 +244,9 @@ def test_properties_keep_their_place_and_a_second_use_is_a_name() -> None:
     )
     normalized = _parse(text, normalize=True).canonical
     assert '{"type":"long","connect.name":"ts","connect.version":1}' in normalized
+
+
+def test_deep_nesting_is_a_clear_error() -> None:
+    text = '{"type": "array", "items": ' * 5000 + '"int"' + "}" * 5000
+    with pytest.raises(InvalidSchemaError, match="nested too deeply"):
+        _parse(text)
