@@ -67,10 +67,31 @@ class AvroNative:
             names = avro.name.Names()
             built: avro.schema.Schema | None = None
             for source in self.sources:
-                built = avro.schema.make_avsc_object(source, names)
+                built = _apache_schema(source, names)
             assert built is not None
             self._apache = built
         return self._apache
+
+
+def _apache_schema(value: Any, names: avro.name.Names) -> avro.schema.Schema:
+    """Apache avro's schema of ``value``; it reads a bare type name only inside a schema,
+    so a schema that is just a referenced type's name is looked up here."""
+    if isinstance(value, str) and value not in PRIMITIVES:
+        found = names.get_name(value, None)
+        if found is None:
+            raise InvalidSchemaError(f"unknown type {value!r}: not defined before use")
+        return found
+    return avro.schema.make_avsc_object(value, names)
+
+
+def _fastavro_schema(value: Any, named: dict[str, Any]) -> Any:
+    """fastavro's parsed schema of ``value``; a bare referenced name is parsed as the type
+    it names, since fastavro reads and writes only with a definition at the top."""
+    parsed = fastavro.parse_schema(value, named_schemas=named)
+    if isinstance(parsed, str) and parsed in named:
+        others = {name: schema for name, schema in named.items() if name != parsed}
+        return fastavro.parse_schema(named[parsed], named_schemas=others)
+    return parsed
 
 
 # --- canonical text -------------------------------------------------------------
@@ -355,11 +376,11 @@ class AvroFormat:
         try:
             for source in ordered:
                 fastavro.parse_schema(source, named_schemas=named)
-            parsed = fastavro.parse_schema(value, named_schemas=named)
+            parsed = _fastavro_schema(value, named)
             names = avro.name.Names()
             for source in ordered:
-                avro.schema.make_avsc_object(source, names)
-            avro.schema.make_avsc_object(value, names)
+                _apache_schema(source, names)
+            _apache_schema(value, names)
         except InvalidSchemaError:
             raise
         except Exception as error:  # both libraries raise several unrelated types
