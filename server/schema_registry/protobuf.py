@@ -523,6 +523,9 @@ def decoder(schema: ParsedSchema) -> Decoder:
             message.ParseFromString(payload[offset:])
         except DecodeError as error:
             raise ValueError(f"not a {cls.DESCRIPTOR.full_name}: {error}") from None
+        if not message.IsInitialized():
+            missing = ", ".join(message.FindInitializationErrors())
+            raise ValueError(f"not a {cls.DESCRIPTOR.full_name}: required {missing} missing")
         return _to_dict(message)
 
     return decode
