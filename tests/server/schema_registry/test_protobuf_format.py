@@ -271,6 +271,7 @@ def test_a_payload_decodes_to_a_dict_with_field_names_as_written() -> None:
     payload = FORMAT.encoder(schema)(value)
     assert payload.startswith(b"\x00")
     assert FORMAT.decoder(schema)(memoryview(payload)) == value
+    pb.validator(schema)(memoryview(payload))
 
 
 def test_default_values_are_present_in_the_dict() -> None:
@@ -309,8 +310,11 @@ def test_messages_other_than_the_first_are_named_by_indexes() -> None:
     ],
 )
 def test_bad_payloads_are_refused(payload: bytes, reason: str) -> None:
+    schema = parse(ORDERS)
     with pytest.raises(ValueError, match=reason):
-        FORMAT.decoder(parse(ORDERS))(memoryview(payload))
+        FORMAT.decoder(schema)(memoryview(payload))
+    with pytest.raises(ValueError, match=reason):
+        pb.validator(schema)(memoryview(payload))
 
 
 def test_a_missing_proto2_required_field_does_not_decode() -> None:
@@ -361,6 +365,33 @@ def test_confluents_deserializer_reads_what_the_encoder_writes() -> None:
         data, SerializationContext("orders", MessageField.VALUE)
     )
     assert (read.sku, read.quantity) == ("k", 3)
+
+
+def test_confluents_serializer_registers_imports_as_references_that_resolve() -> None:
+    money = parse('syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n')
+    price = parse(
+        'syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+        "message Price { common.Money value = 1; }\n",
+        {"common/money.proto": money},
+    )
+    price_class = pb.native(price).message_class([0])
+    client = MockSchemaRegistryClient({"url": "mock://proto"})
+    context = SerializationContext("prices", MessageField.VALUE)
+    value = price_class()
+    value.value.cents = 125
+    data = ProtobufSerializer(price_class, client)(value, context)
+    root = client.get_latest_version("prices-value").schema
+    assert root.schema_str is not None and root.references is not None
+    (reference,) = root.references
+    name, subject, version = reference.name, reference.subject, reference.version
+    assert (name, subject) == ("common/money.proto", "common/money.proto")
+    assert name is not None and subject is not None and version is not None
+    dependency = client.get_version(subject, version).schema.schema_str
+    assert dependency is not None
+    resolved = parse(root.schema_str, {name: parse(dependency)})
+    assert resolved.canonical == price.canonical
+    _, payload = unframe(data)
+    assert FORMAT.decoder(resolved)(payload) == {"value": {"cents": "125"}}
 
 
 # -- compatibility -----------------------------------------------------------------
@@ -463,6 +494,21 @@ def test_incompatible_changes(old: str, new: str, kind: str) -> None:
     assert kind in found, FORMAT.incompatibilities(proto3(new), proto3(old))
 
 
+def test_a_local_message_type_that_changes_is_reported_once_where_it_changed() -> None:
+    old = proto3("message A { B b = 1; } message B { int32 x = 1; }")
+    new = proto3("message A { B b = 1; } message B { string x = 1; }")
+    assert FORMAT.incompatibilities(new, old) == [
+        "FIELD_SCALAR_KIND_CHANGED at t.B field 1: "
+        "a varint number does not read as a string or bytes"
+    ]
+
+
+def test_recursive_messages_are_compared_once() -> None:
+    old = proto3("message T { T child = 1; int32 x = 2; }")
+    new = proto3("message T { T child = 1; string x = 2; }")
+    assert problems(new, old) == ["FIELD_SCALAR_KIND_CHANGED"]
+
+
 def test_a_package_change_is_incompatible() -> None:
     old = proto3("message A { int32 x = 1; }", package="a")
     new = proto3("message A { int32 x = 1; }", package="b")
@@ -513,13 +559,19 @@ def test_parsing_cost_is_milliseconds() -> None:
     schema = parse(ORDERS)
     decode = FORMAT.decoder(schema)
     payload = memoryview(FORMAT.encoder(schema)({"id": "1", "lines": [{"sku": "a"}]}))
+    check = pb.validator(schema)
     started = time.perf_counter()
     for _ in range(1000):
         decode(payload)
     decode_us = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    for _ in range(1000):
+        check(payload)
+    check_us = (time.perf_counter() - started) * 1000
     print(
         f"parse text {statistics.median(texts):.2f} ms, descriptor "
-        f"{statistics.median(descriptors):.2f} ms, decode {decode_us:.1f} us/record"
+        f"{statistics.median(descriptors):.2f} ms, decode {decode_us:.1f} us/record, "
+        f"check {check_us:.1f} us/record"
     )
     assert statistics.median(texts) < 500
     assert statistics.median(descriptors) < 50
