@@ -225,6 +225,14 @@ def test_message_indexes_are_zigzag_varints(indexes: list[int], encoded: bytes) 
     assert pb.read_message_indexes(encoded + b"rest") == (indexes, len(encoded))
 
 
+def test_indexes_follow_declaration_order_not_names() -> None:
+    schema = proto3("message Zeta {} message Alpha { message Z {} message A {} }")
+    parsed = pb.native(schema)
+    assert parsed.indexes_of("t.Alpha") == [1]
+    assert parsed.indexes_of("t.Alpha.A") == [1, 1]
+    assert parsed.message_descriptor([1, 0]).full_name == "t.Alpha.Z"
+
+
 def test_indexes_agree_with_confluents_serializer() -> None:
     """The serializer's own varint writer and the deserializer's reader agree with ours."""
     import io
