@@ -310,3 +310,28 @@ def test_json_schema_and_protobuf_with_the_confluent_serializers(
     )
     assert found.status_code == 200, found.text
     assert found.json()["id"] == proto_id
+
+
+def test_raw_schemas_deleted_lookups_and_listings(http: httpx.Client) -> None:
+    s = subject()
+    spaced = json.dumps(json.loads(USER_V1), indent=2)
+    schema_id = http.post(f"/subjects/{s}/versions", json={"schema": spaced}).json()["id"]
+    # The schema alone, as the format answers it (Avro: its canonical text), by version and id.
+    raw = http.get(f"/subjects/{s}/versions/1/schema").text
+    assert json.loads(raw) == json.loads(USER_V1)
+    assert http.get(f"/schemas/ids/{schema_id}/schema").text == raw
+    found = http.post(f"/subjects/{s}?normalize=true", json={"schema": USER_V1})
+    assert (found.status_code, found.json()["id"]) == (200, schema_id)
+    assert http.delete(f"/subjects/{s}/versions/latest").json() == 1
+    hidden = http.post(f"/subjects/{s}", json={"schema": USER_V1})
+    assert (hidden.status_code, hidden.json()["error_code"]) == (404, 40401)
+    seen = http.post(f"/subjects/{s}?deleted=true", json={"schema": USER_V1}).json()
+    assert (seen["version"], seen["id"]) == (1, schema_id)
+    assert s in http.get("/subjects?deleted_only=true").json()
+    assert s not in http.get("/subjects").json()
+    assert http.get(f"/subjects?subjectPrefix={s}&deleted=true").json() == [s]
+    # Ids are global: other tests' subjects hold the same schema too.
+    with_deleted = http.get(f"/schemas/ids/{schema_id}/versions?deleted=true").json()
+    assert {"subject": s, "version": 1} in with_deleted
+    live = http.get(f"/schemas/ids/{schema_id}/versions").json()
+    assert all(v["subject"] != s for v in live)
