@@ -44,6 +44,7 @@ from server.peer_tls import peer_tls_context
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
 from server.schema_registry.dead_letters import dead_letter_batch, merge_results
+from server.schema_registry.registry import SchemaRegistry
 from server.schema_registry.validation import SchemaValidator
 from server.settings import BrokerSettings
 
@@ -86,10 +87,14 @@ class Broker:
         self.cache = RecentBatches(settings.fetch_cache_bytes)
         self.registry = BrokerRegistry(self.storage, settings)
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
-        #: Validation on produce: each topic's ``record_check`` (set in ``topic``).
-        self.schema_validator = SchemaValidator(self.schema_registry)
         #: Kafka's InitProducerId: blocks of ids claimed in storage, unique across brokers.
         self.producer_ids = ProducerIdAllocator(self.storage, settings.broker_id)
+        #: Confluent's Schema Registry, its state in the root: shared by every broker on it.
+        self.schema_registry = SchemaRegistry(
+            self.storage, max_schema_bytes=settings.schema_registry_max_schema_bytes
+        )
+        #: Validation on produce: each topic's ``record_check`` (set in ``topic``).
+        self.schema_validator = SchemaValidator(self.schema_registry)
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
@@ -144,6 +149,7 @@ class Broker:
             self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
+        await asyncio.to_thread(self.schema_registry.refresh)
 
     async def stop(self) -> None:
         self._loop_lag.stop()
