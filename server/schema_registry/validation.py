@@ -98,8 +98,9 @@ def record_name(schema: ParsedSchema) -> str | None:
 
 
 def _first_protobuf_message(native: object) -> str | None:
-    """The first message's full name of a protobuf FileDescriptor (None if not one)."""
-    types = getattr(native, "message_types_by_name", None)
+    """The first message's full name of a protobuf file (None if not one)."""
+    descriptor = getattr(native, "descriptor", native)
+    types = getattr(descriptor, "message_types_by_name", None)
     if not types:
         return None
     first = next(iter(types.values()))
