@@ -32,13 +32,17 @@ from server.schema_registry.framing import frame
 from server.schema_registry.types import ParsedSchema, SchemaType
 from server.schema_registry.validation import SchemaValidator, record_name, subject_for
 
-ORDER = {
+ORDER: dict[str, object] = {
     "type": "record",
     "name": "Order",
     "namespace": "shop",
     "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "double"}],
 }
-USER = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+USER: dict[str, object] = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}],
+}
 VALIDATE_VALUES = TopicConfig({"confluent.value.schema.validation": "true"})
 
 
