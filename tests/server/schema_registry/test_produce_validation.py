@@ -25,6 +25,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
 )
@@ -333,9 +335,15 @@ def test_validation_configs_over_kafka_admin(broker: BrokerProcess) -> None:
     assert entries["confluent.value.schema.validation"].value == "false"
     strategy = entries["confluent.value.subject.name.strategy"].value
     assert strategy == "io.confluent.kafka.serializers.subject.TopicNameStrategy"
-    resource.set_config("confluent.value.schema.validation", "true")
-    resource.set_config("confluent.key.schema.validation", "false")
-    admin.alter_configs([resource])[resource].result(60)
+    changes = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in [
+            ("confluent.value.schema.validation", "true"),
+            ("confluent.key.schema.validation", "false"),
+        ]
+    ]
+    altered = ConfigResource(ConfigResource.Type.TOPIC, "admin-made", incremental_configs=changes)
+    admin.incremental_alter_configs([altered])[altered].result(60)
     answer = httpx.get(f"{broker.url}/v1/topics/admin-made", timeout=60).json()
     configs = {c["name"]: c["value"] for c in answer["configs"]}
     assert configs["confluent.value.schema.validation"] == "true"
