@@ -30,7 +30,12 @@ from server.schema_registry.dead_letters import (
 from server.schema_registry.formats import format_of
 from server.schema_registry.framing import frame
 from server.schema_registry.types import ParsedSchema, SchemaType
-from server.schema_registry.validation import SchemaValidator, record_name, subject_for
+from server.schema_registry.validation import (
+    SchemaValidator,
+    framed_ids,
+    record_name,
+    subject_for,
+)
 
 ORDER: dict[str, object] = {
     "type": "record",
@@ -228,3 +233,16 @@ def test_merged_results_answer_dead_letters_with_minus_one() -> None:
     _, offsets, _ = merged.arrays()
     assert stored_offsets(offsets).tolist() == [10, 11]
     assert merge_results(2, [], None).offsets == [-1, -1]
+
+
+def test_sliced_and_chunked_columns_are_read_at_their_offsets(registry: FakeRegistry) -> None:
+    validator = SchemaValidator(registry)
+    whole = pa.array([b"lead", order(), None, b"\x00\x00", order(), b""], pa.binary())
+    values = pa.chunked_array([whole.slice(1, 3), whole.slice(4, 2)])
+    keys = pa.chunked_array([pa.nulls(5, pa.binary())])
+    problems = validator.check("orders", VALIDATE_VALUES, keys, values)
+    assert [(p.batch_index, p.reason.split(":")[1].strip()[:5]) for p in problems] == [
+        (2, "2 byt"),
+        (4, "empty"),
+    ]
+    assert framed_ids(values) == {1}
