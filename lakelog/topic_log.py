@@ -125,11 +125,14 @@ class TopicLog:
         *,
         writer: InternalWriter | None = None,
         sequence_partition: int | None = None,
+        record_check: RecordCheck | None = None,
     ) -> PreparedBatch:
         """Validate one request's records against the topic; nothing is written.
 
         ``writer``: an internal topic's owner (``lakelog.internal_topics``);
-        ``sequence_partition``: the partition a per-partition sequence numbers.
+        ``sequence_partition``: the partition a per-partition sequence numbers;
+        ``record_check``: instead of the log's own (``record_check``), for a caller
+        that has checked the records already.
         """
         return prepare_batch(
             records,
@@ -142,7 +145,7 @@ class TopicLog:
             base_sequence=base_sequence,
             writer=writer,
             sequence_partition=sequence_partition,
-            record_check=self.record_check,
+            record_check=record_check or self.record_check,
         )
 
     def append(

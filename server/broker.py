@@ -29,7 +29,7 @@ from lakelog.errors import (
 )
 from lakelog.fetch import FetchResult, limit_bytes
 from lakelog.internal_topics import check_append
-from lakelog.produce import PreparedBatch
+from lakelog.produce import PreparedBatch, RecordCheck
 from lakelog.produce_batch import ProduceBatch, ProduceInput
 from lakelog.producer_ids import ProducerIdAllocator
 from lakelog.storage import open_storage
@@ -45,7 +45,7 @@ from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
 from server.schema_registry.dead_letters import dead_letter_batch, merge_results
 from server.schema_registry.registry import SchemaRegistry
-from server.schema_registry.validation import SchemaValidator
+from server.schema_registry.validation import Problem, SchemaValidator
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,11 @@ def parse_acks(value: str | int | None) -> Acks:
     if acks is None:
         raise InvalidRequiredAcksError(f"acks must be 0, 1 or all, got {value!r}")
     return acks
+
+
+def _checked(problems: list[Problem], *_: object) -> list[Problem]:
+    """A ``RecordCheck`` answering with the findings of a check already made."""
+    return problems
 
 
 class Broker:
@@ -233,8 +238,9 @@ class Broker:
         logged here (nobody waits for it). A write to an internal topic is refused before
         the lookup, so the refusal is the same whether or not the topic exists yet.
 
-        On a topic that validates schemas, the ids the records name are looked up first,
-        off the event loop, so the check inside ``prepare`` answers from memory. A
+        On a topic that validates schemas, the records are checked on a worker thread
+        first (decoding every payload, and looking up ids not in memory), so neither
+        holds up the event loop; ``prepare`` takes that check's findings. A
         refused batch goes, with a dead-letter topic configured, to that topic instead:
         its bad records there, the others here (``_dead_letter``).
         """
@@ -242,15 +248,19 @@ class Broker:
         topic_log = await self.topic(topic)
         rows = ProduceBatch.of(records)
         config = topic_log.config
+        checked: RecordCheck | None = None
         if config.validates_schemas:
-            stale = self.schema_validator.stale_ids(
-                config, rows.column("key"), rows.column("value")
+            problems = await asyncio.to_thread(
+                self.schema_validator.check, topic, config, rows.column("key"), rows.column("value")
             )
-            if stale:
-                await asyncio.to_thread(self.schema_validator.load, stale)
+            checked = functools.partial(_checked, problems)
         try:
             batch = topic_log.prepare(
-                rows, producer_id, base_sequence, sequence_partition=sequence_partition
+                rows,
+                producer_id,
+                base_sequence,
+                sequence_partition=sequence_partition,
+                record_check=checked,
             )
         except SchemaValidationError as refused:
             if not config.dead_letter_topic or producer_id is not None or not dead_letters:
@@ -283,7 +293,8 @@ class Broker:
             ) from exc
         futures = [dead_future]
         if good:
-            kept = topic_log.prepare(rows.take(good))
+            # Checked already: these are the records the check let through.
+            kept = topic_log.prepare(rows.take(good), record_check=functools.partial(_checked, []))
             futures.insert(0, await self.batcher.submit(topic_log, kept))
         loop = asyncio.get_running_loop()
         combined: asyncio.Future[AppendResult] = loop.create_future()

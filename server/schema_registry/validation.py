@@ -1,12 +1,13 @@
 """Validation on produce: a record's key or value is framed with a schema id registered
 under its subject, and its payload decodes with that schema.
 
-The check runs on the event loop inside every produce (``TopicLog.prepare``), so it
-answers from memory: each id's schema, subjects and decoder are cached here, and
-``load`` (blocking registry reads, run on a worker thread before the check) fills
-the cache for ids not seen yet. An id's schema never changes, so its decoder is
-kept for good; the subjects an id is registered under change with deletes, so
-they are read again after ``SUBJECTS_TTL_S``.
+A broker runs the check on a worker thread before ``TopicLog.prepare`` takes its
+findings, so decoding a batch does not hold up the event loop; an id not seen
+yet is read from the registry there. Each id's schema, subjects and decoder are
+cached: an id's schema never changes, so its decoder is kept for good; the
+subjects an id is registered under change with registrations and deletes, so
+they are read again after ``SUBJECTS_TTL_S``, and at once before a record is
+refused for its subject.
 """
 
 from __future__ import annotations
@@ -124,14 +125,6 @@ def subject_for(strategy: str, topic: str, is_key: bool, name: str | None) -> st
     raise ValueError(f"unknown subject name strategy {strategy!r}")
 
 
-def framed_ids(column: pa.ChunkedArray) -> set[int]:
-    """The schema ids the framed payloads of a column name (others are skipped)."""
-    found: set[int] = set()
-    for chunk in column.chunks:
-        found.update(_Framing.of(chunk).ids)
-    return found
-
-
 class SchemaValidator:
     """Checks produce batches against the Schema Registry. Thread-safe."""
 
@@ -152,18 +145,6 @@ class SchemaValidator:
 
     # -- the cache ----------------------------------------------------------------
 
-    def stale_ids(
-        self, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray
-    ) -> set[int]:
-        """The ids a check of these columns would have to ask the registry about."""
-        ids: set[int] = set()
-        if config.get("confluent.key.schema.validation"):
-            ids |= framed_ids(keys)
-        if config.get("confluent.value.schema.validation"):
-            ids |= framed_ids(values)
-        now = self.clock()
-        return {i for i in ids if not self._fresh(self._ids.get(i), now)}
-
     def _fresh(self, entry: _Known | _Missing | None, now: float) -> bool:
         if entry is None:
             return False
@@ -171,15 +152,11 @@ class SchemaValidator:
             return now - entry.checked_at < self.missing_ttl_s
         return now - entry.checked_at < self.subjects_ttl_s
 
-    def load(self, ids: Iterable[int]) -> None:
-        """Ask the registry about ``ids`` (blocking: run it on a worker thread)."""
-        for schema_id in ids:
-            self._resolve(schema_id)
-
-    def _resolve(self, schema_id: int) -> _Known | _Missing:
+    def _resolve(self, schema_id: int, *, again: bool = False) -> _Known | _Missing:
+        """The registry's answer for an id: from memory while fresh (``again``: read anew)."""
         now = self.clock()
         entry = self._ids.get(schema_id)
-        if self._fresh(entry, now):
+        if not again and self._fresh(entry, now):
             assert entry is not None
             return entry
         try:
@@ -272,6 +249,11 @@ class SchemaValidator:
                 f"schema id {schema_id} has no record name, which "
                 f"{strategy.rsplit('.', 1)[-1]} names the subject by"
             )
+        if subject not in entry.subjects:
+            # Registered under the subject since it was last read, maybe: read it again.
+            entry = self._resolve(schema_id, again=True)
+        if isinstance(entry, _Missing):
+            return entry.reason
         if subject not in entry.subjects:
             under = ", ".join(sorted(entry.subjects)) or "no subject (deleted)"
             return (

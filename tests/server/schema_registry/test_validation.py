@@ -32,7 +32,6 @@ from server.schema_registry.framing import frame
 from server.schema_registry.types import ParsedSchema, SchemaType
 from server.schema_registry.validation import (
     SchemaValidator,
-    framed_ids,
     record_name,
     subject_for,
 )
@@ -152,19 +151,26 @@ def test_ids_are_looked_up_once_and_refreshed_after_the_ttl(registry: FakeRegist
     validator = SchemaValidator(registry, clock=lambda: now[0])
     keys = pa.chunked_array([pa.nulls(2, pa.binary())])
     values = pa.chunked_array([[order(), frame(99, b"")]], pa.binary())
-    assert validator.stale_ids(VALIDATE_VALUES, keys, values) == {1, 99}
-    validator.load({1, 99})
-    assert validator.stale_ids(VALIDATE_VALUES, keys, values) == set()
+    validator.check("orders", VALIDATE_VALUES, keys, values)
     asked = len(registry.asked)
     for _ in range(3):
         validator.check("orders", VALIDATE_VALUES, keys, values)
     assert len(registry.asked) == asked, "a fresh id is answered from memory"
     registry.subjects[1] = []  # its only version deleted
     now[0] += 2.0
-    assert validator.stale_ids(VALIDATE_VALUES, keys, values) == {1, 99}
-    validator.load({1, 99})
     (problem, _) = validator.check("orders", VALIDATE_VALUES, keys, values)
     assert "no subject (deleted)" in problem.reason
+
+
+def test_a_subject_registered_since_the_last_read_is_seen_at_once(
+    registry: FakeRegistry,
+) -> None:
+    validator = SchemaValidator(registry, clock=lambda: 0.0)
+    assert check(validator, [order()]) == []
+    registry.subjects[1].append(("lenient-value", 1))
+    values = pa.chunked_array([[order()]], pa.binary())
+    keys = pa.chunked_array([pa.nulls(1, pa.binary())])
+    assert validator.check("lenient", VALIDATE_VALUES, keys, values) == []
 
 
 def test_prepare_refuses_the_whole_batch_naming_each_record(registry: FakeRegistry) -> None:
@@ -245,4 +251,3 @@ def test_sliced_and_chunked_columns_are_read_at_their_offsets(registry: FakeRegi
         (2, "2 byt"),
         (4, "empty"),
     ]
-    assert framed_ids(values) == {1}
