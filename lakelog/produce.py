@@ -33,7 +33,7 @@ class RecordCheck(Protocol):
     """Checks records against rules kept outside the core (the Schema Registry's, for
     topics with ``confluent.*.schema.validation``): ``(index, reason)`` per refused
     record, in order. Set by what runs the log (a broker), as the core imports nothing
-    of ``server/``; it answers from memory, as it runs inside ``prepare``."""
+    of ``server/``; a caller that checked the records already passes its findings."""
 
     def __call__(
         self, topic: str, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray, /
