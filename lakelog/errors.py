@@ -193,6 +193,24 @@ class DuplicateSequenceError(
 class InvalidRecordError(LakelogError, code=87, name="INVALID_RECORD", http_status=400): ...
 
 
+class SchemaValidationError(InvalidRecordError):
+    """Records of a topic that validates schemas on produce are not framed with a schema
+    registered under their subject, or do not decode with it.
+
+    ``details["record_errors"]`` lists refused records (``batch_index``,
+    ``message``; the first hundred), which Kafka's Produce answers as its
+    record-level errors; ``refused`` holds every one, as (index, reason).
+    """
+
+    refused: list[tuple[int, str]]
+
+    def __init__(
+        self, message: str, refused: list[tuple[int, str]] | None = None, **details: Any
+    ) -> None:
+        super().__init__(message, **details)
+        self.refused = refused or []
+
+
 class ThrottlingQuotaExceededError(
     LakelogError, code=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True, http_status=429
 ): ...

@@ -1,0 +1,335 @@
+"""Validation on produce: a record's key or value is framed with a schema id registered
+under its subject, and its payload decodes with that schema.
+
+A broker runs the check on a worker thread before ``TopicLog.prepare`` takes its
+findings, so decoding a batch does not hold up the event loop; an id not seen
+yet is read from the registry there. Each id's schema, subjects and decoder are
+cached: an id's schema never changes, so its decoder is kept for good; the
+subjects an id is registered under change with registrations and deletes, so
+they are read again after ``SUBJECTS_TTL_S``, and at once before a record is
+refused for its subject.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.column_buffers import validity_bits
+from lakelog.errors import LakelogError, SchemaNotFoundError
+from lakelog.topic_config import (
+    RECORD_NAME_STRATEGY,
+    TOPIC_NAME_STRATEGY,
+    TOPIC_RECORD_NAME_STRATEGY,
+    TopicConfig,
+)
+from server.schema_registry.formats import Decoder, format_of
+from server.schema_registry.framing import HEADER_SIZE, MAGIC, unframe
+from server.schema_registry.types import ParsedSchema, SchemaType
+
+#: How long the subjects of an id are trusted before they are read again.
+SUBJECTS_TTL_S = 1.0
+#: How long an id the registry does not know stays unknown before it is asked again.
+MISSING_TTL_S = 1.0
+
+
+class SchemaSource(Protocol):
+    """What validation reads from the Schema Registry."""
+
+    def schema_by_id(self, schema_id: int) -> ParsedSchema: ...
+
+    def versions_with_id(self, schema_id: int) -> list[tuple[str, int]]: ...
+
+
+@dataclass
+class _Known:
+    """One id the registry answered for."""
+
+    schema: ParsedSchema
+    subjects: frozenset[str]
+    checked_at: float
+    record_name: str | None
+    decoder: Decoder | None = None
+    #: Why no decoder could be built for the schema (then every payload is refused).
+    broken: str | None = None
+
+
+@dataclass
+class _Missing:
+    reason: str
+    checked_at: float
+
+
+class Problem(NamedTuple):
+    """Why one record of a batch is refused: its place in the batch and the reason."""
+
+    batch_index: int
+    reason: str
+
+
+def record_name(schema: ParsedSchema) -> str | None:
+    """The full name RecordNameStrategy takes a schema's subject from, if it has one.
+
+    Avro: the named type's full name; JSON Schema: its ``title``; Protobuf: the
+    first message of the file with its package, as Confluent's serializer names it
+    for message index 0.
+    """
+    try:
+        if schema.schema_type is SchemaType.AVRO:
+            parsed = json.loads(schema.text)
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+                return None
+            name = str(parsed["name"])
+            namespace = parsed.get("namespace")
+            if "." in name or not isinstance(namespace, str) or not namespace:
+                return name
+            return f"{namespace}.{name}"
+        if schema.schema_type is SchemaType.JSON:
+            parsed = json.loads(schema.text)
+            title = parsed.get("title") if isinstance(parsed, dict) else None
+            return title if isinstance(title, str) else None
+    except ValueError:
+        return None
+    return _first_protobuf_message(schema.native)
+
+
+def _first_protobuf_message(native: object) -> str | None:
+    """The first message's full name of a protobuf file (None if not one)."""
+    descriptor = getattr(native, "descriptor", native)
+    types = getattr(descriptor, "message_types_by_name", None)
+    if not types:
+        return None
+    first = next(iter(types.values()))
+    name = getattr(first, "full_name", None)
+    return name if isinstance(name, str) else None
+
+
+def subject_for(strategy: str, topic: str, is_key: bool, name: str | None) -> str | None:
+    """The subject a record's schema must be registered under (None: the schema has no
+    record name and the strategy needs one)."""
+    if strategy == TOPIC_NAME_STRATEGY:
+        return f"{topic}-{'key' if is_key else 'value'}"
+    if name is None:
+        return None
+    if strategy == RECORD_NAME_STRATEGY:
+        return name
+    if strategy == TOPIC_RECORD_NAME_STRATEGY:
+        return f"{topic}-{name}"
+    raise ValueError(f"unknown subject name strategy {strategy!r}")
+
+
+class SchemaValidator:
+    """Checks produce batches against the Schema Registry. Thread-safe."""
+
+    def __init__(
+        self,
+        source: SchemaSource,
+        *,
+        subjects_ttl_s: float = SUBJECTS_TTL_S,
+        missing_ttl_s: float = MISSING_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.subjects_ttl_s = subjects_ttl_s
+        self.missing_ttl_s = missing_ttl_s
+        self.clock = clock
+        self._ids: dict[int, _Known | _Missing] = {}
+        self._lock = threading.Lock()
+
+    # -- the cache ----------------------------------------------------------------
+
+    def _fresh(self, entry: _Known | _Missing | None, now: float) -> bool:
+        if entry is None:
+            return False
+        if isinstance(entry, _Missing):
+            return now - entry.checked_at < self.missing_ttl_s
+        return now - entry.checked_at < self.subjects_ttl_s
+
+    def _resolve(self, schema_id: int, *, again: bool = False) -> _Known | _Missing:
+        """The registry's answer for an id: from memory while fresh (``again``: read anew)."""
+        now = self.clock()
+        entry = self._ids.get(schema_id)
+        if not again and self._fresh(entry, now):
+            assert entry is not None
+            return entry
+        try:
+            schema = (
+                entry.schema if isinstance(entry, _Known) else self.source.schema_by_id(schema_id)
+            )
+            subjects = frozenset(s for s, _ in self.source.versions_with_id(schema_id))
+        except SchemaNotFoundError:
+            subjects = frozenset()
+            if not isinstance(entry, _Known):
+                missing = _Missing(f"schema id {schema_id} is not registered", now)
+                with self._lock:
+                    self._ids[schema_id] = missing
+                return missing
+        if isinstance(entry, _Known):
+            known = _Known(
+                entry.schema, subjects, now, entry.record_name, entry.decoder, entry.broken
+            )
+        else:
+            known = _Known(schema, subjects, now, record_name(schema))
+        with self._lock:
+            self._ids[schema_id] = known
+        return known
+
+    def _decoder(self, known: _Known) -> Decoder | None:
+        if known.decoder is None and known.broken is None:
+            try:
+                known.decoder = format_of(known.schema.schema_type).decoder(known.schema)
+            except (LakelogError, ValueError, ImportError) as exc:
+                known.broken = f"its {known.schema.schema_type} schema cannot decode: {exc}"
+        return known.decoder
+
+    # -- the check ----------------------------------------------------------------
+
+    def check(
+        self, topic: str, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray
+    ) -> list[Problem]:
+        """Every refused record of a batch, in order; empty when all pass.
+
+        A null value (a tombstone) or a null key has no payload to check and passes.
+        """
+        problems: dict[int, str] = {}
+        sides: list[tuple[bool, pa.ChunkedArray]] = []
+        if config.get("confluent.key.schema.validation"):
+            sides.append((True, keys))
+        if config.get("confluent.value.schema.validation"):
+            sides.append((False, values))
+        for is_key, column in sides:
+            strategy = str(
+                config.get(
+                    "confluent.key.subject.name.strategy"
+                    if is_key
+                    else "confluent.value.subject.name.strategy"
+                )
+            )
+            for index, reason in self._check_column(topic, strategy, is_key, column):
+                problems.setdefault(index, reason)
+        return [Problem(i, problems[i]) for i in sorted(problems)]
+
+    def _check_column(
+        self, topic: str, strategy: str, is_key: bool, column: pa.ChunkedArray
+    ) -> Iterable[tuple[int, str]]:
+        """Each id is judged once per batch (registered under the subject, a decoder);
+        then every payload framed with an accepted id is decoded."""
+        side = "key" if is_key else "value"
+        base = 0
+        for chunk in column.chunks:
+            framing = _Framing.of(chunk)
+            for index, reason in framing.bad:
+                yield base + index, f"{side}: {reason}"
+            for schema_id, rows in framing.by_id().items():
+                verdict = self._judge(topic, strategy, is_key, schema_id)
+                if isinstance(verdict, str):
+                    for index in rows:
+                        yield base + index, f"{side}: {verdict}"
+                    continue
+                for index, reason in framing.decode(rows, verdict):
+                    why = f"payload does not decode with schema id {schema_id}: {reason}"
+                    yield base + index, f"{side}: {why}"
+            base += len(chunk)
+
+    def _judge(self, topic: str, strategy: str, is_key: bool, schema_id: int) -> Decoder | str:
+        """The decoder of an id the subject accepts, or why the subject refuses it."""
+        entry = self._resolve(schema_id)
+        if isinstance(entry, _Missing):
+            return entry.reason
+        subject = subject_for(strategy, topic, is_key, entry.record_name)
+        if subject is None:
+            return (
+                f"schema id {schema_id} has no record name, which "
+                f"{strategy.rsplit('.', 1)[-1]} names the subject by"
+            )
+        if subject not in entry.subjects:
+            # Registered under the subject since it was last read, maybe: read it again.
+            entry = self._resolve(schema_id, again=True)
+        if isinstance(entry, _Missing):
+            return entry.reason
+        if subject not in entry.subjects:
+            under = ", ".join(sorted(entry.subjects)) or "no subject (deleted)"
+            return (
+                f"schema id {schema_id} is not registered under subject {subject!r} "
+                f"(it is under {under})"
+            )
+        decoder = self._decoder(entry)
+        if decoder is None:
+            return f"schema id {schema_id}: {entry.broken}"
+        return decoder
+
+
+@dataclass
+class _Framing:
+    """One Arrow chunk's framing, read off its offsets and data buffers with numpy: the
+    magic byte and id of a thousand records are checked at once, and each payload is
+    a view of the data buffer, not a copy (``framing.unframe`` explains a bad one)."""
+
+    view: memoryview
+    starts: list[int]
+    ends: list[int]
+    framed: list[int]  # rows framed with magic byte 0 and an id
+    ids: list[int]  # their ids
+    bad: list[tuple[int, str]]  # non-null rows that are not, and why
+
+    @classmethod
+    def of(cls, chunk: pa.Array) -> _Framing:
+        n = len(chunk)
+        if n == 0 or chunk.null_count == n:
+            return cls(memoryview(b""), [], [], [], [], [])
+        validity, offsets_buffer, data_buffer = chunk.buffers()[:3]
+        offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, chunk.offset * 4)
+        starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+        if chunk.null_count:
+            valid = validity_bits(validity, chunk.offset, n).astype(bool)
+        else:
+            valid = np.ones(n, bool)
+        data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else None
+        framed = valid & ((ends - starts) >= HEADER_SIZE)
+        ids = np.zeros(n, np.int64)
+        if data is not None and framed.any():
+            head = np.where(framed, starts, 0)
+            framed &= data[head] == MAGIC
+            for k in range(1, HEADER_SIZE):
+                ids = (ids << 8) | data[np.where(framed, head + k, 0)]
+        else:
+            framed[:] = False
+        view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+        start_list, end_list = starts.tolist(), ends.tolist()
+        bad = []
+        for index in np.flatnonzero(valid & ~framed).tolist():
+            try:
+                unframe(view[start_list[index] : end_list[index]])
+            except ValueError as exc:
+                bad.append((index, str(exc)))
+        rows = np.flatnonzero(framed)
+        return cls(view, start_list, end_list, rows.tolist(), ids[rows].tolist(), bad)
+
+    def by_id(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        for index, schema_id in zip(self.framed, self.ids, strict=True):
+            found.setdefault(schema_id, []).append(index)
+        return found
+
+    def decode(self, rows: list[int], decoder: Decoder) -> list[tuple[int, str]]:
+        """The rows whose payload ``decoder`` refuses, and why."""
+        view, starts, ends, skip = self.view, self.starts, self.ends, HEADER_SIZE
+        refused = []
+        for index in rows:
+            try:
+                decoder(view[starts[index] + skip : ends[index]])
+            except Exception as exc:  # any failure of a decoder: the payload does not fit
+                refused.append((index, _short(exc)))
+        return refused
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
