@@ -37,6 +37,7 @@ from server.metrics import BrokerMetrics, TopicCommitCollector
 from server.peer_tls import peer_tls_context
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
+from server.schema_registry.registry import SchemaRegistry
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class Broker:
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
         #: Kafka's InitProducerId: blocks of ids claimed in storage, unique across brokers.
         self.producer_ids = ProducerIdAllocator(self.storage, settings.broker_id)
+        #: Confluent's Schema Registry, its state in the root: shared by every broker on it.
+        self.schema_registry = SchemaRegistry(
+            self.storage, max_schema_bytes=settings.schema_registry_max_schema_bytes
+        )
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
@@ -134,6 +139,7 @@ class Broker:
             self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
+        await asyncio.to_thread(self.schema_registry.refresh)
 
     async def stop(self) -> None:
         self._loop_lag.stop()
