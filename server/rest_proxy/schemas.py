@@ -16,6 +16,7 @@ the routes call in from a worker thread.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import threading
@@ -411,7 +412,7 @@ class Schemas:
                     f"{where} is written with schema {schema_id}, a "
                     f"{V3_NAMES[schema.schema_type]} schema, not {V3_NAMES[schema_type]}"
                 )
-            decoder = format_of(schema_type).decoder(schema)
+            decoder = shown_as_json(schema, format_of(schema_type).decoder(schema))
             with self._lock:
                 self._decoders[schema_id] = decoder
         try:
@@ -432,6 +433,24 @@ def schemas_of(registry: RegistryLike) -> Schemas:
         if found is None:
             found = _SCHEMAS[registry] = Schemas(registry)
         return found
+
+
+def shown_as_json(schema: ParsedSchema, decoder: Decoder) -> Decoder:
+    """``decoder`` answering as the REST Proxy shows a value: Avro in Avro's JSON encoding
+    (a union's branch named, ``{"string": "x"}``; bytes one code point per byte; logical
+    types as their underlying type), the other formats as their decoders give them."""
+    parsed = getattr(schema.native, "parsed", None)
+    if schema.schema_type is not SchemaType.AVRO or parsed is None:
+        return decoder
+    import fastavro  # loaded with the Avro format, on first use
+
+    def decode(payload: memoryview) -> object:
+        datum = decoder(payload)
+        out = io.StringIO()
+        fastavro.json_writer(out, parsed, [datum])
+        return json.loads(out.getvalue())
+
+    return decode
 
 
 def json_safe(value: object) -> object:
