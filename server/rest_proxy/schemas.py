@@ -61,6 +61,11 @@ SCHEMA_LOOKUP_FAILED = 40801
 BAD_REQUEST = 400
 
 
+#: What a format's codec raises for data that does not fit its schema: ``ValueError`` as
+#: the format protocol says, and what the libraries beneath let through on odd input.
+_UNFIT = (ValueError, TypeError, OverflowError, KeyError, AttributeError, RecursionError, EOFError)
+
+
 class SchemaRefused(Exception):
     """A key or value that cannot be written with a schema, as the REST Proxy answers it.
 
@@ -352,6 +357,8 @@ class Schemas:
             parsed = format_of(schema_type).parse(text, {})
         except InvalidSchemaError as exc:
             raise invalid_schema(exc.message) from None
+        except SchemaRegistryError as exc:  # e.g. a schema above the registry's size limit
+            raise lookup_failed("Error when parsing schema", exc, v3_code=BAD_REQUEST) from None
         subject = (asked.subject if asked else None) or strategy_subject(
             (asked.strategy if asked else None) or "TOPIC_NAME", topic, is_key, parsed
         )
@@ -392,7 +399,7 @@ class Schemas:
                 self._encoders[resolved.schema_id] = encoder
         try:
             payload = encoder(data)
-        except (ValueError, TypeError, OverflowError) as exc:
+        except _UNFIT as exc:
             raise data_refused(
                 f"{where} does not match schema {resolved.schema_id}: {exc}"
             ) from None
@@ -417,7 +424,7 @@ class Schemas:
                 self._decoders[schema_id] = decoder
         try:
             return decoder(payload)
-        except (ValueError, TypeError, EOFError, IndexError) as exc:
+        except _UNFIT as exc:
             raise ValueError(f"{where} does not decode with schema {schema_id}: {exc}") from None
 
 
