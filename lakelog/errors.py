@@ -390,3 +390,9 @@ class OperationNotPermittedError(SchemaRegistryError, http_status=422):
 
 class ReferenceExistsError(SchemaRegistryError, http_status=422):
     registry_code = 42206
+
+
+class SubjectAuthorizationFailedError(SchemaRegistryError, http_status=403):
+    """An ACL denial on a subject (Confluent's Schema Registry authorizer answers 40301)."""
+
+    registry_code = 40301
