@@ -354,6 +354,8 @@ async def create_instance(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
+    """`format` is the instance's embedded format: `binary` (the default), `json`, `avro`,
+    `jsonschema` or `protobuf`."""
     group = _group(group)
     body: CreateConsumer = await _parse(request, broker, CreateConsumer)
     if body.name is not None and not _NAME.fullmatch(body.name):
@@ -559,6 +561,11 @@ async def get_records(
     timeout: Annotated[int | None, Query(ge=0, le=300_000)] = None,
     max_bytes: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
+    """Answered in the instance's embedded format (`Accept` must name it: 406/40601).
+    Instances of format `avro`, `jsonschema` and `protobuf` decode each key and value with
+    the Schema Registry schema its framing names (Avro in Avro's JSON encoding, Protobuf in
+    its JSON mapping); a record that does not decode is 408/40801 and is read again next
+    time."""
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
     if not acceptable(request.headers.get("accept"), [content_type]):

@@ -598,7 +598,17 @@ async def produce_records(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` gives every record a report with
-    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
+    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`).
+
+    A key or value of type `AVRO`, `JSONSCHEMA` or `PROTOBUF` (or with no type and a schema
+    field) is written with a schema of the Schema Registry, framed as Confluent's serializers
+    frame it: `schema_id`, or `schema_version` of the subject, or an inline `schema`
+    (registered under the subject if new), else the subject's latest version. The subject is
+    `subject`, else `subject_name_strategy`'s: `TOPIC_NAME` (`<topic>-key`, `<topic>-value`,
+    the default), `RECORD_NAME` or `TOPIC_RECORD_NAME`. Its report names the `subject`,
+    `schema_id` and `schema_version`. Refused per record: `error_code` 400 for data that does
+    not fit the schema, an invalid schema, an unknown version or a bad combination of
+    fields; 42207 when the registry has no such schema id or subject."""
     with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         raw = await read_json_raw(request, broker)
@@ -744,7 +754,8 @@ async def produce_batch(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
-    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
+    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`).
+    Schema'd keys and values as for `POST .../records`."""
     with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         text = json_text(await read_json_raw(request, broker))
