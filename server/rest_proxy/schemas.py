@@ -21,20 +21,25 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from starlette.requests import Request
+
 from lakelog.errors import (
     InvalidSchemaError,
+    LakelogError,
     SchemaNotFoundError,
     SchemaRegistryError,
     SubjectNotFoundError,
     VersionNotFoundError,
 )
+from lakelog.security.acl import Operation, ResourceType
 from server.schema_registry.formats import Decoder, Encoder, format_of
 from server.schema_registry.framing import frame, unframe
 from server.schema_registry.types import ParsedSchema, SchemaReference, SchemaType
+from server.security.enforce import authorize
 
 Strategy = Literal["TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME"]
 STRATEGIES: tuple[Strategy, ...] = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")
@@ -159,6 +164,33 @@ class RegistryLike(Protocol):
     def subject_version(self, subject: str, version: Any, *, deleted: bool = False) -> Any: ...
 
 
+#: Raises ``SchemaRefused`` unless the caller may read (``write`` False) or write the
+#: subject: a schema'd produce reads and registers as its caller, under the caller's
+#: SUBJECT ACLs, as the registry's own routes do.
+SubjectCheck = Callable[[str, bool], None]
+
+
+def allow_all(subject: str, write: bool) -> None:
+    """The check when authentication is off (and for callers that checked already)."""
+
+
+def subject_denied(message: str) -> SchemaRefused:
+    return SchemaRefused(message, v2_status=403, v2_code=40301, v3_code=403)
+
+
+def subject_check(request: Request) -> SubjectCheck:
+    """The caller's SUBJECT ACLs: READ to look a subject up, WRITE to register in it."""
+
+    def check(subject: str, write: bool) -> None:
+        operation = Operation.WRITE if write else Operation.READ
+        try:
+            authorize(request, ResourceType.SUBJECT, subject, operation)
+        except LakelogError as exc:
+            raise subject_denied(exc.message) from None
+
+    return check
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The schema a key or value is written with: what its report says, and its codec."""
@@ -275,23 +307,25 @@ class Schemas:
 
     # -- which schema --------------------------------------------------------------
 
-    def resolve(self, topic: str, is_key: bool, asked: SchemaRequest) -> Resolved:
+    def resolve(
+        self, topic: str, is_key: bool, asked: SchemaRequest, may: SubjectCheck = allow_all
+    ) -> Resolved:
         """The schema a v3 key or value names, as Confluent's REST Proxy finds it."""
         if asked.subject is not None and asked.strategy is not None:
             raise bad_argument("give subject or subject_name_strategy, not both")
         if asked.schema_id is not None:
             if asked.version is not None or asked.text is not None:
                 raise bad_argument("schema_id cannot be combined with schema_version or schema")
-            return self._by_id(topic, is_key, asked)
+            return self._by_id(topic, is_key, asked, may)
         if asked.version is not None:
             if asked.text is not None:
                 raise bad_argument("schema_version cannot be combined with schema")
-            return self._by_version(topic, is_key, asked, asked.version)
+            return self._by_version(topic, is_key, asked, asked.version, may)
         if asked.text is not None:
             if asked.schema_type is None:
                 raise bad_argument("an inline schema needs its type: AVRO, JSONSCHEMA or PROTOBUF")
-            return self.inline(topic, is_key, asked.schema_type, asked.text, asked)
-        return self._by_version(topic, is_key, asked, "latest")
+            return self.inline(topic, is_key, asked.schema_type, asked.text, asked, may)
+        return self._by_version(topic, is_key, asked, "latest", may)
 
     def by_id(self, schema_id: int, *, v3_code: int = SERIALIZATION) -> ParsedSchema:
         try:
@@ -301,13 +335,14 @@ class Schemas:
                 f"Error when fetching schema by id. schemaId = {schema_id}", exc, v3_code=v3_code
             ) from None
 
-    def _by_id(self, topic: str, is_key: bool, asked: SchemaRequest) -> Resolved:
+    def _by_id(self, topic: str, is_key: bool, asked: SchemaRequest, may: SubjectCheck) -> Resolved:
         assert asked.schema_id is not None
         schema = self.by_id(asked.schema_id)
         self._check_type(asked, schema)
         subject = asked.subject or strategy_subject(
             asked.strategy or "TOPIC_NAME", topic, is_key, schema
         )
+        may(subject, False)
         try:
             found = self.registry.lookup(
                 subject, schema.schema_type, schema.text, schema.references
@@ -322,11 +357,17 @@ class Schemas:
         return Resolved(asked.schema_id, schema, subject, found.version)
 
     def _by_version(
-        self, topic: str, is_key: bool, asked: SchemaRequest, version: int | Literal["latest"]
+        self,
+        topic: str,
+        is_key: bool,
+        asked: SchemaRequest,
+        version: int | Literal["latest"],
+        may: SubjectCheck,
     ) -> Resolved:
         subject = asked.subject or strategy_subject(
             asked.strategy or "TOPIC_NAME", topic, is_key, None
         )
+        may(subject, False)
         try:
             found: RegisteredLike = self.registry.subject_version(subject, version)
         except SchemaRegistryError as exc:
@@ -351,8 +392,11 @@ class Schemas:
         schema_type: SchemaType,
         text: str,
         asked: SchemaRequest | None = None,
+        may: SubjectCheck = allow_all,
     ) -> Resolved:
-        """An inline schema: parsed, looked up under its subject, registered there if absent."""
+        """An inline schema: parsed, looked up under its subject, registered there if absent;
+        WRITE on the subject does both (as registering through the registry's routes does),
+        READ only finds a schema registered already."""
         try:
             parsed = format_of(schema_type).parse(text, {})
         except InvalidSchemaError as exc:
@@ -363,10 +407,18 @@ class Schemas:
             (asked.strategy if asked else None) or "TOPIC_NAME", topic, is_key, parsed
         )
         references: tuple[SchemaReference, ...] = ()
+        denied: SchemaRefused | None = None
+        try:
+            may(subject, True)
+        except SchemaRefused as refused:  # READ alone finds a schema already registered
+            denied = refused
+            may(subject, False)
         try:
             try:
                 found = self.registry.lookup(subject, schema_type, text, references)
             except (SubjectNotFoundError, SchemaNotFoundError, VersionNotFoundError):
+                if denied is not None:
+                    raise denied from None
                 self.registry.register(subject, schema_type, text, references)
                 found = self.registry.lookup(subject, schema_type, text, references)
         except InvalidSchemaError as exc:
@@ -485,7 +537,13 @@ class V2Encoded:
     value_schema_id: int | None
 
 
-def encode_v2(schemas: Schemas, topic: str, schema_type: SchemaType, body: Any) -> V2Encoded:
+def encode_v2(
+    schemas: Schemas,
+    topic: str,
+    schema_type: SchemaType,
+    body: Any,
+    may: SubjectCheck = allow_all,
+) -> V2Encoded:
     """A v2 body of a schema'd embedded format written as Confluent's serializers write it.
 
     An inline schema is looked up under (or registered in) ``<topic>-key`` or
@@ -511,7 +569,7 @@ def encode_v2(schemas: Schemas, topic: str, schema_type: SchemaType, body: Any) 
                 )
             resolved = Resolved(schema_id, schema)
         elif text is not None:
-            resolved = schemas.inline(topic, is_key, schema_type, text)
+            resolved = schemas.inline(topic, is_key, schema_type, text, None, may)
         column: list[bytes | None] = []
         for i, record in enumerate(body.records):
             data = getattr(record, part)

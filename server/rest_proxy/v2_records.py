@@ -66,7 +66,13 @@ from server.rest_proxy.records_models import (
     v2_offsets_json,
     validation_message,
 )
-from server.rest_proxy.schemas import V2_FORMATS, SchemaRefused, encode_v2, schemas_of
+from server.rest_proxy.schemas import (
+    V2_FORMATS,
+    SchemaRefused,
+    encode_v2,
+    schemas_of,
+    subject_check,
+)
 from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
 from server.rest_proxy.v3_resources import v3_broker_id
 from server.schema_registry.types import SchemaType
@@ -221,6 +227,7 @@ PRODUCE_ERRORS = error_docs(
         "The Schema Registry refused a schema look-up or registration (40801): the message "
         "carries its error_code (e.g. 40403 for an unknown schema id)",
     ),
+    (403, "No SUBJECT READ (or, to register an inline schema, WRITE) on its subject (40301)"),
     (415, "Produce needs an embedded-format content type (error_code 415)"),
     (
         422,
@@ -367,7 +374,12 @@ def embedded_format(request: Request) -> EmbeddedFormat | SchemaType:
 
 
 async def schema_columns(
-    broker: Broker, topic: str, schema_type: SchemaType, raw: bytes, with_partition: bool
+    request: Request,
+    broker: Broker,
+    topic: str,
+    schema_type: SchemaType,
+    raw: bytes,
+    with_partition: bool,
 ) -> tuple[V2Columns, int | None, int | None]:
     """A body of a schema'd format written with its schemas (after the topic is known, so no
     schema is registered for a topic that does not exist)."""
@@ -375,7 +387,9 @@ async def schema_columns(
     await fresh_topic(broker, topic)
     schemas = schemas_of(broker.schema_registry)
     try:
-        encoded = await asyncio.to_thread(encode_v2, schemas, topic, schema_type, body)
+        encoded = await asyncio.to_thread(
+            encode_v2, schemas, topic, schema_type, body, subject_check(request)
+        )
     except SchemaRefused as refused:
         raise V2Failure(refused.v2_status, refused.v2_code, refused.message) from None
     columns = v2_columns(encoded.keys, encoded.values, body.records, with_partition)
@@ -394,7 +408,9 @@ async def produce(
     with_partition = path_partition is None
     key_id = value_id = None
     if isinstance(fmt, SchemaType):
-        columns, key_id, value_id = await schema_columns(broker, topic, fmt, raw, with_partition)
+        columns, key_id, value_id = await schema_columns(
+            request, broker, topic, fmt, raw, with_partition
+        )
     else:
         columns = decode_v2(raw, fmt, with_partition)
     topic_log = await fresh_topic(broker, topic)

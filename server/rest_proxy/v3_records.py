@@ -84,8 +84,11 @@ from server.rest_proxy.schemas import (
     SchemaRefused,
     SchemaRequest,
     Schemas,
+    SubjectCheck,
+    allow_all,
     parse_strategy,
     schemas_of,
+    subject_check,
 )
 from server.settings import BrokerSettings
 
@@ -266,6 +269,7 @@ class SchemaContext:
 
     schemas: Schemas
     topic: str
+    may: SubjectCheck = allow_all
     resolved: dict[tuple[bool, SchemaRequest], Any] = field(default_factory=dict)
 
     def write(
@@ -284,7 +288,7 @@ class SchemaContext:
             found = self.resolved.get((is_key, asked))
             if found is None:
                 try:
-                    found = self.schemas.resolve(self.topic, is_key, asked)
+                    found = self.schemas.resolve(self.topic, is_key, asked, self.may)
                 except SchemaRefused as refused:
                     found = refused
                 self.resolved[(is_key, asked)] = found
@@ -557,14 +561,15 @@ def decode_each(
 
 
 async def decode_with_schemas(
+    request: Request,
     broker: Broker,
     topic: str,
     values: list[Any],
     model: type[V3ProduceRecord] = V3ProduceRecord,
 ) -> list[Decoded | RecordRefused]:
-    """``decode_each`` with the broker's Schema Registry, on a worker thread (it may read
-    storage)."""
-    context = SchemaContext(schemas_of(broker.schema_registry), topic)
+    """``decode_each`` with the broker's Schema Registry, under the caller's SUBJECT ACLs,
+    on a worker thread (it may read storage)."""
+    context = SchemaContext(schemas_of(broker.schema_registry), topic, subject_check(request))
     return await asyncio.to_thread(decode_each, values, model, context)
 
 
@@ -608,7 +613,8 @@ async def produce_records(
     the default), `RECORD_NAME` or `TOPIC_RECORD_NAME`. Its report names the `subject`,
     `schema_id` and `schema_version`. Refused per record: `error_code` 400 for data that does
     not fit the schema, an invalid schema, an unknown version or a bad combination of
-    fields; 42207 when the registry has no such schema id or subject."""
+    fields; 42207 when the registry has no such schema id or subject; 403 without SUBJECT
+    READ on the subject (WRITE to register an inline schema)."""
     with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         raw = await read_json_raw(request, broker)
@@ -621,7 +627,7 @@ async def produce_records(
         else:
             # Records decoded one by one through the models, each reported in its place.
             items = await decode_with_schemas(
-                broker, topic_name, split_concatenated(json_text(raw))
+                request, broker, topic_name, split_concatenated(json_text(raw))
             )
             body = render_reports(
                 V3ProduceResponse(**report_fields(cluster_id, topic_name, item))
@@ -764,7 +770,7 @@ async def produce_batch(
         except ValueError as exc:
             raise V3Failure(400, f"malformed JSON: {exc}") from None
         entries, ids = batch_ids(document)
-        items = await decode_with_schemas(broker, topic_name, entries, V3BatchEntry)
+        items = await decode_with_schemas(request, broker, topic_name, entries, V3BatchEntry)
         delivered = await deliver(broker, topic_log, items)
     successes: list[V3BatchSuccess] = []
     failures: list[V3BatchFailure] = []

@@ -9,6 +9,7 @@ back as the REST Proxy shows it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +25,7 @@ from server.rest_proxy.schemas import (
     parse_strategy,
     record_name,
     strategy_subject,
+    subject_denied,
 )
 from server.rest_proxy.v3_records import Decoded, RecordRefused, SchemaContext, decode_each
 from server.schema_registry.formats import format_of
@@ -184,3 +186,35 @@ def test_v3_stream_resolves_each_schema_once(schemas: Schemas) -> None:
     assert decoded[0].value_info.subject == "t-value"
     assert isinstance(items[5], RecordRefused) and items[5].error_code == 400
     assert schemas.decode(decoded[3].value or b"", SchemaType.PROTOBUF, "v") == {"id": "3"}
+
+
+def test_subject_acls_are_the_callers(schemas: Schemas) -> None:
+    asked: list[tuple[str, bool]] = []
+
+    def may(allowed: set[tuple[str, bool]]) -> Callable[[str, bool], None]:
+        def check(subject: str, write: bool) -> None:
+            asked.append((subject, write))
+            if (subject, write) not in allowed:
+                raise subject_denied(f"no {'WRITE' if write else 'READ'} on {subject}")
+
+        return check
+
+    inline = SchemaRequest(schema_type=SchemaType.AVRO, text=ORDER)
+    with pytest.raises(SchemaRefused) as exc:  # READ does not register
+        schemas.resolve("t", False, inline, may({("t-value", False)}))
+    assert refusal(exc) == (403, 40301, 403)
+    registered = schemas.resolve("t", False, inline, may({("t-value", True)}))
+    # READ alone finds it now; so do a version and the id (looked up under the subject)
+    for how in (inline, SchemaRequest(version=1), SchemaRequest(schema_id=registered.schema_id)):
+        asked.clear()
+        found = schemas.resolve("t", False, how, may({("t-value", False)}))
+        assert found.schema_id == registered.schema_id
+        assert ("t-value", False) in asked
+    with pytest.raises(SchemaRefused) as exc:
+        schemas.resolve("t", False, SchemaRequest(), may(set()))
+    assert refusal(exc) == (403, 40301, 403)
+    # v2 by id needs no subject: a schema id is readable by any authenticated caller
+    body = v2_body(value_schema_id=registered.schema_id, records=[(None, {"id": 1, "blob": ""})])
+    asked.clear()
+    encode_v2(schemas, "t", SchemaType.AVRO, body, may(set()))
+    assert asked == []
