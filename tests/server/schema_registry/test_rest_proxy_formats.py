@@ -375,3 +375,42 @@ def test_v3_refusals_are_reported_per_record_and_store_nothing(http: httpx.Clien
     assert "does not match schema" in reports[0]["message"]
     assert "987654" in reports[1]["message"]
     assert end_offset(http, topic) == 0
+
+
+def test_schemad_produce_needs_the_callers_subject_acls(
+    tmp_path: Path, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    from tests.server.security.helpers import acl, add_acls, call, key, start_secured
+    from tests.server.security.helpers import create_topic as create_secured_topic
+
+    secured = start_secured(start_broker, RootSpec(str(tmp_path / "root")), tmp_path)
+    writer, reader = key("User:alice"), key("User:bob")
+    add_acls(
+        secured,
+        acl("User:alice", "WRITE", "acl-orders"),
+        acl("User:bob", "WRITE", "acl-orders"),
+        acl("User:alice", "WRITE", "acl-orders-value", "SUBJECT"),
+        acl("User:bob", "READ", "acl-orders-value", "SUBJECT"),
+    )
+    create_secured_topic(secured, "acl-orders")
+    body = {"value_schema": ORDER, "records": [{"value": {"id": 1, "note": None, "blob": ""}}]}
+    headers = {"Content-Type": content_type("avro")}
+
+    def produce(who: dict[str, str]) -> httpx.Response:
+        return call(
+            secured, "POST", "/topics/acl-orders", {**who, **headers}, content=json.dumps(body)
+        )
+
+    v2_error(produce(reader), 403, 40301)  # READ cannot register the schema
+    assert produce(writer).status_code == 200
+    assert produce(reader).status_code == 200  # READ finds it registered
+    cluster = call(secured, "GET", "/v3/clusters", writer).json()["data"][0]["cluster_id"]
+    v3 = call(
+        secured,
+        "POST",
+        f"/v3/clusters/{cluster}/topics/acl-orders/records",
+        {**reader, "Content-Type": "application/json"},
+        content=json.dumps({"value": {"subject": "other-value", "data": {"id": 2}}}),
+    )
+    (report,) = [json.loads(line) for line in v3.text.splitlines()]
+    assert report["error_code"] == 403, report
