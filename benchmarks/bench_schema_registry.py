@@ -12,7 +12,9 @@ warm-up, p50 and p99 over the measured window.
 Baselines, same broker, same load, same run: ``GET /healthz`` (the broker's
 health check, a storage listing on a worker thread) and ``GET /schemas/types``
 (an answer from memory through the same router, middleware and ACL
-dependency: the floor of any registry route).
+dependency: the floor of any routed registry request). Look-ups by id after
+the first are answered from memory before routing (``fast_path.py``), as they
+are in production without authentication.
 """
 
 from __future__ import annotations

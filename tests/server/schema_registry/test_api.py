@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +17,13 @@ from confluent_kafka.schema_registry import (
     SchemaRegistryClient,
     SchemaRegistryError,
 )
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
+from server.schema_registry.framing import unframe
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
@@ -224,3 +232,81 @@ def test_modes(http: httpx.Client) -> None:
     assert http.get("/mode").json() == {"mode": "READWRITE"}
     bad = http.put(f"/mode/{s}", json={"mode": "SIDEWAYS"})
     assert bad.json()["error_code"] == 42204
+
+
+def test_id_lookups_from_memory_answer_as_the_route(http: httpx.Client) -> None:
+    """The first look-up goes through the route, the next ones are answered from memory:
+    the same bytes and content type, counted under the route's template."""
+    s = subject()
+    schema_id = http.post(f"/subjects/{s}/versions", json={"schema": USER_V1}).json()["id"]
+    answers = [http.get(f"/schemas/ids/{schema_id}") for _ in range(3)]
+    assert {(a.status_code, a.headers["content-type"], a.content) for a in answers} == {
+        (200, V1, answers[0].content)
+    }
+    assert json.loads(answers[0].json()["schema"]) == json.loads(USER_V1)
+    counted = [
+        line
+        for line in http.get("/metrics").text.splitlines()
+        if "/schemas/ids/{schema_id}" in line and line.startswith("lakelog_http_requests_total")
+    ]
+    assert counted, "look-ups answered from memory are not counted"
+    refused = http.get(f"/schemas/ids/{schema_id}", headers={"accept": "text/html"})
+    assert refused.status_code == 406
+
+
+def order_message_type() -> Any:
+    """A Protobuf message class built at run time (no generated module needed)."""
+    file = descriptor_pb2.FileDescriptorProto(name="lakelog_test_order.proto", package="lt")
+    file.syntax = "proto3"
+    message = file.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=FDP.TYPE_INT64, label=FDP.LABEL_OPTIONAL)
+    message.field.add(name="item", number=2, type=FDP.TYPE_STRING, label=FDP.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("lt.Order"))
+
+
+def test_json_schema_and_protobuf_with_the_confluent_serializers(
+    broker: BrokerProcess, http: httpx.Client
+) -> None:
+    topic = subject().removesuffix("-value")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    json_schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+            "required": ["id"],
+        }
+    )
+    writer, reader = fresh_client(broker), fresh_client(broker)
+    framed = JSONSerializer(json_schema, writer)({"id": 7, "item": "tea"}, ctx)
+    assert framed is not None
+    assert JSONDeserializer(None, schema_registry_client=reader)(framed, ctx) == {
+        "id": 7,
+        "item": "tea",
+    }
+    json_id = unframe(framed)[0]
+    assert http.get(f"/schemas/ids/{json_id}").json()["schemaType"] == "JSON"
+
+    order = order_message_type()
+    ctx = SerializationContext(f"{topic}-pb", MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    framed = ProtobufSerializer(order, writer, conf)(order(id=3, item="cake"), ctx)
+    assert framed is not None
+    decoded = ProtobufDeserializer(order, conf, schema_registry_client=reader)(framed, ctx)
+    assert (decoded.id, decoded.item) == (3, "cake")
+    proto_id = unframe(framed)[0]
+    got = http.get(f"/schemas/ids/{proto_id}").json()
+    assert got["schemaType"] == "PROTOBUF"
+    serialized = http.get(f"/schemas/ids/{proto_id}?format=serialized").json()["schema"]
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    assert [m.name for m in file.message_type] == ["Order"]
+    text = (
+        'syntax = "proto3";\npackage lt;\nmessage Order {\n  int64 id = 1;\n  string item = 2;\n}\n'
+    )
+    # The same file as .proto text is the same schema: its id, in the subject it was put in.
+    found = http.post(
+        f"/subjects/{topic}-pb-value", json={"schema": text, "schemaType": "PROTOBUF"}
+    )
+    assert found.status_code == 200, found.text
+    assert found.json()["id"] == proto_id
