@@ -8,7 +8,10 @@ subject is the request's own, or comes from a subject name strategy
 (``TOPIC_NAME`` by default: ``<topic>-key`` / ``<topic>-value``). Every way it
 can fail is a ``SchemaRefused`` carrying the v2 status and code and the v3
 report code the REST Proxy answers with, so the v2 and v3 routes only choose
-which to show.
+which to show. v2 answers with the codes of the REST Proxy's v2 reference
+(42201/42202 schema missing, 42203 data that does not convert, 42205 an
+invalid schema, 408/40801 a failed registry look-up or registration); v3
+reports carry those of its v3 produce (400, and 42207 for a failed look-up).
 
 Everything here is synchronous: the registry's look-ups may read storage, so
 the routes call in from a worker thread.
