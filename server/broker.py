@@ -139,7 +139,12 @@ class Broker:
             self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
-        await asyncio.to_thread(self.schema_registry.refresh)
+        try:
+            # Read ahead so that the first schema look-ups by id answer from memory.
+            await asyncio.to_thread(self.schema_registry.refresh)
+        except (LakelogError, OSError) as exc:
+            # Produce and fetch do not need the registry; its requests report the problem.
+            log.warning("schema registry: could not read its log at start: %s", exc)
 
     async def stop(self) -> None:
         self._loop_lag.stop()

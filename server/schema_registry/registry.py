@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -73,6 +74,8 @@ class SchemaRegistry:
         self._formats = formats
         self._state = RegistryState()
         self._lock = threading.RLock()
+        #: When the last completed read of the log started (``time.monotonic()``).
+        self._read_started = float("-inf")
         #: Parsed schemas by id: the hot path of every schema'd produce and fetch.
         self._parsed: dict[int, ParsedSchema] = {}
         #: Answers rendered from a cached schema, keyed by their user; an entry is valid
@@ -82,10 +85,21 @@ class SchemaRegistry:
     # -- state -----------------------------------------------------------------
 
     def refresh(self) -> RegistryState:
-        """Fold in the events other brokers wrote; the state after them."""
+        """Fold in the events other brokers wrote; the state after them.
+
+        Concurrent callers share reads: a read that started after a caller
+        arrived has seen everything stored before it arrived, so a caller that
+        waited for one answers from it (a burst of requests costs two reads of
+        the log, not one each).
+        """
+        arrived = time.monotonic()
         with self._lock:
+            if self._read_started > arrived:
+                return self._state
+            started = time.monotonic()
             for seq, event in self.log.read_after(self._state.seq):
                 self._apply(seq, event)
+            self._read_started = started
             return self._state
 
     def _apply(self, seq: int, event: Event) -> None:
@@ -189,8 +203,9 @@ class SchemaRegistry:
         parsed = self._parsed.get(schema_id)
         if parsed is not None:
             return parsed
+        self.refresh()
         with self._lock:
-            return self._parsed_locked(self.refresh(), schema_id)
+            return self._parsed_locked(self._state, schema_id)
 
     def cached_schema(self, schema_id: int) -> ParsedSchema | None:
         """The parsed schema if it is in memory (no I/O, no locking); else None."""
@@ -258,8 +273,9 @@ class SchemaRegistry:
     ) -> list[str]:
         """Why ``text`` could not follow ``version`` (None: every version the level
         checks) of ``subject``; empty if it could."""
+        self.refresh()
         with self._lock:
-            state = self.refresh()
+            state = self._state
             if version is not None:
                 state.version(subject, version)
             parsed, _ = self._candidate(state, schema_type, text, references, normalize)
@@ -276,8 +292,9 @@ class SchemaRegistry:
         deleted: bool = False,
     ) -> RegisteredVersion:
         """The subject's version holding this schema: 40401 or 40403 when there is none."""
+        self.refresh()
         with self._lock:
-            state = self.refresh()
+            state = self._state
             state.versions(subject, deleted=deleted)
             _, stored = self._candidate(state, schema_type, text, references, normalize)
             entry = state.find(subject, stored.identity, deleted=deleted)
@@ -291,24 +308,28 @@ class SchemaRegistry:
     # -- subjects and versions ---------------------------------------------------
 
     def subjects(self, *, prefix: str = "", deleted: bool = False) -> list[str]:
+        self.refresh()
         with self._lock:
-            return self.refresh().subjects(prefix=prefix, deleted=deleted)
+            return self._state.subjects(prefix=prefix, deleted=deleted)
 
     def versions(self, subject: str, *, deleted: bool = False) -> list[int]:
+        self.refresh()
         with self._lock:
-            return [v.version for v in self.refresh().versions(subject, deleted=deleted)]
+            return [v.version for v in self._state.versions(subject, deleted=deleted)]
 
     def subject_version(
         self, subject: str, version: VersionSpec, *, deleted: bool = False
     ) -> RegisteredVersion:
+        self.refresh()
         with self._lock:
-            state = self.refresh()
+            state = self._state
             return self._registered(state, state.version(subject, version, deleted=deleted))
 
     def versions_with_id(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
         """(subject, version) pairs using the id; 40403 when the id is unknown."""
+        self.refresh()
         with self._lock:
-            state = self.refresh()
+            state = self._state
             if state.schema(schema_id) is None:
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
             found = state.versions_with_id(schema_id, deleted=deleted)
@@ -319,8 +340,9 @@ class SchemaRegistry:
         return sorted({subject for subject, _ in pairs})
 
     def referenced_by(self, subject: str, version: VersionSpec) -> list[int]:
+        self.refresh()
         with self._lock:
-            state = self.refresh()
+            state = self._state
             entry = state.version(subject, version, deleted=True)
             return state.referenced_by(subject, entry.version)
 
@@ -338,8 +360,9 @@ class SchemaRegistry:
     def compatibility(
         self, subject: str | None = None, *, default_to_global: bool = True
     ) -> CompatibilityLevel:
+        self.refresh()
         with self._lock:
-            return self.refresh().compatibility(subject, default_to_global=default_to_global)
+            return self._state.compatibility(subject, default_to_global=default_to_global)
 
     def set_compatibility(
         self, subject: str | None, level: CompatibilityLevel
@@ -356,8 +379,9 @@ class SchemaRegistry:
         return self._write(decide)
 
     def mode(self, subject: str | None = None, *, default_to_global: bool = True) -> Mode:
+        self.refresh()
         with self._lock:
-            return self.refresh().mode(subject, default_to_global=default_to_global)
+            return self._state.mode(subject, default_to_global=default_to_global)
 
     def set_mode(self, subject: str | None, mode: Mode, *, force: bool = False) -> Mode:
         return self._write(lambda state: (state.mode_event(subject, mode, force=force), mode))
@@ -370,9 +394,10 @@ class SchemaRegistry:
         return self._write(decide)
 
     def subject_exists(self, subject: str) -> bool:
+        self.refresh()
         with self._lock:
             try:
-                self.refresh().versions(subject)
+                self._state.versions(subject)
             except SubjectNotFoundError:
                 return False
             return True

@@ -4,6 +4,8 @@ with a toy format (in-process: the quick tier)."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -262,3 +264,28 @@ def test_two_registries_on_one_root_agree_on_ids(tmp_path: Path) -> None:
     assert regs[0].subjects() == regs[1].subjects()
     for subject in regs[0].subjects():
         assert regs[0].versions(subject) == regs[1].versions(subject)
+
+
+def test_concurrent_readers_share_reads_of_the_log(tmp_path: Path) -> None:
+    """A burst of requests reads the log a few times, not once per request, and each
+    still sees what was stored before it arrived."""
+    writer, reader = make(tmp_path), make(tmp_path)
+    writer.register("s", AVRO, toy(a=False))
+    reads = 0
+    real = reader.log.storage.read_many
+
+    def slow_read_many(paths: Sequence[str]) -> list[bytes | None]:
+        nonlocal reads
+        reads += 1
+        time.sleep(0.05)
+        return real(paths)
+
+    reader.log.storage.read_many = slow_read_many  # type: ignore[method-assign]
+    seen: list[list[str]] = []
+    threads = [threading.Thread(target=lambda: seen.append(reader.subjects())) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [["s"]] * 16
+    assert reads <= 4, reads  # the event and the first missing number, at most twice
