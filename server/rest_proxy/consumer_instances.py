@@ -32,7 +32,7 @@ from lakelog.client.subscription import ResetPolicy
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-InstanceFormat = Literal["binary", "json"]
+InstanceFormat = Literal["binary", "json", "avro", "jsonschema", "protobuf"]
 DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
 #: the REST Proxy's consumer.request.timeout.ms default: how long GET records waits
 DEFAULT_REQUEST_TIMEOUT_MS = 1_000

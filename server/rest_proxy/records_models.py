@@ -4,8 +4,9 @@ decoding of produce bodies straight into produce columns.
 Field names and nesting follow Confluent's REST Proxy so its clients work
 unchanged. Class names carry a ``V2``/``V3`` prefix so they never collide with
 the native models in the OpenAPI components. Request bodies refuse unknown
-fields (the REST Proxy answers "Unrecognized field" too); the schema-registry
-fields exist only so that they can be refused with a clear message.
+fields (the REST Proxy answers "Unrecognized field" too). The schema fields
+name a schema of the broker's Schema Registry for the avro, jsonschema and
+protobuf embedded formats (``server.rest_proxy.schemas`` resolves them).
 
 Produce bodies are msgspec structs, decoded and checked in one C pass (base64
 included): a v2 body or a v3 stream of a thousand records costs about what the
@@ -111,8 +112,18 @@ def _binary(items: list[Any]) -> pa.Array | None:
 
 # -- v2 ---------------------------------------------------------------------------
 
-_DATA = "base64 (binary) or any JSON value (json); null = no key / a tombstone"
-_NO_REGISTRY = msgspec.Meta(description="Refused: there is no schema registry")
+_DATA = (
+    "base64 (binary), any JSON value (json), or JSON data written with the request's "
+    "schema (avro: Avro's JSON encoding; jsonschema; protobuf); null = no key / a tombstone"
+)
+_V2_SCHEMA = "avro, jsonschema and protobuf only: an inline schema, registered under "
+_V2_SCHEMA_ID = "avro, jsonschema and protobuf only: the id of a registered schema (not with "
+_V2_SCHEMA_FIELDS = {
+    "key_schema": _V2_SCHEMA + "<topic>-key if new",
+    "key_schema_id": _V2_SCHEMA_ID + "key_schema)",
+    "value_schema": _V2_SCHEMA + "<topic>-value if new",
+    "value_schema_id": _V2_SCHEMA_ID + "value_schema)",
+}
 
 
 def _v2_body(data: Any, with_partition: bool) -> Any:
@@ -133,10 +144,12 @@ def _v2_body(data: Any, with_partition: bool) -> Any:
         name,
         [
             ("records", Annotated[list[record], msgspec.Meta(min_length=1)]),  # type: ignore[valid-type]
-            ("key_schema", Annotated[str | None, _NO_REGISTRY], None),
-            ("key_schema_id", Annotated[int | None, _NO_REGISTRY], None),
-            ("value_schema", Annotated[str | None, _NO_REGISTRY], None),
-            ("value_schema_id", Annotated[int | None, _NO_REGISTRY], None),
+            *(
+                (name, Annotated[kind | None, msgspec.Meta(description=text)], None)
+                for (name, text), kind in zip(
+                    _V2_SCHEMA_FIELDS.items(), (str, int, str, int), strict=True
+                )
+            ),
         ],
         forbid_unknown_fields=True,
         gc=False,
@@ -171,14 +184,12 @@ class V2Columns:
         return len(self.values)
 
 
-def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Columns:
-    """A v2 produce body as columns, or its first refusal in this order: malformed JSON
-    (400/400), a body of the wrong shape (422/422), a schema given (42201, 42202), a key or
-    value not in the embedded format (``InvalidRecordError``: 42203; every key is checked
-    before the values)."""
+def parse_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> tuple[Any, bool]:
+    """A v2 produce body, and whether its data are already bytes (base64 decoded by the
+    decoder); refused as malformed JSON (400/400) or of the wrong shape (422/422)."""
     try:
         body = _V2_DECODERS[(fmt, with_partition)].decode(raw)
-        typed = fmt == "base64"  # the decoder turned the base64 into bytes
+        return body, fmt == "base64"
     except _UNDECODABLE:
         # Python's parser takes what msgspec's does not (NaN, 1e400, a lone surrogate), which
         # the data checks then refuse; and data read as JSON values get decode_data's messages.
@@ -190,7 +201,15 @@ def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Column
             body = msgspec.convert(document, V2_BODIES[with_partition], strict=False)
         except msgspec.ValidationError as exc:
             raise V2Failure(422, 422, describe(exc)) from None
-        typed = False
+        return body, False
+
+
+def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Columns:
+    """A v2 produce body as columns, or its first refusal in this order: malformed JSON
+    (400/400), a body of the wrong shape (422/422), a schema given (42201, 42202: schemas are
+    for the schema'd formats), a key or value not in the embedded format
+    (``InvalidRecordError``: 42203; every key is checked before the values)."""
+    body, typed = parse_v2(raw, fmt, with_partition)
     for part, code in (("key", KEY_SCHEMA_REFUSED), ("value", VALUE_SCHEMA_REFUSED)):
         if (
             getattr(body, f"{part}_schema") is not None
@@ -199,8 +218,8 @@ def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Column
             raise V2Failure(
                 422,
                 code,
-                f"{part}_schema/{part}_schema_id cannot be used: this proxy has no schema "
-                f"registry; send {part}s with the binary or json embedded format",
+                f"{part}_schema/{part}_schema_id are for the avro, jsonschema and protobuf "
+                f"embedded formats; send {part}s with one of those, or leave them out",
             )
     records = body.records
     columns = []
@@ -208,18 +227,30 @@ def decode_v2(raw: bytes, fmt: EmbeddedFormat, with_partition: bool) -> V2Column
         data = [getattr(r, field) for r in records]
         if not typed:
             data = [decode_data(d, fmt, f"records[{i}].{field}") for i, d in enumerate(data)]
-        columns.append(_binary(data))
-    keys, values = columns
-    assert keys is not None and values is not None  # bytes always have a binary form
+        columns.append(data)
+    return v2_columns(columns[0], columns[1], records, with_partition)
+
+
+def v2_columns(
+    keys: list[bytes | None], values: list[bytes | None], records: Any, with_partition: bool
+) -> V2Columns:
+    """The records' keys and values (as written) and the partitions they name, as columns."""
+    key_column, value_column = _binary(keys), _binary(values)
+    assert key_column is not None and value_column is not None  # bytes have a binary form
     given = [r.partition for r in records] if with_partition else []
     if given.count(None) == len(given):
-        return V2Columns(keys, values, None, None)
+        return V2Columns(key_column, value_column, None, None)
     named = np.array([p is not None for p in given])
     partitions = np.array([-1 if p is None else p for p in given], np.int64)
-    return V2Columns(keys, values, partitions, named)
+    return V2Columns(key_column, value_column, partitions, named)
 
 
-def v2_offsets_json(partitions: IntColumn, offsets: IntColumn) -> bytes:
+def v2_offsets_json(
+    partitions: IntColumn,
+    offsets: IntColumn,
+    key_schema_id: int | None = None,
+    value_schema_id: int | None = None,
+) -> bytes:
     """The v2 produce answer when every record was written, as ``V2ProduceResponse`` renders.
 
     Rendering a pydantic model per record cost more than the commit; the
@@ -232,7 +263,8 @@ def v2_offsets_json(partitions: IntColumn, offsets: IntColumn) -> bytes:
         offsets,
         ',"error_code":null,"error":null},',
     )
-    start = b'{"key_schema_id":null,"value_schema_id":null,"offsets":['
+    ids = (json.dumps(key_schema_id), json.dumps(value_schema_id))
+    start = '{{"key_schema_id":{},"value_schema_id":{},"offsets":['.format(*ids).encode()
     return b"".join([start, entries[: entries.size - 1], b"]}"])
 
 
@@ -283,21 +315,52 @@ class V2PartitionOffsets(BaseModel):
 
 # -- v3 ---------------------------------------------------------------------------
 
-_Refused = Annotated[str | None, _NO_REGISTRY]
+_V3Type = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="BINARY (base64, the default), JSON or STRING; or AVRO, JSONSCHEMA or "
+        "PROTOBUF, written with a schema of the Schema Registry"
+    ),
+]
+_V3Subject = Annotated[
+    str | None,
+    msgspec.Meta(description="The schema's subject; else the subject_name_strategy's"),
+]
+_V3Strategy = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="TOPIC_NAME (<topic>-key or <topic>-value, the default), RECORD_NAME "
+        "(the schema's record name) or TOPIC_RECORD_NAME (<topic>-<record name>)"
+    ),
+]
+_V3SchemaId = Annotated[
+    int | None,
+    msgspec.Meta(description="A registered schema's id (not with schema_version or schema)"),
+]
+_V3SchemaVersion = Annotated[
+    int | None,
+    msgspec.Meta(
+        description="A version of the subject; with no schema_id, schema_version or schema, "
+        "the subject's latest version"
+    ),
+]
+_V3Schema = Annotated[
+    str | None,
+    msgspec.Meta(description="An inline schema of type's format, registered under the subject"),
+]
 
 
 class V3ProduceData(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A key or value: its ``type`` says how ``data`` is encoded."""
+    """A key or value: ``type`` says how ``data`` is written. With no ``type`` and no schema
+    field it is BINARY; with a schema field and no ``type``, the schema's type."""
 
-    type: Annotated[
-        str | None, msgspec.Meta(description="BINARY (base64, the default), JSON or STRING")
-    ] = None
+    type: _V3Type = None
     data: Any = None
-    subject: _Refused = None
-    subject_name_strategy: _Refused = None
-    schema_id: Annotated[int | None, _NO_REGISTRY] = None
-    schema_version: Annotated[int | None, _NO_REGISTRY] = None
-    schema_: _Refused = msgspec.field(default=None, name="schema")
+    subject: _V3Subject = None
+    subject_name_strategy: _V3Strategy = None
+    schema_id: _V3SchemaId = None
+    schema_version: _V3SchemaVersion = None
+    schema_: _V3Schema = msgspec.field(default=None, name="schema")
 
 
 class V3ProduceHeader(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -329,6 +392,11 @@ class V3Error(BaseModel):
 class V3ProduceResponseData(BaseModel):
     type: str
     size: int
+    subject: str | None = Field(None, description="Schema'd types: the schema's subject")
+    schema_id: int | None = Field(None, description="Schema'd types: the schema's id")
+    schema_version: int | None = Field(
+        None, description="Schema'd types: the schema's version in the subject"
+    )
 
 
 class V3ProduceResponse(BaseModel):

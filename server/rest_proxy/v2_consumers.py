@@ -13,6 +13,12 @@ Decisions where the REST Proxy leaves room:
   offset as stored (the next record to read), leaving out partitions without one.
 * ``consumer.instance.timeout.ms`` may be given per instance in the create
   body (a lakelog extension).
+* Instances of format avro, jsonschema or protobuf decode each key and value
+  with the schema its Confluent framing names (a schema of the broker's Schema
+  Registry): Avro as Avro's JSON encoding (bytes as one code point per byte),
+  JSON Schema as the JSON document, Protobuf as its JSON mapping. A null key or
+  value stays null. A record that does not decode is 408/40801, as the REST
+  Proxy answers a deserialization failure, and is delivered again next time.
 * Errors keep the REST Proxy's codes (the constants below).
 """
 
@@ -49,6 +55,7 @@ from server.rest_proxy.consumer_instances import (
     InstanceNotFound,
 )
 from server.rest_proxy.records_models import V2Failure, validation_message
+from server.rest_proxy.schemas import V2_FORMATS, Schemas, json_safe, schemas_of
 from server.rest_proxy.v2_records import (
     BINARY_V2,
     JSON_V2,
@@ -68,8 +75,14 @@ INVALID_GROUP = 42204
 #: The REST Proxy's code for consumer configs the consumer refuses (the same number).
 INVALID_CONSUMER_CONFIG = 42204
 NOT_ACCEPTABLE = 40601
-#: the REST Proxy's embedded formats; avro/protobuf/jsonschema need a schema registry
-FORMAT_TYPES = {"binary": BINARY_V2, "json": JSON_V2}
+#: the REST Proxy's embedded formats and the content type of their records
+FORMAT_TYPES = {
+    "binary": BINARY_V2,
+    "json": JSON_V2,
+    **{name: f"application/vnd.kafka.{name}.v2+json" for name in V2_FORMATS},
+}
+#: the REST Proxy's code for a record its deserializer cannot read (HTTP 408)
+UNDECODABLE = 40801
 _NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 log = logging.getLogger(__name__)
@@ -293,8 +306,8 @@ def instance_config(body: CreateConsumer) -> InstanceConfig:
         raise V2Failure(
             422,
             422,
-            f"format {body.format!r} is not supported: use binary or json "
-            "(avro, protobuf and jsonschema need a schema registry)",
+            f"format {body.format!r} is not supported: use binary, json, avro, jsonschema "
+            "or protobuf",
         )
     reset = (body.auto_offset_reset or "latest").lower()
     reset = {"smallest": "earliest", "largest": "latest"}.get(reset, reset)
@@ -314,7 +327,7 @@ def instance_config(body: CreateConsumer) -> InstanceConfig:
     )
     assert request_timeout is not None and instance_timeout is not None
     return InstanceConfig(
-        format="json" if fmt == "json" else "binary",
+        format=fmt,  # type: ignore[arg-type]
         auto_offset_reset=reset,  # type: ignore[arg-type]
         auto_commit_enable=bool(commit),
         fetch_min_bytes=None if min_bytes is None or min_bytes < 0 else min_bytes,
@@ -341,6 +354,8 @@ async def create_instance(
     broker: BrokerDep,
     instances: Instances,
 ) -> Response:
+    """`format` is the instance's embedded format: `binary` (the default), `json`, `avro`,
+    `jsonschema` or `protobuf`."""
     group = _group(group)
     body: CreateConsumer = await _parse(request, broker, CreateConsumer)
     if body.name is not None and not _NAME.fullmatch(body.name):
@@ -523,11 +538,14 @@ def read_records(
     return kept
 
 
-def _embedded(data: bytes | None, fmt: str, where: str) -> Any:
+def _embedded(data: bytes | None, fmt: str, where: str, schemas: Schemas | None = None) -> Any:
     if data is None:
         return None
     if fmt == "binary":
         return base64.b64encode(data).decode("ascii")
+    if fmt in V2_FORMATS:
+        assert schemas is not None
+        return json_safe(schemas.decode(data, V2_FORMATS[fmt], where))
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -538,10 +556,16 @@ def _embedded(data: bytes | None, fmt: str, where: str) -> Any:
 async def get_records(
     target: OwnedInstance,
     request: Request,
+    broker: BrokerDep,
     instances: Instances,
     timeout: Annotated[int | None, Query(ge=0, le=300_000)] = None,
     max_bytes: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
+    """Answered in the instance's embedded format (`Accept` must name it: 406/40601).
+    Instances of format `avro`, `jsonschema` and `protobuf` decode each key and value with
+    the Schema Registry schema its framing names (Avro in Avro's JSON encoding, Protobuf in
+    its JSON mapping); a record that does not decode is 408/40801 and is read again next
+    time."""
     fmt = target.config.format
     content_type = FORMAT_TYPES[fmt]
     if not acceptable(request.headers.get("accept"), [content_type]):
@@ -552,6 +576,7 @@ async def get_records(
             f"header: the instance reads {fmt}, send Accept: {content_type}",
         )
     wait_ms = target.config.request_timeout_ms if timeout is None else timeout
+    schemas = schemas_of(broker.schema_registry) if fmt in V2_FORMATS else None
 
     def fetch(consumer: Consumer) -> list[dict[str, Any]]:
         records = read_records(consumer, wait_ms, max_bytes, target.config.fetch_min_bytes)
@@ -559,8 +584,8 @@ async def get_records(
         for i, r in enumerate(records):
             where = f"record {r.topic}-{r.partition}@{r.offset}"
             try:
-                key = _embedded(r.key, fmt, f"the key of {where}")
-                value = _embedded(r.value, fmt, f"the value of {where}")
+                key = _embedded(r.key, fmt, f"the key of {where}", schemas)
+                value = _embedded(r.value, fmt, f"the value of {where}", schemas)
             except ValueError as exc:
                 for later in records[i:]:  # re-deliver from the bad record on
                     tp = TopicPartition(later.topic, later.partition)
@@ -581,12 +606,14 @@ async def get_records(
     try:
         body = await _run(instances, target, fetch)
     except _Undecodable as exc:
+        if fmt in V2_FORMATS:
+            raise V2Failure(408, UNDECODABLE, f"Error deserializing: {exc}") from None
         raise V2Failure(500, 50002, f"Kafka error: {exc}") from None
-    return Response(json.dumps(body), media_type=content_type)
+    return Response(json.dumps(body, default=str), media_type=content_type)
 
 
 class _Undecodable(Exception):
-    """A record an instance of format json cannot decode."""
+    """A record an instance of format json (or a schema'd format) cannot decode."""
 
 
 # -- offsets --------------------------------------------------------------------------

@@ -4,9 +4,14 @@ Decisions where the REST Proxy leaves room:
 
 * ``application/vnd.kafka.v2+json`` produces binary (base64), as the REST Proxy
   releases that accepted it did; any other type than those of ``PRODUCE_TYPES``
-  is 415/415 (no schema registry, so no avro, protobuf or jsonschema).
-  ``key_schema``/``key_schema_id`` (42201) and ``value_schema``/``value_schema_id``
-  (42202) are refused with HTTP 422 when set; null is accepted.
+  and ``SCHEMA_TYPES`` is 415/415.
+* The avro, jsonschema and protobuf formats write each key and value with a
+  schema of the broker's Schema Registry, framed as Confluent's serializers
+  frame it (``server.rest_proxy.schemas``); the answer names the schema ids.
+  Null data stays null (no key, a tombstone) whatever the schema. With binary
+  or json, ``key_schema``/``key_schema_id`` (42201) and
+  ``value_schema``/``value_schema_id`` (42202) are refused with HTTP 422 when
+  set (null is accepted), where the REST Proxy ignores them.
 * v2 has no acks setting; produce waits for the durable commit (acks=all).
 * A record refused alone (``PER_RECORD_ERRORS``, an internal topic, a failed
   commit) gets ``error_code`` 2 in its ``offsets`` entry when retrying may
@@ -43,6 +48,7 @@ from server.rest_proxy.records_models import (
     V2_BODIES,
     EmbeddedFormat,
     V2BrokerList,
+    V2Columns,
     V2Error,
     V2Failure,
     V2Partition,
@@ -54,12 +60,22 @@ from server.rest_proxy.records_models import (
     body_schema,
     decode_v2,
     error_docs,
+    parse_v2,
     request_body,
+    v2_columns,
     v2_offsets_json,
     validation_message,
 )
+from server.rest_proxy.schemas import (
+    V2_FORMATS,
+    SchemaRefused,
+    encode_v2,
+    schemas_of,
+    subject_check,
+)
 from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
 from server.rest_proxy.v3_resources import v3_broker_id
+from server.schema_registry.types import SchemaType
 from server.security.enforce import describable
 
 log = logging.getLogger(__name__)
@@ -67,10 +83,14 @@ log = logging.getLogger(__name__)
 V2_JSON = "application/vnd.kafka.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
-#: The REST Proxy's embedded formats (only binary and json can be produced here).
+#: The REST Proxy's embedded formats.
 EMBEDDED_FORMATS = ("binary", "json", "avro", "jsonschema", "protobuf")
 #: Produce content types and the codec format of their keys and values.
 PRODUCE_TYPES: dict[str, EmbeddedFormat] = {BINARY_V2: "base64", JSON_V2: "json", V2_JSON: "base64"}
+#: Produce content types whose keys and values are written with a registered schema.
+SCHEMA_TYPES: dict[str, SchemaType] = {
+    f"application/vnd.kafka.{name}.v2+json": schema_type for name, schema_type in V2_FORMATS.items()
+}
 
 #: What an ``Accept`` header may ask for on v2 routes (others are refused with 406), as the
 #: REST Proxy negotiates: the v2 type, the unversioned and plain JSON types, and the
@@ -202,8 +222,19 @@ PRODUCE_ERRORS = error_docs(
     V2Error,
     (400, "Malformed JSON (error_code 400)"),
     (413, "Body above the broker's max_request_bytes (41301)"),
+    (
+        408,
+        "The Schema Registry refused a schema look-up or registration (40801): the message "
+        "carries its error_code (e.g. 40403 for an unknown schema id)",
+    ),
+    (403, "No SUBJECT READ (or, to register an inline schema, WRITE) on its subject (40301)"),
     (415, "Produce needs an embedded-format content type (error_code 415)"),
-    (422, "Invalid body (422), schema given (42201/42202), bad record data (42203)"),
+    (
+        422,
+        "Invalid body (422); key_schema/key_schema_id missing for keys of avro, jsonschema "
+        "or protobuf, or given with binary or json (42201; values: 42202); record data not in "
+        "the embedded format or not matching the schema (42203); an invalid schema (42205)",
+    ),
     (429, "Produce buffer full: retry after a backoff (42901)"),
 )
 BrokerDep = Annotated[Broker, Depends(get_broker)]
@@ -214,7 +245,7 @@ def _documented(model: Any, *, produce: bool = False) -> dict[int | str, dict[st
 
 
 def _produce_body(with_partition: bool) -> dict[str, Any]:
-    return request_body(body_schema(V2_BODIES[with_partition]), BINARY_V2, JSON_V2)
+    return request_body(body_schema(V2_BODIES[with_partition]), BINARY_V2, JSON_V2, *SCHEMA_TYPES)
 
 
 # -- metadata ---------------------------------------------------------------------
@@ -327,18 +358,42 @@ async def get_offsets(topic: str, partition: str, broker: BrokerDep) -> Response
 # -- produce ----------------------------------------------------------------------
 
 
-def embedded_format(request: Request) -> EmbeddedFormat:
+def embedded_format(request: Request) -> EmbeddedFormat | SchemaType:
     kind = media_type(request)
-    fmt = PRODUCE_TYPES.get(kind)
+    fmt: EmbeddedFormat | SchemaType | None = PRODUCE_TYPES.get(kind) or SCHEMA_TYPES.get(kind)
     if fmt is None:
         shown = kind or "none"
         raise V2Failure(
             415,
             415,
             f"{HTTPStatus.UNSUPPORTED_MEDIA_TYPE.phrase}: content type {shown!r}; produce with "
-            f"{BINARY_V2} (base64 keys and values) or {JSON_V2} (embedded JSON)",
+            f"{BINARY_V2} (base64 keys and values), {JSON_V2} (embedded JSON) or "
+            f"{', '.join(SCHEMA_TYPES)} (JSON data written with a schema)",
         )
     return fmt
+
+
+async def schema_columns(
+    request: Request,
+    broker: Broker,
+    topic: str,
+    schema_type: SchemaType,
+    raw: bytes,
+    with_partition: bool,
+) -> tuple[V2Columns, int | None, int | None]:
+    """A body of a schema'd format written with its schemas (after the topic is known, so no
+    schema is registered for a topic that does not exist)."""
+    body, _ = parse_v2(raw, "json", with_partition)
+    await fresh_topic(broker, topic)
+    schemas = schemas_of(broker.schema_registry)
+    try:
+        encoded = await asyncio.to_thread(
+            encode_v2, schemas, topic, schema_type, body, subject_check(request)
+        )
+    except SchemaRefused as refused:
+        raise V2Failure(refused.v2_status, refused.v2_code, refused.message) from None
+    columns = v2_columns(encoded.keys, encoded.values, body.records, with_partition)
+    return columns, encoded.key_schema_id, encoded.value_schema_id
 
 
 async def produce(
@@ -350,7 +405,14 @@ async def produce(
     fmt = embedded_format(request)
     raw = await read_body(request, broker.settings.max_request_bytes)
     broker.metrics.bytes_in.inc(len(raw))
-    columns = decode_v2(raw, fmt, with_partition=path_partition is None)
+    with_partition = path_partition is None
+    key_id = value_id = None
+    if isinstance(fmt, SchemaType):
+        columns, key_id, value_id = await schema_columns(
+            request, broker, topic, fmt, raw, with_partition
+        )
+    else:
+        columns = decode_v2(raw, fmt, with_partition)
     topic_log = await fresh_topic(broker, topic)
     n = len(columns)
     partitions: pa.Array | None = None
@@ -365,19 +427,32 @@ async def produce(
     batch = ProduceBatch.from_columns(
         num_rows=n, partition=partitions, key=columns.keys, value=columns.values
     )
-    return answer(topic, await write(broker, topic_log, batch))
+    return answer(topic, await write(broker, topic_log, batch), key_id, value_id)
 
 
-def answer(topic: str, outcomes: AllWritten | list[Outcome]) -> Response:
+def answer(
+    topic: str,
+    outcomes: AllWritten | list[Outcome],
+    key_schema_id: int | None = None,
+    value_schema_id: int | None = None,
+) -> Response:
     """The produce answer: every record's ``offsets`` entry (or the whole request's error)."""
     if isinstance(outcomes, AllWritten):
-        body = v2_offsets_json(outcomes.partitions, outcomes.offsets)
+        body = v2_offsets_json(
+            outcomes.partitions, outcomes.offsets, key_schema_id, value_schema_id
+        )
         return Response(body, media_type=V2_JSON)
     if not any(isinstance(o, Written) for o in outcomes):
         for outcome in outcomes:
             if isinstance(outcome, LakelogError) and is_request_error(outcome):
                 raise outcome  # refuses the whole request; nothing was written
-    return v2_response(V2ProduceResponse(offsets=[offset_out(topic, o) for o in outcomes]))
+    return v2_response(
+        V2ProduceResponse(
+            key_schema_id=key_schema_id,
+            value_schema_id=value_schema_id,
+            offsets=[offset_out(topic, o) for o in outcomes],
+        )
+    )
 
 
 def is_request_error(exc: LakelogError) -> bool:

@@ -15,11 +15,23 @@ Decisions where the REST Proxy leaves room:
   topic refuses every record (400, ``INVALID_TOPIC_EXCEPTION``).
 * ``data`` absent or null is a null key or value (``size`` 0; no
   ``key``/``value`` object in the report when the request had none).
+* A key or value with ``type`` AVRO, JSONSCHEMA or PROTOBUF, or with no
+  ``type`` but a schema field (``schema_id``, ``schema_version``, ``subject``,
+  ``subject_name_strategy``, ``schema``), is written with a schema of the
+  broker's Schema Registry as Confluent's serializers write it
+  (``server.rest_proxy.schemas``); its report names the subject, schema id and
+  version. With neither it is BINARY, where the REST Proxy would look up the
+  subject's latest schema: existing binary producers keep working. A schema
+  field with BINARY, JSON or STRING is refused (the REST Proxy ignores it).
+  Errors are the REST Proxy's report codes: 400 for data that does not fit
+  the schema, an invalid inline schema or an unknown version, 42207 when the
+  registry has no such schema id or subject.
 * Produce waits for the durable commit (acks=all).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -67,6 +79,17 @@ from server.rest_proxy.records_models import (
     v3_report_json,
     validation_message,
 )
+from server.rest_proxy.schemas import (
+    V3_TYPES,
+    SchemaRefused,
+    SchemaRequest,
+    Schemas,
+    SubjectCheck,
+    allow_all,
+    parse_strategy,
+    schemas_of,
+    subject_check,
+)
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -77,7 +100,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TIMESTAMP_MS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
 #: Key/value types and the codec format of their ``data``.
 DATA_TYPES: dict[str, DataFormat] = {"BINARY": "base64", "STRING": "string", "JSON": "json"}
-SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
 
 
 def status_message(status: int, text: str) -> str:
@@ -210,7 +232,18 @@ async def get_cluster(cluster_id: str, broker: BrokerDep) -> JSONResponse:
 
 
 class RecordRefused(Exception):
-    """One record cannot be produced as sent (a 400 delivery report)."""
+    """One record cannot be produced as sent: a delivery report with ``error_code``
+    (400, the HTTP status whose phrase the message starts with, unless the REST Proxy
+    has a code of its own for the case)."""
+
+    def __init__(self, text: str, error_code: int = 400) -> None:
+        super().__init__(text)
+        self.error_code = error_code
+
+    @property
+    def message(self) -> str:
+        text = str(self)
+        return status_message(400, text) if self.error_code == 400 else text
 
 
 @dataclass
@@ -226,22 +259,82 @@ class Decoded:
     value_info: V3ProduceResponseData | None = None
 
 
+_SCHEMA_FIELDS = ("subject", "subject_name_strategy", "schema_id", "schema_version", "schema_")
+
+
+@dataclass
+class SchemaContext:
+    """What schema'd keys and values are written with: the registry's embedded formats, the
+    topic (subjects are named after it), and the schemas this request already resolved."""
+
+    schemas: Schemas
+    topic: str
+    may: SubjectCheck = allow_all
+    resolved: dict[tuple[bool, SchemaRequest], Any] = field(default_factory=dict)
+
+    def write(
+        self, part: V3ProduceData, kind: str | None, where: str
+    ) -> tuple[bytes | None, V3ProduceResponseData]:
+        is_key = where == "key"
+        try:
+            asked = SchemaRequest(
+                schema_type=V3_TYPES[kind] if kind else None,
+                subject=part.subject,
+                strategy=parse_strategy(part.subject_name_strategy),
+                schema_id=part.schema_id,
+                version=part.schema_version,
+                text=part.schema_,
+            )
+            found = self.resolved.get((is_key, asked))
+            if found is None:
+                try:
+                    found = self.schemas.resolve(self.topic, is_key, asked, self.may)
+                except SchemaRefused as refused:
+                    found = refused
+                self.resolved[(is_key, asked)] = found
+            if isinstance(found, SchemaRefused):
+                raise found
+            data = (
+                None
+                if part.data is None
+                else self.schemas.encode(found, part.data, f"{where}.data")
+            )
+        except SchemaRefused as refused:
+            raise RecordRefused(f"{where}: {refused.message}", refused.v3_code) from None
+        kind_name = next(name for name, t in V3_TYPES.items() if t is found.schema.schema_type)
+        info = V3ProduceResponseData(
+            type=kind_name,
+            size=len(data or b""),
+            subject=found.subject,
+            schema_id=found.schema_id,
+            schema_version=found.version,
+        )
+        return data, info
+
+
 def decode_part(
-    part: V3ProduceData | None, where: str
+    part: V3ProduceData | None, where: str, schemas: SchemaContext | None = None
 ) -> tuple[bytes | None, V3ProduceResponseData | None]:
     if part is None:
         return None, None
-    for name in ("subject", "subject_name_strategy", "schema_id", "schema_version", "schema_"):
-        if getattr(part, name) is not None:
-            raise RecordRefused(
-                f"{where}.{name.rstrip('_')} needs a schema registry, which this proxy does not "
-                "have; send type BINARY, STRING or JSON"
-            )
-    kind = (part.type or "BINARY").upper()
+    kind = part.type.upper() if part.type is not None else None
+    with_schema = [n.rstrip("_") for n in _SCHEMA_FIELDS if getattr(part, n) is not None]
+    if kind in V3_TYPES or (kind is None and with_schema):
+        if schemas is None:
+            raise RecordRefused(f"{where} is written with a schema, which needs a Schema Registry")
+        return schemas.write(part, kind, where)
+    kind = kind or "BINARY"
     fmt = DATA_TYPES.get(kind)
     if fmt is None:
-        hint = "needs a schema registry" if kind in SCHEMA_TYPES else "is unknown"
-        raise RecordRefused(f"{where}.type {part.type!r} {hint}; use BINARY, STRING or JSON")
+        raise RecordRefused(
+            f"{where}.type {part.type!r} is unknown; use BINARY, STRING, JSON, AVRO, "
+            "JSONSCHEMA or PROTOBUF"
+        )
+    if with_schema:
+        raise RecordRefused(
+            f"{where}.{with_schema[0]} is for the schema'd types AVRO, JSONSCHEMA and PROTOBUF, "
+            f"not {kind}"
+        )
     if fmt == "base64" and part.data is not None and not isinstance(part.data, str):
         hint = "" if part.type else f" ({where} has no type, so it is BINARY)"
         raise RecordRefused(f"{where}.data={json.dumps(part.data)} is not a base64 string.{hint}")
@@ -269,15 +362,19 @@ def parse_timestamp(text: str | None) -> int | None:
     return millis
 
 
-def decode_record(obj: Any, model: type[V3ProduceRecord] = V3ProduceRecord) -> Decoded:
+def decode_record(
+    obj: Any,
+    model: type[V3ProduceRecord] = V3ProduceRecord,
+    schemas: SchemaContext | None = None,
+) -> Decoded:
     if not isinstance(obj, dict):
         raise RecordRefused(f"a record must be a JSON object, got {json.dumps(obj)[:80]}")
     try:
         record = msgspec.convert(obj, model, strict=False)
     except msgspec.ValidationError as exc:
         raise RecordRefused(describe(exc)) from None
-    key, key_info = decode_part(record.key, "key")
-    value, value_info = decode_part(record.value, "value")
+    key, key_info = decode_part(record.key, "key", schemas)
+    value, value_info = decode_part(record.value, "value", schemas)
     headers = []
     for j, header in enumerate(record.headers):
         raw = None
@@ -443,19 +540,37 @@ def json_text(raw: bytes) -> str:
 
 
 def decode_each(
-    values: Iterable[Any], model: type[V3ProduceRecord] = V3ProduceRecord
+    values: Iterable[Any],
+    model: type[V3ProduceRecord] = V3ProduceRecord,
+    schemas: SchemaContext | None = None,
 ) -> list[Decoded | RecordRefused]:
-    """Each value as a record to produce, or the reason it cannot be (kept in its place)."""
+    """Each value as a record to produce, or the reason it cannot be (kept in its place).
+
+    Without ``schemas`` a schema'd key or value is refused; with them the registry may
+    be read, so callers on the event loop run this on a worker thread."""
     items: list[Decoded | RecordRefused] = []
     for value in values:
         if isinstance(value, RecordRefused):
             items.append(value)
             continue
         try:
-            items.append(decode_record(value, model))
+            items.append(decode_record(value, model, schemas))
         except RecordRefused as refused:
             items.append(refused)
     return items
+
+
+async def decode_with_schemas(
+    request: Request,
+    broker: Broker,
+    topic: str,
+    values: list[Any],
+    model: type[V3ProduceRecord] = V3ProduceRecord,
+) -> list[Decoded | RecordRefused]:
+    """``decode_each`` with the broker's Schema Registry, under the caller's SUBJECT ACLs,
+    on a worker thread (it may read storage)."""
+    context = SchemaContext(schemas_of(broker.schema_registry), topic, subject_check(request))
+    return await asyncio.to_thread(decode_each, values, model, context)
 
 
 async def deliver(
@@ -488,7 +603,18 @@ async def produce_records(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` gives every record a report with
-    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
+    `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`).
+
+    A key or value of type `AVRO`, `JSONSCHEMA` or `PROTOBUF` (or with no type and a schema
+    field) is written with a schema of the Schema Registry, framed as Confluent's serializers
+    frame it: `schema_id`, or `schema_version` of the subject, or an inline `schema`
+    (registered under the subject if new), else the subject's latest version. The subject is
+    `subject`, else `subject_name_strategy`'s: `TOPIC_NAME` (`<topic>-key`, `<topic>-value`,
+    the default), `RECORD_NAME` or `TOPIC_RECORD_NAME`. Its report names the `subject`,
+    `schema_id` and `schema_version`. Refused per record: `error_code` 400 for data that does
+    not fit the schema, an invalid schema, an unknown version or a bad combination of
+    fields; 42207 when the registry has no such schema id or subject; 403 without SUBJECT
+    READ on the subject (WRITE to register an inline schema)."""
     with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         raw = await read_json_raw(request, broker)
@@ -500,7 +626,9 @@ async def produce_records(
             body = await produce_columns(broker, topic_log, cluster_id, fast, stamps)
         else:
             # Records decoded one by one through the models, each reported in its place.
-            items = decode_each(split_concatenated(json_text(raw)))
+            items = await decode_with_schemas(
+                request, broker, topic_name, split_concatenated(json_text(raw))
+            )
             body = render_reports(
                 V3ProduceResponse(**report_fields(cluster_id, topic_name, item))
                 for item in await deliver(broker, topic_log, items)
@@ -515,7 +643,7 @@ def report_fields(
     """What one record's report says: ``error_code`` 200 and where it went, or why it was not
     written (a single report, or a batch success or failure)."""
     if isinstance(item, RecordRefused):
-        return {"error_code": 400, "message": status_message(400, str(item))}
+        return {"error_code": item.error_code, "message": item.message}
     decoded, outcome = item
     if isinstance(outcome, LakelogError):
         return {"error_code": outcome.http_status, "message": lakelog_message(outcome)}
@@ -632,7 +760,8 @@ async def produce_batch(
     cluster_id: str, topic_name: str, request: Request, broker: BrokerDep
 ) -> Response:
     """Producing to the internal topic `__consumer_offsets` puts every entry in `failures`
-    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`)."""
+    with `error_code` 400 (`INVALID_TOPIC_EXCEPTION: cannot append to internal topic ...`).
+    Schema'd keys and values as for `POST .../records`."""
     with broker.batcher.receiving(topic_name):
         topic_log = await topic_for(broker, cluster_id, topic_name)
         text = json_text(await read_json_raw(request, broker))
@@ -641,7 +770,8 @@ async def produce_batch(
         except ValueError as exc:
             raise V3Failure(400, f"malformed JSON: {exc}") from None
         entries, ids = batch_ids(document)
-        delivered = await deliver(broker, topic_log, decode_each(entries, V3BatchEntry))
+        items = await decode_with_schemas(request, broker, topic_name, entries, V3BatchEntry)
+        delivered = await deliver(broker, topic_log, items)
     successes: list[V3BatchSuccess] = []
     failures: list[V3BatchFailure] = []
     for entry_id, item in zip(ids, delivered, strict=True):

@@ -54,7 +54,10 @@ SHAPES: dict[str, Shape] = {
             "value": "{ProduceData}?",
         },
     ),
-    "ProduceData": Shape({"type": "str", "size": "int"}, {"subject": "str?", "schema_id": "int?"}),
+    "ProduceData": Shape(
+        {"type": "str", "size": "int"},
+        {"subject": "str?", "schema_id": "int?", "schema_version": "int?"},
+    ),
     "BatchResponse": Shape({}, {"successes": "[BatchSuccess]", "failures": "[BatchFailure]"}),
     "BatchSuccess": Shape(
         {"id": "str", "cluster_id": "str", "topic_name": "str", "partition_id": "int"},

@@ -260,13 +260,13 @@ def check_v2_errors(http: httpx.Client) -> None:
     assert_v2_error(post_v2(http, "/topics/t", not_string), 422, 42203)
 
     # content types without a supported embedded format
-    for kind in ("application/json", "text/plain", "application/vnd.kafka.avro.v2+json"):
+    for kind in ("application/json", "text/plain", "application/vnd.kafka.xml.v2+json"):
         assert_v2_error(post_v2(http, "/topics/t", good, kind), 415, 415)
     assert_v2_error(
         http.post("/topics/t", content=json.dumps(good).encode()), 415, 415
     )  # no content type at all
 
-    # no schema registry
+    # schemas are for the schema'd embedded formats
     with_key_schema = {**good, "key_schema": '{"type": "string"}'}
     assert_v2_error(post_v2(http, "/topics/t", with_key_schema), 422, 42201)
     with_value_schema_id = {**good, "value_schema_id": 7}

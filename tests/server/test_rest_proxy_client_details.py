@@ -88,7 +88,7 @@ def test_rest_proxy_client_details(
         ):
             message = v2_error(create(bad), 422, 42204)
             assert next(iter(bad)) in message and "Invalid consumer configuration" in message
-        v2_error(create({"format": "avro"}), 422, 422)
+        v2_error(create({"format": "xml"}), 422, 422)
         v2_error(http.post("/consumers/bad$group", content=b"{}", headers={"Content-Type": V2}),
                  422, 42204)  # fmt: skip
 

@@ -149,7 +149,7 @@ def test_v2_consumer_instance_lifecycle(
         assert_error(http.get(f"{base}/records", headers={"Accept": JSON}), 406, 40601)
         assert_error(post(http, f"{base}/assignments", p0), 409, 40903)
         assert_error(http.get("/consumers/g1/instances/nope/records"), 404, 40403)
-        assert_error(post(http, "/consumers/g1", {"format": "avro"}), 422, 422)
+        assert_error(post(http, "/consumers/g1", {"format": "xml"}), 422, 422)
         # consumer configs the consumer cannot take: the REST Proxy's 42204
         assert_error(post(http, "/consumers/g1", {"auto.offset.reset": "sideways"}), 422, 42204)
         assert_error(post(http, "/consumers/g1", {"unknown": 1}), 422, 422)
