@@ -193,6 +193,15 @@ class DuplicateSequenceError(
 class InvalidRecordError(LakelogError, code=87, name="INVALID_RECORD", http_status=400): ...
 
 
+class SchemaValidationError(InvalidRecordError):
+    """Records of a topic that validates schemas on produce are not framed with a schema
+    registered under their subject, or do not decode with it.
+
+    ``details["record_errors"]`` lists each refused record (``batch_index``,
+    ``message``), which Kafka's Produce answers as its record-level errors.
+    """
+
+
 class ThrottlingQuotaExceededError(
     LakelogError, code=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True, http_status=429
 ): ...

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import InvalidRequestError, SchemaValidationError
 from lakelog.internal_topics import InternalWriter, check_append
 from lakelog.partitioner import Partitioner, partitions_for_keys
 from lakelog.produce_batch import ProduceBatch, ProduceInput
@@ -24,6 +25,21 @@ from lakelog.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE, timest
 from lakelog.topic_config import TopicConfig
 
 PRODUCER_TXN_PREFIX = "lakelog.producer."
+#: At most this many refused records are listed in one error.
+MAX_RECORD_ERRORS = 100
+
+
+class RecordCheck(Protocol):
+    """Checks records against rules kept outside the core (the Schema Registry's, for
+    topics with ``confluent.*.schema.validation``): ``(index, reason)`` per refused
+    record, in order. Set by what runs the log (a broker), as the core imports nothing
+    of ``server/``; it answers from memory, as it runs inside ``prepare``."""
+
+    def __call__(
+        self, topic: str, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray, /
+    ) -> Sequence[tuple[int, str]]: ...
+
+
 MAX_SEQUENCE = 2**31 - 1
 
 
@@ -82,11 +98,13 @@ def prepare_batch(
     base_sequence: int | None = None,
     writer: InternalWriter | None = None,
     sequence_partition: int | None = None,
+    record_check: RecordCheck | None = None,
 ) -> PreparedBatch:
     """Validate and complete one request's records, or raise the error that names the problem.
 
     An internal topic is refused first, as Kafka does, unless ``writer`` is its owner's.
-    With ``sequence_partition`` every record must be in that partition.
+    With ``sequence_partition`` every record must be in that partition. A topic that
+    validates schemas needs ``record_check``.
     """
     check_append(topic, writer)
     if len(records) == 0:
@@ -94,6 +112,8 @@ def prepare_batch(
     _check_producer(producer_id, base_sequence, len(records))
     batch = assign_partitions(ProduceBatch.of(records), num_partitions, keyless)
     batch.check(topic, num_partitions, config)
+    if config.validates_schemas:
+        check_schemas(topic, config, batch, record_check)
     table = batch.table
     timestamps, ts_type = stamp(table, config, now_ms)
     table = table.set_column(
@@ -119,6 +139,31 @@ def prepare_batch(
             f"records numbered for partition {sequence_partition} name another partition"
         )
     return PreparedBatch(table, producer_id, base_sequence, writer, sequence_partition)
+
+
+def check_schemas(
+    topic: str, config: TopicConfig, batch: ProduceBatch, record_check: RecordCheck | None
+) -> None:
+    """INVALID_RECORD naming every refused record (Kafka's record-level errors); a batch
+    with one refused record is refused whole."""
+    if record_check is None:
+        raise SchemaValidationError(
+            f"topic {topic!r} validates schemas on produce (confluent.*.schema.validation); "
+            "only a broker, which serves the Schema Registry, can append to it"
+        )
+    problems = record_check(topic, config, batch.column("key"), batch.column("value"))
+    if not problems:
+        return
+    first, reason = problems[0]
+    more = f" ({len(problems) - 1} more refused)" if len(problems) > 1 else ""
+    raise SchemaValidationError(
+        f"record {first}: {reason}{more}",
+        record_index=first,
+        refused=len(problems),
+        record_errors=[
+            {"batch_index": i, "message": why} for i, why in problems[:MAX_RECORD_ERRORS]
+        ],
+    )
 
 
 def _check_producer(producer_id: int | None, base_sequence: int | None, n: int) -> None:

@@ -36,12 +36,22 @@ class ConfigDef:
     """One topic config: its Kafka name, type, default, lower bound and meaning."""
 
     name: str
-    kind: Literal["long", "int", "double", "list", "string"]
+    kind: Literal["long", "int", "double", "list", "string", "boolean"]
     default: Any
     doc: str
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    #: An empty string is a value of its own (a string config whose default means "none").
+    empty_ok: bool = False
+    #: The value names a topic, so it must be a valid topic name.
+    names_topic: bool = False
+
+    def render(self, value: Any) -> str:
+        """A typed value as Kafka writes it in config answers (booleans in lower case)."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return repr(value) if isinstance(value, float) else str(value)
 
     def parse(self, raw: object) -> Any:
         """A typed value from a string (or already typed) input, or INVALID_CONFIG."""
@@ -49,12 +59,23 @@ class ConfigDef:
         def invalid(why: str) -> InvalidConfigError:
             return InvalidConfigError(f"invalid value {raw!r} for config {self.name}: {why}")
 
-        text = str(raw).strip() if not isinstance(raw, bool) else None
-        if text is None or text == "":
+        if isinstance(raw, bool):
+            if self.kind == "boolean":
+                return raw
+            raise invalid(f"expected a {self.kind}")
+        text = str(raw).strip()
+        if text == "" and self.empty_ok:
+            return ""
+        if text == "":
             raise invalid("empty")
         value: Any
         try:
-            if self.kind in ("long", "int"):
+            if self.kind == "boolean":
+                # Kafka's ConfigDef reads booleans case-insensitively.
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                value = text.lower() == "true"
+            elif self.kind in ("long", "int"):
                 value = int(text)
             elif self.kind == "double":
                 value = float(text)
@@ -76,6 +97,11 @@ class ConfigDef:
             raise invalid(f"must be at least {self.minimum}")
         if self.maximum is not None and value > self.maximum:
             raise invalid(f"must be at most {self.maximum}")
+        if self.names_topic:
+            try:
+                validate_topic_name(value)
+            except InvalidTopicError as exc:
+                raise invalid(exc.message) from None
         if self.choices:
             parts = value.split(",") if self.kind == "list" else [value]
             if not parts or any(p not in self.choices for p in parts):
@@ -84,6 +110,14 @@ class ConfigDef:
 
 
 _DAY_MS = 24 * 60 * 60 * 1000
+
+#: Confluent's subject name strategies, by the class names its topic configs take.
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+RECORD_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
+SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
+#: Where records that fail schema validation go instead of refusing their batch.
+DEAD_LETTER_TOPIC = "lakelog.schema.validation.dead.letter.topic"
 
 CONFIG_DEFS: dict[str, ConfigDef] = {
     d.name: d
@@ -169,6 +203,48 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
             "CreateTime keeps the producer's timestamp; LogAppendTime uses the broker's clock.",
             choices=("CreateTime", "LogAppendTime"),
         ),
+        ConfigDef(
+            "confluent.key.schema.validation",
+            "boolean",
+            False,
+            "Every record's key must be framed with the id of a schema registered under "
+            "its subject and decode with that schema; others are refused (INVALID_RECORD).",
+        ),
+        ConfigDef(
+            "confluent.value.schema.validation",
+            "boolean",
+            False,
+            "Every record's non-null value must be framed with the id of a schema "
+            "registered under its subject and decode with that schema; others are refused "
+            "(INVALID_RECORD).",
+        ),
+        ConfigDef(
+            "confluent.key.subject.name.strategy",
+            "string",
+            TOPIC_NAME_STRATEGY,
+            "How a key's subject is named: TopicNameStrategy <topic>-key, RecordNameStrategy "
+            "the schema's record name, TopicRecordNameStrategy <topic>-<record name>.",
+            choices=SUBJECT_NAME_STRATEGIES,
+        ),
+        ConfigDef(
+            "confluent.value.subject.name.strategy",
+            "string",
+            TOPIC_NAME_STRATEGY,
+            "How a value's subject is named: TopicNameStrategy <topic>-value, "
+            "RecordNameStrategy the schema's record name, TopicRecordNameStrategy "
+            "<topic>-<record name>.",
+            choices=SUBJECT_NAME_STRATEGIES,
+        ),
+        ConfigDef(
+            DEAD_LETTER_TOPIC,
+            "string",
+            "",
+            "A topic that takes the records schema validation refuses (bytes unchanged, the "
+            "reason in headers) while the rest of their batch is stored; empty: refuse the "
+            "batch.",
+            empty_ok=True,
+            names_topic=True,
+        ),
     ]
 }
 
@@ -187,6 +263,10 @@ class TopicConfig:
         raw = self.overrides.get(name)
         return definition.default if raw is None else definition.parse(raw)
 
+    def text(self, name: str) -> str:
+        """The value of ``name`` as config answers show it."""
+        return CONFIG_DEFS[name].render(self.get(name))
+
     def with_changes(
         self, set_configs: Mapping[str, object], delete_configs: list[str] | None = None
     ) -> TopicConfig:
@@ -203,7 +283,7 @@ class TopicConfig:
         return [
             {
                 "name": name,
-                "value": str(self.get(name)),
+                "value": self.text(name),
                 "source": "TOPIC_CONFIG" if name in self.overrides else "DEFAULT_CONFIG",
                 "is_default": name not in self.overrides,
             }
@@ -226,6 +306,19 @@ class TopicConfig:
     def max_message_bytes(self) -> int:
         return int(self.get("max.message.bytes"))
 
+    @property
+    def validates_schemas(self) -> bool:
+        """Whether produce checks keys or values against the Schema Registry."""
+        return bool(
+            self.get("confluent.key.schema.validation")
+            or self.get("confluent.value.schema.validation")
+        )
+
+    @property
+    def dead_letter_topic(self) -> str:
+        """Where refused records go instead of refusing their batch ("" for nowhere)."""
+        return str(self.get(DEAD_LETTER_TOPIC))
+
 
 def _definition(name: str) -> ConfigDef:
     try:
@@ -243,8 +336,8 @@ def normalise_overrides(overrides: Mapping[str, object]) -> dict[str, str]:
     """
     result: dict[str, str] = {}
     for name, raw in overrides.items():
-        value = _definition(name).parse(raw)
-        result[name] = repr(value) if isinstance(value, float) else str(value)
+        definition = _definition(name)
+        result[name] = definition.render(definition.parse(raw))
     lo = int(result.get("min.compaction.lag.ms", CONFIG_DEFS["min.compaction.lag.ms"].default))
     hi = int(result.get("max.compaction.lag.ms", CONFIG_DEFS["max.compaction.lag.ms"].default))
     if lo > hi:

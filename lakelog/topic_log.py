@@ -20,7 +20,7 @@ from lakelog.fetch import FetchResult, offset_for_timestamp, offset_of_max_times
 from lakelog.fetch import read as read_partition
 from lakelog.internal_topics import InternalWriter
 from lakelog.partitioner import make_keyless_partitioner
-from lakelog.produce import PreparedBatch, prepare_batch
+from lakelog.produce import PreparedBatch, RecordCheck, prepare_batch
 from lakelog.produce_batch import ProduceInput
 from lakelog.segments import (
     DEFAULT_COMPRESSION,
@@ -70,6 +70,8 @@ class TopicLog:
         self.segments = table.segments
         #: Block until a background checkpoint (if any) has finished; for tests and shutdown.
         self.wait_for_checkpoints = table.committer.wait_for_checkpoints
+        #: The schema check of topics that validate on produce (set by a broker).
+        self.record_check: RecordCheck | None = None
         self._keyless = make_keyless_partitioner("sticky")
         self._reader = SegmentReader(storage, table_path)
         self._writer = SegmentWriter(storage, table_path, name, self.compression)
@@ -140,6 +142,7 @@ class TopicLog:
             base_sequence=base_sequence,
             writer=writer,
             sequence_partition=sequence_partition,
+            record_check=self.record_check,
         )
 
     def append(

@@ -20,7 +20,13 @@ import pyarrow as pa
 
 from lakelog.catalog import Catalog
 from lakelog.delta.checkpoint_process import CheckpointProcess
-from lakelog.errors import InvalidRequestError, InvalidRequiredAcksError, LakelogError
+from lakelog.errors import (
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    LakelogError,
+    SchemaValidationError,
+)
 from lakelog.fetch import FetchResult, limit_bytes
 from lakelog.internal_topics import check_append
 from lakelog.produce import PreparedBatch
@@ -37,6 +43,9 @@ from server.metrics import BrokerMetrics, TopicCommitCollector
 from server.peer_tls import peer_tls_context
 from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
+from server.schema_registry.dead_letters import dead_letter_batch, merge_results
+from server.schema_registry.registry import SchemaRegistry
+from server.schema_registry.validation import SchemaValidator
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -80,6 +89,12 @@ class Broker:
         self.groups = GroupService(settings, self.storage, self.catalog, self.registry)
         #: Kafka's InitProducerId: blocks of ids claimed in storage, unique across brokers.
         self.producer_ids = ProducerIdAllocator(self.storage, settings.broker_id)
+        #: Confluent's Schema Registry, its state in the root: shared by every broker on it.
+        self.schema_registry = SchemaRegistry(
+            self.storage, max_schema_bytes=settings.schema_registry_max_schema_bytes
+        )
+        #: Validation on produce: each topic's ``record_check`` (set in ``topic``).
+        self.schema_validator = SchemaValidator(self.schema_registry)
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
@@ -134,6 +149,7 @@ class Broker:
             self.checkpoints.start()
         await self.registry.start()
         await self.groups.start()
+        await asyncio.to_thread(self.schema_registry.refresh)
 
     async def stop(self) -> None:
         self._loop_lag.stop()
@@ -160,6 +176,7 @@ class Broker:
             self._wired[name] = weakref.ref(topic_log)
             self.cache.forget(name)
             topic_log.appender.add_listener(functools.partial(self._on_append, name))
+            topic_log.record_check = self.schema_validator.check
         return topic_log
 
     def _on_append(self, topic: str, partition: int, rows: pa.Table) -> None:
@@ -207,21 +224,87 @@ class Broker:
         producer_id: int | None = None,
         base_sequence: int | None = None,
         sequence_partition: int | None = None,
+        *,
+        dead_letters: bool = True,
     ) -> asyncio.Future[AppendResult]:
         """Validate and queue for the next group commit; the future of the durable result.
 
         Requests submitted one after another commit in that order. An acks=0 failure is
         logged here (nobody waits for it). A write to an internal topic is refused before
         the lookup, so the refusal is the same whether or not the topic exists yet.
+
+        On a topic that validates schemas, the ids the records name are looked up first,
+        off the event loop, so the check inside ``prepare`` answers from memory. A
+        refused batch goes, with a dead-letter topic configured, to that topic instead:
+        its bad records there, the others here (``_dead_letter``).
         """
         check_append(topic, None)
         topic_log = await self.topic(topic)
-        batch = topic_log.prepare(
-            records, producer_id, base_sequence, sequence_partition=sequence_partition
-        )
+        rows = ProduceBatch.of(records)
+        config = topic_log.config
+        if config.validates_schemas:
+            stale = self.schema_validator.stale_ids(
+                config, rows.column("key"), rows.column("value")
+            )
+            if stale:
+                await asyncio.to_thread(self.schema_validator.load, stale)
+        try:
+            batch = topic_log.prepare(
+                rows, producer_id, base_sequence, sequence_partition=sequence_partition
+            )
+        except SchemaValidationError as refused:
+            if not config.dead_letter_topic or producer_id is not None or not dead_letters:
+                raise
+            return await self._dead_letter(topic_log, rows, refused, acks)
         future = await self.batcher.submit(topic_log, batch)
         future.add_done_callback(functools.partial(self._produced, topic, batch.num_records, acks))
         return future
+
+    async def _dead_letter(
+        self, topic_log: TopicLog, rows: ProduceBatch, refused: SchemaValidationError, acks: Acks
+    ) -> asyncio.Future[AppendResult]:
+        """Store a refused batch's good records and send its bad ones to the topic's
+        dead-letter topic (bytes unchanged, the reason in headers); one future for both.
+
+        An idempotent producer's batch is refused whole instead: its sequence numbers
+        cover every record, and the log would hold only some of them.
+        """
+        topic = topic_log.name
+        target = topic_log.config.dead_letter_topic
+        problems = refused.details.get("record_errors", [])
+        bad = {int(p["batch_index"]): str(p["message"]) for p in problems}
+        if len(bad) < int(refused.details.get("refused", len(bad))):
+            raise refused  # more refused records than the error lists: refuse them all
+        good = [i for i in range(rows.num_rows) if i not in bad]
+        try:
+            dead_future = await self.submit(
+                target, dead_letter_batch(rows, bad, topic), acks, dead_letters=False
+            )
+        except LakelogError as exc:
+            raise InvalidRecordError(
+                f"{refused.message}; its dead-letter topic {target!r} refused it: {exc.message}"
+            ) from exc
+        futures = [dead_future]
+        if good:
+            kept = topic_log.prepare(rows.take(good))
+            futures.insert(0, await self.batcher.submit(topic_log, kept))
+        loop = asyncio.get_running_loop()
+        combined: asyncio.Future[AppendResult] = loop.create_future()
+
+        def settle(_: object) -> None:
+            if combined.done() or not all(f.done() for f in futures):
+                return
+            for f in futures:
+                if f.exception() is not None:
+                    combined.set_exception(f.exception())  # type: ignore[arg-type]
+                    return
+            kept_result = futures[0].result() if good else None
+            combined.set_result(merge_results(rows.num_rows, good, kept_result))
+
+        for f in futures:
+            f.add_done_callback(settle)
+        combined.add_done_callback(functools.partial(self._produced, topic, len(good), acks))
+        return combined
 
     async def take_handoff(
         self, topic: str, batches: list[PreparedBatch]

@@ -172,6 +172,11 @@ class BrokerSettings(BaseSettings):
     )
     quota_window_num: int = Field(11, ge=2, description="Kafka's quota.window.num.")
     quota_window_size_ms: int = Field(1_000, ge=1, description="One quota sample's length.")
+    schema_registry_max_schema_bytes: int = Field(
+        1 << 20,
+        ge=1024,
+        description="Largest schema text the Schema Registry accepts, in bytes of UTF-8.",
+    )
 
     @field_validator("kafka_listeners", "kafka_advertised_listeners")
     @classmethod

@@ -20,7 +20,14 @@ DEFAULT_CONFIG = 5
 
 #: Kafka's config types (DescribeConfigs v3+), by lakelog's config kind.
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
-TOPIC_CONFIG_TYPES = {"long": LONG, "int": INT, "double": DOUBLE, "list": LIST, "string": STRING}
+TOPIC_CONFIG_TYPES = {
+    "long": LONG,
+    "int": INT,
+    "double": DOUBLE,
+    "list": LIST,
+    "string": STRING,
+    "boolean": BOOLEAN,
+}
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
@@ -44,7 +51,7 @@ def topic_entries(
             continue
         definition = CONFIG_DEFS[name]
         overridden = not described["is_default"]
-        default = str(TopicConfig().get(name))
+        default = TopicConfig().text(name)
         chain = [{"name": name, "value": default, "source": DEFAULT_CONFIG}]
         if overridden:
             chain.insert(0, {"name": name, "value": described["value"], "source": TOPIC_CONFIG})

@@ -144,8 +144,8 @@ def replica_data(urls: V3Urls, topic: str, partition: int, broker: int) -> V3Rep
 
 def topic_config_data(urls: V3Urls, topic: str, config: TopicConfig, name: str) -> V3TopicConfig:
     """One topic config: a topic override (DYNAMIC_TOPIC_CONFIG) or the default."""
-    value = str(config.get(name))
-    default = str(TopicConfig().get(name))
+    value = config.text(name)
+    default = TopicConfig().text(name)
     overridden = name in config.overrides
     synonyms = [V3ConfigSynonym(name=name, value=default, source="DEFAULT_CONFIG")]
     if overridden:

@@ -103,6 +103,15 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "min.cleanable.dirty.ratio": 0.5,
     "max.message.bytes": 1048588,
     "message.timestamp.type": "CreateTime",
+    "confluent.key.schema.validation": False,
+    "confluent.value.schema.validation": False,
+    "confluent.key.subject.name.strategy": (
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    ),
+    "confluent.value.subject.name.strategy": (
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    ),
+    "lakelog.schema.validation.dead.letter.topic": "",
 }
 
 
@@ -157,6 +166,10 @@ def test_every_default_parses_to_itself() -> None:
         ("cleanup.policy", ""),
         ("message.timestamp.type", "createtime"),
         ("message.timestamp.type", "NoTime"),
+        ("confluent.value.schema.validation", "yes"),
+        ("confluent.key.schema.validation", "1"),
+        ("confluent.value.subject.name.strategy", "TopicNameStrategy"),
+        ("lakelog.schema.validation.dead.letter.topic", "bad/name"),
     ],
 )
 def test_invalid_values_raise_naming_the_config(name: str, raw: object) -> None:
@@ -167,6 +180,24 @@ def test_invalid_values_raise_naming_the_config(name: str, raw: object) -> None:
         CONFIG_DEFS[name].parse(raw)
     with pytest.raises(InvalidConfigError, match=name.replace(".", r"\.")):
         TopicConfig().with_changes({name: raw})
+
+
+def test_schema_validation_configs_parse_as_kafka_writes_them() -> None:
+    config = TopicConfig(
+        {
+            "confluent.value.schema.validation": "TRUE",
+            "lakelog.schema.validation.dead.letter.topic": " orders-dlq ",
+        }
+    )
+    assert config.overrides["confluent.value.schema.validation"] == "true"
+    assert config.get("confluent.value.schema.validation") is True
+    assert config.validates_schemas
+    assert config.dead_letter_topic == "orders-dlq"
+    described = {c["name"]: c["value"] for c in config.describe()}
+    assert described["confluent.value.schema.validation"] == "true"
+    assert described["confluent.key.schema.validation"] == "false"
+    assert not TopicConfig().validates_schemas
+    assert TopicConfig().dead_letter_topic == ""
 
 
 def test_unknown_config_names_raise_naming_it() -> None:
@@ -281,9 +312,10 @@ def test_describe_lists_every_config_with_its_source() -> None:
                 False,
             )
         else:
+            shown = str(expected).lower() if isinstance(expected, bool) else str(expected)
             assert entry == {
                 "name": name,
-                "value": str(expected),
+                "value": shown,
                 "source": "DEFAULT_CONFIG",
                 "is_default": True,
             }

@@ -9,6 +9,8 @@ not WRITE stores nothing; the record bytes count against the produce quota.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from server.kafka.authorization import refusal
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, by_topic, error_code
 from server.kafka.records import decode_produce
+from server.schema_registry.dead_letters import stored_offsets
 
 NO_TIMESTAMP = -1
 
@@ -49,7 +52,10 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
             item = _Pending(topic.name, _partition(part.index))
             pending.append(item)
             produced_bytes += len(part.records or b"")
-            with answered(item.answer, f"produce to {topic.name}-{part.index}"):
+            with (
+                answered(item.answer, f"produce to {topic.name}-{part.index}"),
+                record_errors(item.answer),
+            ):
                 if topic_refusal is not None:
                     raise topic_refusal
                 if part.records is None:
@@ -69,6 +75,27 @@ async def produce(ctx: RequestContext, body: Any) -> Any:
         return None
     answers = [(item.topic, await _answer(ctx, item)) for item in pending]
     return ctx.response(responses=by_topic(answers, "name", "partition_responses"))
+
+
+@contextlib.contextmanager
+def record_errors(answer: dict[str, Any]) -> Iterator[None]:
+    """A refusal that names records becomes the answer's ``record_errors`` (Produce v8+),
+    as Kafka's broker answers the records its own validation refuses."""
+    try:
+        yield
+    except Exception as exc:
+        answer["record_errors"] = _record_errors(exc)
+        raise
+
+
+def _record_errors(exc: BaseException) -> list[dict[str, Any]]:
+    if not isinstance(exc, LakelogError):
+        return []
+    listed = exc.details.get("record_errors", [])
+    return [
+        {"batch_index": int(e["batch_index"]), "batch_index_error_message": str(e["message"])}
+        for e in listed
+    ]
 
 
 def _partition(index: int) -> dict[str, Any]:
@@ -92,9 +119,11 @@ async def _answer(ctx: RequestContext, item: _Pending) -> dict[str, Any]:
     except Exception as exc:  # answered per partition; unexpected ones are logged
         what = f"produce to {item.topic}-{answer['index']}"
         answer["error_code"], answer["error_message"] = error_code(exc, what)
+        answer["record_errors"] = _record_errors(exc)
         return answer
     _, offsets, stamps = result.arrays()
-    answer["base_offset"] = int(offsets.min())
+    stored = stored_offsets(offsets)  # without dead-lettered records
+    answer["base_offset"] = int(stored.min()) if len(stored) else -1
     topic_log = await ctx.broker.topic(item.topic)
     answer["log_start_offset"] = topic_log.log_start_offset(answer["index"])
     if topic_log.config.log_append_time:

@@ -1,0 +1,284 @@
+"""Validation on produce: a record's key or value is framed with a schema id registered
+under its subject, and its payload decodes with that schema.
+
+The check runs on the event loop inside every produce (``TopicLog.prepare``), so it
+answers from memory: each id's schema, subjects and decoder are cached here, and
+``load`` (blocking registry reads, run on a worker thread before the check) fills
+the cache for ids not seen yet. An id's schema never changes, so its decoder is
+kept for good; the subjects an id is registered under change with deletes, so
+they are read again after ``SUBJECTS_TTL_S``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import pyarrow as pa
+
+from lakelog.errors import LakelogError, SchemaNotFoundError
+from lakelog.topic_config import (
+    RECORD_NAME_STRATEGY,
+    TOPIC_NAME_STRATEGY,
+    TOPIC_RECORD_NAME_STRATEGY,
+    TopicConfig,
+)
+from server.schema_registry.formats import Decoder, format_of
+from server.schema_registry.framing import HEADER_SIZE, MAGIC, unframe
+from server.schema_registry.types import ParsedSchema, SchemaType
+
+#: How long the subjects of an id are trusted before they are read again.
+SUBJECTS_TTL_S = 1.0
+#: How long an id the registry does not know stays unknown before it is asked again.
+MISSING_TTL_S = 1.0
+
+
+class SchemaSource(Protocol):
+    """What validation reads from the Schema Registry."""
+
+    def schema_by_id(self, schema_id: int) -> ParsedSchema: ...
+
+    def versions_with_id(self, schema_id: int) -> list[tuple[str, int]]: ...
+
+
+@dataclass
+class _Known:
+    """One id the registry answered for."""
+
+    schema: ParsedSchema
+    subjects: frozenset[str]
+    checked_at: float
+    record_name: str | None
+    decoder: Decoder | None = None
+    #: Why no decoder could be built for the schema (then every payload is refused).
+    broken: str | None = None
+
+
+@dataclass
+class _Missing:
+    reason: str
+    checked_at: float
+
+
+class Problem(NamedTuple):
+    """Why one record of a batch is refused: its place in the batch and the reason."""
+
+    batch_index: int
+    reason: str
+
+
+def record_name(schema: ParsedSchema) -> str | None:
+    """The full name RecordNameStrategy takes a schema's subject from, if it has one.
+
+    Avro: the named type's full name; JSON Schema: its ``title``; Protobuf: the
+    first message of the file with its package, as Confluent's serializer names it
+    for message index 0.
+    """
+    try:
+        if schema.schema_type is SchemaType.AVRO:
+            parsed = json.loads(schema.text)
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+                return None
+            name = str(parsed["name"])
+            namespace = parsed.get("namespace")
+            if "." in name or not isinstance(namespace, str) or not namespace:
+                return name
+            return f"{namespace}.{name}"
+        if schema.schema_type is SchemaType.JSON:
+            parsed = json.loads(schema.text)
+            title = parsed.get("title") if isinstance(parsed, dict) else None
+            return title if isinstance(title, str) else None
+    except ValueError:
+        return None
+    return _first_protobuf_message(schema.native)
+
+
+def _first_protobuf_message(native: object) -> str | None:
+    """The first message's full name of a protobuf FileDescriptor (None if not one)."""
+    types = getattr(native, "message_types_by_name", None)
+    if not types:
+        return None
+    first = next(iter(types.values()))
+    name = getattr(first, "full_name", None)
+    return name if isinstance(name, str) else None
+
+
+def subject_for(strategy: str, topic: str, is_key: bool, name: str | None) -> str | None:
+    """The subject a record's schema must be registered under (None: the schema has no
+    record name and the strategy needs one)."""
+    if strategy == TOPIC_NAME_STRATEGY:
+        return f"{topic}-{'key' if is_key else 'value'}"
+    if name is None:
+        return None
+    if strategy == RECORD_NAME_STRATEGY:
+        return name
+    if strategy == TOPIC_RECORD_NAME_STRATEGY:
+        return f"{topic}-{name}"
+    raise ValueError(f"unknown subject name strategy {strategy!r}")
+
+
+def framed_ids(column: pa.ChunkedArray | pa.Array) -> set[int]:
+    """The schema ids the framed payloads of a column name (others are skipped)."""
+    found: set[int] = set()
+    for data in column.to_pylist():
+        if data is not None and len(data) >= HEADER_SIZE and data[0] == MAGIC:
+            found.add(int.from_bytes(data[1:HEADER_SIZE], "big"))
+    return found
+
+
+class SchemaValidator:
+    """Checks produce batches against the Schema Registry. Thread-safe."""
+
+    def __init__(
+        self,
+        source: SchemaSource,
+        *,
+        subjects_ttl_s: float = SUBJECTS_TTL_S,
+        missing_ttl_s: float = MISSING_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.subjects_ttl_s = subjects_ttl_s
+        self.missing_ttl_s = missing_ttl_s
+        self.clock = clock
+        self._ids: dict[int, _Known | _Missing] = {}
+        self._lock = threading.Lock()
+
+    # -- the cache ----------------------------------------------------------------
+
+    def stale_ids(
+        self, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray
+    ) -> set[int]:
+        """The ids a check of these columns would have to ask the registry about."""
+        ids: set[int] = set()
+        if config.get("confluent.key.schema.validation"):
+            ids |= framed_ids(keys)
+        if config.get("confluent.value.schema.validation"):
+            ids |= framed_ids(values)
+        now = self.clock()
+        return {i for i in ids if not self._fresh(self._ids.get(i), now)}
+
+    def _fresh(self, entry: _Known | _Missing | None, now: float) -> bool:
+        if entry is None:
+            return False
+        if isinstance(entry, _Missing):
+            return now - entry.checked_at < self.missing_ttl_s
+        return now - entry.checked_at < self.subjects_ttl_s
+
+    def load(self, ids: Iterable[int]) -> None:
+        """Ask the registry about ``ids`` (blocking: run it on a worker thread)."""
+        for schema_id in ids:
+            self._resolve(schema_id)
+
+    def _resolve(self, schema_id: int) -> _Known | _Missing:
+        now = self.clock()
+        entry = self._ids.get(schema_id)
+        if self._fresh(entry, now):
+            assert entry is not None
+            return entry
+        try:
+            schema = (
+                entry.schema if isinstance(entry, _Known) else self.source.schema_by_id(schema_id)
+            )
+            subjects = frozenset(s for s, _ in self.source.versions_with_id(schema_id))
+        except SchemaNotFoundError:
+            subjects = frozenset()
+            if not isinstance(entry, _Known):
+                missing = _Missing(f"schema id {schema_id} is not registered", now)
+                with self._lock:
+                    self._ids[schema_id] = missing
+                return missing
+        if isinstance(entry, _Known):
+            known = _Known(
+                entry.schema, subjects, now, entry.record_name, entry.decoder, entry.broken
+            )
+        else:
+            known = _Known(schema, subjects, now, record_name(schema))
+        with self._lock:
+            self._ids[schema_id] = known
+        return known
+
+    def _decoder(self, known: _Known) -> Decoder | None:
+        if known.decoder is None and known.broken is None:
+            try:
+                known.decoder = format_of(known.schema.schema_type).decoder(known.schema)
+            except (LakelogError, ValueError, ImportError) as exc:
+                known.broken = f"its {known.schema.schema_type} schema cannot decode: {exc}"
+        return known.decoder
+
+    # -- the check ----------------------------------------------------------------
+
+    def check(
+        self, topic: str, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray
+    ) -> list[Problem]:
+        """Every refused record of a batch, in order; empty when all pass.
+
+        A null value (a tombstone) or a null key has no payload to check and passes.
+        """
+        problems: dict[int, str] = {}
+        sides: list[tuple[bool, pa.ChunkedArray]] = []
+        if config.get("confluent.key.schema.validation"):
+            sides.append((True, keys))
+        if config.get("confluent.value.schema.validation"):
+            sides.append((False, values))
+        for is_key, column in sides:
+            strategy = str(
+                config.get(
+                    "confluent.key.subject.name.strategy"
+                    if is_key
+                    else "confluent.value.subject.name.strategy"
+                )
+            )
+            for index, reason in self._check_column(topic, strategy, is_key, column):
+                problems.setdefault(index, reason)
+        return [Problem(i, problems[i]) for i in sorted(problems)]
+
+    def _check_column(
+        self, topic: str, strategy: str, is_key: bool, column: pa.ChunkedArray
+    ) -> Iterable[tuple[int, str]]:
+        side = "key" if is_key else "value"
+        for index, data in enumerate(column.to_pylist()):
+            if data is None:
+                continue
+            reason = self._check_one(topic, strategy, is_key, data)
+            if reason is not None:
+                yield index, f"{side}: {reason}"
+
+    def _check_one(self, topic: str, strategy: str, is_key: bool, data: bytes) -> str | None:
+        try:
+            schema_id, payload = unframe(data)
+        except ValueError as exc:
+            return str(exc)
+        entry = self._resolve(schema_id)
+        if isinstance(entry, _Missing):
+            return entry.reason
+        subject = subject_for(strategy, topic, is_key, entry.record_name)
+        if subject is None:
+            return (
+                f"schema id {schema_id} has no record name, which "
+                f"{strategy.rsplit('.', 1)[-1]} names the subject by"
+            )
+        if subject not in entry.subjects:
+            under = ", ".join(sorted(entry.subjects)) or "no subject (deleted)"
+            return (
+                f"schema id {schema_id} is not registered under subject {subject!r} "
+                f"(it is under {under})"
+            )
+        decoder = self._decoder(entry)
+        if decoder is None:
+            return f"schema id {schema_id}: {entry.broken}"
+        try:
+            decoder(payload)
+        except Exception as exc:  # any failure of a format's decoder means the payload does not fit
+            kind = entry.schema.schema_type
+            return f"payload does not decode with schema id {schema_id} ({kind}): {_short(exc)}"
+        return None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
