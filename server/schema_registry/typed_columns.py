@@ -35,7 +35,7 @@ SIDES = (("value", VALUE_FIELDS), ("key", KEY_FIELDS))
 
 
 def validated(config: TopicConfig, side: str) -> bool:
-    return config.overrides.get(VALIDATION_CONFIGS[side], "false").strip().lower() == "true"
+    return bool(config.get(VALIDATION_CONFIGS[side]))
 
 
 def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
