@@ -169,7 +169,7 @@ def test_spark_sql_filters_and_aggregates_a_typed_field(typed: Typed, spark: Any
         f"SELECT value_fields.customer AS c, sum(value_fields.amount) AS s FROM {view} "
         "WHERE value_fields.amount >= 20 GROUP BY value_fields.customer ORDER BY c"
     ).collect()
-    assert [(r["c"], r["s"]) for r in totals] == [("c0", 30.0 + 1000.0), ("c1", 40.0), ("c2", 70.0)]
+    assert [(r["c"], r["s"]) for r in totals] == [("c0", 30.0), ("c1", 1040.0), ("c2", 70.0)]
     native = read_topic(spark, TOPIC, root=typed.root.url)
     assert native.where("value_fields.coupon = 'SAVE'").count() == 1
     snap = register_topics(spark, typed.root.url, [TOPIC], prefix="snap_", snapshot=True)
