@@ -175,3 +175,25 @@ def test_spark_sql_filters_and_aggregates_a_typed_field(typed: Typed, spark: Any
     snap = register_topics(spark, typed.root.url, [TOPIC], prefix="snap_", snapshot=True)
     count = spark.sql(f"SELECT count(value_fields.id) AS n FROM {snap[TOPIC]}").collect()[0]["n"]
     assert count == 7
+
+
+def test_compaction_keeps_the_typed_column(typed: Typed, spark: Any) -> None:
+    from compaction.compact import compact_topic
+    from lakelog import Catalog
+
+    catalog = Catalog(open_storage(typed.root.url))
+    try:
+        report = compact_topic(catalog, TOPIC, spark, force=True)
+    finally:
+        catalog.close()
+    assert report.status == "ok", report.message
+    rows = sorted(typed.table().to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+    # The latest record of k0, k1, k2 before the active segment, then the active one.
+    assert [(r["offset"], r["value_fields"]["id"]) for r in rows] == [
+        (3, 3),
+        (4, 4),
+        (5, 5),
+        (6, 100),
+    ]
+    assert rows[-1]["value_fields"]["coupon"] == "SAVE"
+    assert rows[0]["value_fields"]["coupon"] is None
