@@ -46,6 +46,7 @@ SUITES: dict[str, str] = {
     "compaction": "benchmarks.bench_compaction",
     "kafka-codec": "benchmarks.bench_kafka_codec",
     "kafka": "benchmarks.bench_kafka",
+    "schemas": "benchmarks.bench_schemas",
 }
 
 

@@ -197,9 +197,18 @@ class SchemaValidationError(InvalidRecordError):
     """Records of a topic that validates schemas on produce are not framed with a schema
     registered under their subject, or do not decode with it.
 
-    ``details["record_errors"]`` lists each refused record (``batch_index``,
-    ``message``), which Kafka's Produce answers as its record-level errors.
+    ``details["record_errors"]`` lists refused records (``batch_index``,
+    ``message``; the first hundred), which Kafka's Produce answers as its
+    record-level errors; ``refused`` holds every one, as (index, reason).
     """
+
+    refused: list[tuple[int, str]]
+
+    def __init__(
+        self, message: str, refused: list[tuple[int, str]] | None = None, **details: Any
+    ) -> None:
+        super().__init__(message, **details)
+        self.refused = refused or []
 
 
 class ThrottlingQuotaExceededError(
@@ -399,3 +408,9 @@ class OperationNotPermittedError(SchemaRegistryError, http_status=422):
 
 class ReferenceExistsError(SchemaRegistryError, http_status=422):
     registry_code = 42206
+
+
+class SubjectAuthorizationFailedError(SchemaRegistryError, http_status=403):
+    """An ACL denial on a subject (Confluent's Schema Registry authorizer answers 40301)."""
+
+    registry_code = 40301

@@ -158,8 +158,8 @@ def check_schemas(
     more = f" ({len(problems) - 1} more refused)" if len(problems) > 1 else ""
     raise SchemaValidationError(
         f"record {first}: {reason}{more}",
+        [(int(i), str(why)) for i, why in problems],
         record_index=first,
-        refused=len(problems),
         record_errors=[
             {"batch_index": i, "message": why} for i, why in problems[:MAX_RECORD_ERRORS]
         ],

@@ -35,6 +35,7 @@ from server.rest_proxy import (
     v3_topics,
 )
 from server.routes import admin, commit_handoff, groups, records
+from server.schema_registry import routes as schema_registry
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
 from server.settings import BrokerSettings
@@ -131,6 +132,7 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
         records,
         v3_records,
         v2_records,
+        schema_registry,
         admin,
         groups,
         v2_consumers,

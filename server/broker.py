@@ -275,10 +275,7 @@ class Broker:
         """
         topic = topic_log.name
         target = topic_log.config.dead_letter_topic
-        problems = refused.details.get("record_errors", [])
-        bad = {int(p["batch_index"]): str(p["message"]) for p in problems}
-        if len(bad) < int(refused.details.get("refused", len(bad))):
-            raise refused  # more refused records than the error lists: refuse them all
+        bad = dict(refused.refused)
         good = [i for i in range(rows.num_rows) if i not in bad]
         try:
             dead_future = await self.submit(
@@ -299,6 +296,9 @@ class Broker:
             if combined.done() or not all(f.done() for f in futures):
                 return
             for f in futures:
+                if f.cancelled():
+                    combined.cancel()
+                    return
                 if f.exception() is not None:
                     combined.set_exception(f.exception())  # type: ignore[arg-type]
                     return

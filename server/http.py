@@ -28,6 +28,10 @@ from lakelog.topic_config import validate_topic_name
 from server.broker import Broker
 from server.models import ErrorBody
 from server.rest_proxy.records_models import V2Error, V3Error
+from server.schema_registry.answers import V1_JSON as REGISTRY_JSON
+from server.schema_registry.answers import error_body as registry_error_body
+from server.schema_registry.answers import is_registry_path
+from server.schema_registry.answers import status_body as registry_status_body
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,12 @@ async def get_broker(request: Request) -> Broker:
     return broker
 
 
-def error_response(exc: LakelogError) -> JSONResponse:
+def error_response(exc: LakelogError, request: Request | None = None) -> JSONResponse:
+    """The error in the body shape of the API the path belongs to (the Schema Registry's
+    ``{error_code, message}`` on its paths, the native body elsewhere)."""
+    if request is not None and is_registry_path(request.url.path):
+        status, body = registry_error_body(exc)
+        return JSONResponse(body, status_code=status, media_type=REGISTRY_JSON)
     return JSONResponse(exc.to_dict(), status_code=exc.http_status)
 
 
@@ -96,7 +105,7 @@ async def lakelog_error_handler(request: Request, exc: Exception) -> JSONRespons
     assert isinstance(exc, LakelogError)
     if exc.http_status >= 500:
         log.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    return error_response(exc)
+    return error_response(exc, request)
 
 
 def validation_error(exc: ValidationError | RequestValidationError) -> InvalidRequestError:
@@ -150,13 +159,14 @@ async def request_validation_handler(request: Request, exc: Exception) -> JSONRe
         # A bad topic name answers INVALID_TOPIC_EXCEPTION (17) as Kafka does, whether it
         # comes in the path or in a create body, not the generic INVALID_REQUEST (42).
         error = _topic_name_error(request.path_params.get("topic", "")) or error
-    return error_response(error)
+    return error_response(error, request)
 
 
 #: Paths whose next segment is a topic name (``/v3/clusters/{cluster_id}/topics/`` too).
 TOPIC_PREFIXES = re.compile(r"^(?:/v1/topics/|/topics/|/v3/clusters/[^/]+/topics/)")
 V2_PREFIXES = ("/topics", "/consumers", "/brokers")
 V2_JSON = "application/vnd.kafka.v2+json"
+ROUTING_REASONS = {404: "Not Found", 405: "Method Not Allowed"}
 
 
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -176,6 +186,13 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
         if prefix is not None and "/" in path[prefix.end() :].strip("/"):
             message += "; topic names cannot contain '/'"  # as no topic name can
     headers = getattr(exc, "headers", None)
+    if is_registry_path(path):
+        if exc.status_code in ROUTING_REASONS:
+            message = f"HTTP {exc.status_code} {ROUTING_REASONS[exc.status_code]}"
+        body = registry_status_body(exc.status_code, message)
+        return JSONResponse(
+            body, status_code=exc.status_code, headers=headers, media_type=REGISTRY_JSON
+        )
     if path.startswith("/v3/") or path == "/v3":
         body = V3Error(error_code=exc.status_code, message=message).model_dump()
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
@@ -188,7 +205,7 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error in %s %s", request.method, request.url.path)
-    return error_response(UnknownServerError(f"{type(exc).__name__}: {exc}"))
+    return error_response(UnknownServerError(f"{type(exc).__name__}: {exc}"), request)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -31,6 +31,8 @@ class ResourceType(enum.StrEnum):
     TOPIC = "TOPIC"
     GROUP = "GROUP"
     CLUSTER = "CLUSTER"
+    #: A Schema Registry subject, as Confluent's Schema Registry authorizer names it.
+    SUBJECT = "SUBJECT"
 
 
 class PatternType(enum.StrEnum):

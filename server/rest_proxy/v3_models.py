@@ -288,7 +288,7 @@ class V3AlterConfigs(_In):
 
 
 class V3CreateAcl(_In):
-    resource_type: str = Field(description="TOPIC, GROUP or CLUSTER")
+    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or SUBJECT")
     resource_name: str = Field(description="Name, prefix, or * (LITERAL); kafka-cluster")
     pattern_type: str = Field(description="LITERAL or PREFIXED")
     principal: str = Field(description="Kafka principal, e.g. User:alice or User:*")

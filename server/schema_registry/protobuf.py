@@ -33,7 +33,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -512,20 +512,48 @@ def _to_dict(message: Message) -> dict[str, object]:
     return found
 
 
+def _message(parsed: ProtobufSchema, payload: memoryview) -> Message:
+    """The message a payload (indexes, then the message's bytes) holds."""
+    indexes, offset = read_message_indexes(payload)
+    cls = parsed.message_class(indexes)
+    message = cls()
+    try:
+        message.ParseFromString(payload[offset:])
+    except DecodeError as error:
+        raise ValueError(f"not a {cls.DESCRIPTOR.full_name}: {error}") from None
+    if not message.IsInitialized():
+        missing = ", ".join(message.FindInitializationErrors())
+        raise ValueError(f"not a {cls.DESCRIPTOR.full_name}: required {missing} missing")
+    return message
+
+
 def decoder(schema: ParsedSchema) -> Decoder:
+    """Decode to JSON-shaped data, every field present (defaults too) under its own name.
+
+    Field names are kept as declared, not camelCased, so they match the schema;
+    64-bit integers are strings and enums their names, as protobuf's JSON mapping
+    writes them.
+    """
     parsed = native(schema)
 
     def decode(payload: memoryview) -> object:
-        indexes, offset = read_message_indexes(payload)
-        cls = parsed.message_class(indexes)
-        message = cls()
-        try:
-            message.ParseFromString(payload[offset:])
-        except DecodeError as error:
-            raise ValueError(f"not a {cls.DESCRIPTOR.full_name}: {error}") from None
-        return _to_dict(message)
+        return _to_dict(_message(parsed, payload))
 
     return decode
+
+
+def validator(schema: ParsedSchema) -> Callable[[memoryview], None]:
+    """Check that a payload decodes, without building its dict.
+
+    Protobuf's parser is native code while the conversion to a dict is Python:
+    checking alone costs a fraction of decoding, which matters on the produce path.
+    """
+    parsed = native(schema)
+
+    def check(payload: memoryview) -> None:
+        _message(parsed, payload)
+
+    return check
 
 
 def encoder(schema: ParsedSchema, message_name: str | None = None) -> Encoder:
@@ -817,5 +845,6 @@ __all__ = [
     "parse",
     "read_message_indexes",
     "serialized",
+    "validator",
     "write_message_indexes",
 ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -75,6 +75,9 @@ class SchemaRegistry:
         self._lock = threading.RLock()
         #: Parsed schemas by id: the hot path of every schema'd produce and fetch.
         self._parsed: dict[int, ParsedSchema] = {}
+        #: Answers rendered from a cached schema, keyed by their user; an entry is valid
+        #: while its schema is still the one ``cached_schema`` returns.
+        self.answers: dict[Hashable, tuple[ParsedSchema, bytes]] = {}
 
     # -- state -----------------------------------------------------------------
 

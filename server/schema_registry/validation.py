@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+import numpy as np
 import pyarrow as pa
 
+from lakelog.column_buffers import validity_bits
 from lakelog.errors import LakelogError, SchemaNotFoundError
 from lakelog.topic_config import (
     RECORD_NAME_STRATEGY,
@@ -98,8 +100,9 @@ def record_name(schema: ParsedSchema) -> str | None:
 
 
 def _first_protobuf_message(native: object) -> str | None:
-    """The first message's full name of a protobuf FileDescriptor (None if not one)."""
-    types = getattr(native, "message_types_by_name", None)
+    """The first message's full name of a protobuf file (None if not one)."""
+    descriptor = getattr(native, "descriptor", native)
+    types = getattr(descriptor, "message_types_by_name", None)
     if not types:
         return None
     first = next(iter(types.values()))
@@ -121,12 +124,11 @@ def subject_for(strategy: str, topic: str, is_key: bool, name: str | None) -> st
     raise ValueError(f"unknown subject name strategy {strategy!r}")
 
 
-def framed_ids(column: pa.ChunkedArray | pa.Array) -> set[int]:
+def framed_ids(column: pa.ChunkedArray) -> set[int]:
     """The schema ids the framed payloads of a column name (others are skipped)."""
     found: set[int] = set()
-    for data in column.to_pylist():
-        if data is not None and len(data) >= HEADER_SIZE and data[0] == MAGIC:
-            found.add(int.from_bytes(data[1:HEADER_SIZE], "big"))
+    for chunk in column.chunks:
+        found.update(_Framing.of(chunk).ids)
     return found
 
 
@@ -240,19 +242,27 @@ class SchemaValidator:
     def _check_column(
         self, topic: str, strategy: str, is_key: bool, column: pa.ChunkedArray
     ) -> Iterable[tuple[int, str]]:
+        """Each id is judged once per batch (registered under the subject, a decoder);
+        then every payload framed with an accepted id is decoded."""
         side = "key" if is_key else "value"
-        for index, data in enumerate(column.to_pylist()):
-            if data is None:
-                continue
-            reason = self._check_one(topic, strategy, is_key, data)
-            if reason is not None:
-                yield index, f"{side}: {reason}"
+        base = 0
+        for chunk in column.chunks:
+            framing = _Framing.of(chunk)
+            for index, reason in framing.bad:
+                yield base + index, f"{side}: {reason}"
+            for schema_id, rows in framing.by_id().items():
+                verdict = self._judge(topic, strategy, is_key, schema_id)
+                if isinstance(verdict, str):
+                    for index in rows:
+                        yield base + index, f"{side}: {verdict}"
+                    continue
+                for index, reason in framing.decode(rows, verdict):
+                    why = f"payload does not decode with schema id {schema_id}: {reason}"
+                    yield base + index, f"{side}: {why}"
+            base += len(chunk)
 
-    def _check_one(self, topic: str, strategy: str, is_key: bool, data: bytes) -> str | None:
-        try:
-            schema_id, payload = unframe(data)
-        except ValueError as exc:
-            return str(exc)
+    def _judge(self, topic: str, strategy: str, is_key: bool, schema_id: int) -> Decoder | str:
+        """The decoder of an id the subject accepts, or why the subject refuses it."""
         entry = self._resolve(schema_id)
         if isinstance(entry, _Missing):
             return entry.reason
@@ -271,12 +281,71 @@ class SchemaValidator:
         decoder = self._decoder(entry)
         if decoder is None:
             return f"schema id {schema_id}: {entry.broken}"
-        try:
-            decoder(payload)
-        except Exception as exc:  # any failure of a format's decoder means the payload does not fit
-            kind = entry.schema.schema_type
-            return f"payload does not decode with schema id {schema_id} ({kind}): {_short(exc)}"
-        return None
+        return decoder
+
+
+@dataclass
+class _Framing:
+    """One Arrow chunk's framing, read off its offsets and data buffers with numpy: the
+    magic byte and id of a thousand records are checked at once, and each payload is
+    a view of the data buffer, not a copy (``framing.unframe`` explains a bad one)."""
+
+    view: memoryview
+    starts: list[int]
+    ends: list[int]
+    framed: list[int]  # rows framed with magic byte 0 and an id
+    ids: list[int]  # their ids
+    bad: list[tuple[int, str]]  # non-null rows that are not, and why
+
+    @classmethod
+    def of(cls, chunk: pa.Array) -> _Framing:
+        n = len(chunk)
+        if n == 0 or chunk.null_count == n:
+            return cls(memoryview(b""), [], [], [], [], [])
+        validity, offsets_buffer, data_buffer = chunk.buffers()[:3]
+        offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, chunk.offset * 4)
+        starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+        if chunk.null_count:
+            valid = validity_bits(validity, chunk.offset, n).astype(bool)
+        else:
+            valid = np.ones(n, bool)
+        data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else None
+        framed = valid & ((ends - starts) >= HEADER_SIZE)
+        ids = np.zeros(n, np.int64)
+        if data is not None and framed.any():
+            head = np.where(framed, starts, 0)
+            framed &= data[head] == MAGIC
+            for k in range(1, HEADER_SIZE):
+                ids = (ids << 8) | data[np.where(framed, head + k, 0)]
+        else:
+            framed[:] = False
+        view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+        start_list, end_list = starts.tolist(), ends.tolist()
+        bad = []
+        for index in np.flatnonzero(valid & ~framed).tolist():
+            try:
+                unframe(view[start_list[index] : end_list[index]])
+            except ValueError as exc:
+                bad.append((index, str(exc)))
+        rows = np.flatnonzero(framed)
+        return cls(view, start_list, end_list, rows.tolist(), ids[rows].tolist(), bad)
+
+    def by_id(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        for index, schema_id in zip(self.framed, self.ids, strict=True):
+            found.setdefault(schema_id, []).append(index)
+        return found
+
+    def decode(self, rows: list[int], decoder: Decoder) -> list[tuple[int, str]]:
+        """The rows whose payload ``decoder`` refuses, and why."""
+        view, starts, ends, skip = self.view, self.starts, self.ends, HEADER_SIZE
+        refused = []
+        for index in rows:
+            try:
+                decoder(view[starts[index] + skip : ends[index]])
+            except Exception as exc:  # any failure of a decoder: the payload does not fit
+                refused.append((index, _short(exc)))
+        return refused
 
 
 def _short(exc: BaseException) -> str:

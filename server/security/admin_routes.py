@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1", tags=["security"], responses=ERROR_RESPONSES)
 
 
 class AclIn(RequestBody):
-    resource_type: str = Field(description="TOPIC, GROUP or CLUSTER")
+    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or SUBJECT")
     resource_name: str = Field(description="Name, prefix, or * (LITERAL only)")
     pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED")
     principal: str = Field(description="Kafka principal, e.g. User:alice or User:*")

@@ -62,6 +62,10 @@ def cluster(operation: Operation) -> RouteRule:
     return RouteRule(Access.RESOURCE, ResourceType.CLUSTER, operation)
 
 
+def subject(operation: Operation) -> RouteRule:
+    return RouteRule(Access.RESOURCE, ResourceType.SUBJECT, operation, ("subject",))
+
+
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 PRODUCE, FETCH = QuotaKind.PRODUCE, QuotaKind.FETCH
 CREATE_TOPIC = RouteRule(Access.RESOURCE, ResourceType.CLUSTER, Operation.CREATE, body_name="name")
@@ -188,6 +192,36 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", "/v1/quotas"): cluster(D),
     ("PATCH", "/v1/quotas"): cluster(Operation.ALTER),
     ("GET", "/v1/whoami"): AUTHENTICATED,
+    # -- Schema Registry (server/schema_registry/routes.py), as Confluent's ACL authorizer:
+    # schemas by id answer any authenticated principal (a consumer has only the id)
+    ("GET", "/schemas/types"): AUTHENTICATED,
+    ("GET", "/schemas/ids/{schema_id}"): AUTHENTICATED,
+    ("GET", "/schemas/ids/{schema_id}/schema"): AUTHENTICATED,
+    ("GET", "/schemas/ids/{schema_id}/subjects"): AUTHENTICATED,  # describable subjects
+    ("GET", "/schemas/ids/{schema_id}/versions"): AUTHENTICATED,  # describable subjects
+    ("GET", "/subjects"): AUTHENTICATED,  # lists what the caller may DESCRIBE
+    ("GET", "/subjects/{subject}/versions"): subject(R),
+    ("POST", "/subjects/{subject}/versions"): subject(W),
+    ("POST", "/subjects/{subject}"): subject(R),
+    ("DELETE", "/subjects/{subject}"): subject(Operation.DELETE),
+    ("GET", "/subjects/{subject}/versions/{version}"): subject(R),
+    ("GET", "/subjects/{subject}/versions/{version}/schema"): subject(R),
+    ("GET", "/subjects/{subject}/versions/{version}/referencedby"): subject(R),
+    ("DELETE", "/subjects/{subject}/versions/{version}"): subject(Operation.DELETE),
+    ("POST", "/compatibility/subjects/{subject}/versions/{version}"): subject(R),
+    ("POST", "/compatibility/subjects/{subject}/versions"): subject(R),
+    ("GET", "/config"): AUTHENTICATED,
+    ("PUT", "/config"): cluster(Operation.ALTER_CONFIGS),
+    ("DELETE", "/config"): cluster(Operation.ALTER_CONFIGS),
+    ("GET", "/config/{subject}"): subject(Operation.DESCRIBE_CONFIGS),
+    ("PUT", "/config/{subject}"): subject(Operation.ALTER_CONFIGS),
+    ("DELETE", "/config/{subject}"): subject(Operation.ALTER_CONFIGS),
+    ("GET", "/mode"): AUTHENTICATED,
+    ("PUT", "/mode"): cluster(Operation.ALTER_CONFIGS),
+    ("DELETE", "/mode"): cluster(Operation.ALTER_CONFIGS),
+    ("GET", "/mode/{subject}"): subject(Operation.DESCRIBE_CONFIGS),
+    ("PUT", "/mode/{subject}"): subject(Operation.ALTER_CONFIGS),
+    ("DELETE", "/mode/{subject}"): subject(Operation.ALTER_CONFIGS),
 }
 
 _PARAM = re.compile(r"\{[^}]*\}")

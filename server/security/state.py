@@ -20,6 +20,7 @@ from lakelog.errors import (
     GroupAuthorizationFailedError,
     InvalidConfigError,
     LakelogError,
+    SubjectAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
 from lakelog.security.acl import (
@@ -45,6 +46,7 @@ DENIED: dict[ResourceType, type[LakelogError]] = {
     ResourceType.TOPIC: TopicAuthorizationFailedError,
     ResourceType.GROUP: GroupAuthorizationFailedError,
     ResourceType.CLUSTER: ClusterAuthorizationFailedError,
+    ResourceType.SUBJECT: SubjectAuthorizationFailedError,
 }
 
 

@@ -100,13 +100,29 @@ def test_relative_links_resolve(page: Path) -> None:
         assert target.exists(), f"{page.name} links to missing {link}"
 
 
+def test_schema_registry_page_lists_every_registry_code() -> None:
+    """The Schema Registry answers Confluent's codes, not Kafka's: its own page lists them."""
+    from lakelog import errors
+
+    expected = {
+        (c.registry_code, c.http_status)
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, errors.SchemaRegistryError)
+    }
+    text = (DOCS / "schema-registry.md").read_text()
+    rows = re.findall(r"^\| (\d{3,5}) \| (\d{3}) \| [^|]+ \|$", text, re.MULTILINE)
+    assert {(int(c), int(h)) for c, h in rows} == expected
+
+
 def test_troubleshooting_lists_every_error_code() -> None:
     from lakelog import errors
 
     classes = [
         c
         for c in vars(errors).values()
-        if isinstance(c, type) and issubclass(c, errors.LakelogError)
+        if isinstance(c, type)
+        and issubclass(c, errors.LakelogError)
+        and not issubclass(c, errors.SchemaRegistryError)
     ]
     expected = {(c.code, c.name, c.http_status, c.retriable) for c in classes}
     text = (DOCS / "troubleshooting.md").read_text()

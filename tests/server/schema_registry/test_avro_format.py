@@ -225,3 +225,22 @@ def test_the_canonical_text_parses_to_itself() -> None:
     once = _parse(value).canonical
     assert _parse(once).canonical == once
     assert _parse(once, normalize=True).canonical == _parse(value, normalize=True).canonical
+
+
+def test_properties_keep_their_place_and_a_second_use_is_a_name() -> None:
+    text = """{"name": "Change", "namespace": "cdc", "type": "record", "connect.name": "cdc.Change",
+      "fields": [
+        {"default": null, "name": "before", "type": ["null", {"fields": [
+            {"name": "at", "type": {"connect.version": 1, "type": "long", "connect.name": "ts"}}],
+          "type": "record", "name": "Row"}]},
+        {"type": ["null", "Row"], "name": "after", "default": null}]}"""
+    assert _parse(text).canonical == (
+        '{"type":"record","name":"Change","namespace":"cdc","fields":['
+        '{"name":"before","type":["null",{"type":"record","name":"Row","fields":['
+        '{"name":"at","type":{"type":"long","connect.version":1,"connect.name":"ts"}}]}],'
+        '"default":null},'
+        '{"name":"after","type":["null","Row"],"default":null}],'
+        '"connect.name":"cdc.Change"}'
+    )
+    normalized = _parse(text, normalize=True).canonical
+    assert '{"type":"long","connect.name":"ts","connect.version":1}' in normalized
