@@ -47,6 +47,7 @@ SUITES: dict[str, str] = {
     "kafka-codec": "benchmarks.bench_kafka_codec",
     "kafka": "benchmarks.bench_kafka",
     "schemas": "benchmarks.bench_schemas",
+    "schema-registry": "benchmarks.bench_schema_registry",
 }
 
 

@@ -36,6 +36,7 @@ from server.rest_proxy import (
 )
 from server.routes import admin, commit_handoff, groups, records
 from server.schema_registry import routes as schema_registry
+from server.schema_registry.fast_path import SchemaByIdFastPath
 from server.security import admin_routes as security_routes
 from server.security import enforce, install_security
 from server.settings import BrokerSettings
@@ -123,6 +124,8 @@ def create_app(settings: BrokerSettings | None = None, broker: Broker | None = N
     app.add_exception_handler(RequestValidationError, request_validation_handler)
     app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
+    # Inside the metrics middleware, so the look-ups it answers are counted.
+    app.add_middleware(SchemaByIdFastPath, registry=broker.schema_registry)
     app.add_middleware(MetricsMiddleware, metrics=broker.metrics)
     security = install_security(app, broker)
     # A request is matched against the routes in order, one pattern at a time, so the

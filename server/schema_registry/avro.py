@@ -67,10 +67,31 @@ class AvroNative:
             names = avro.name.Names()
             built: avro.schema.Schema | None = None
             for source in self.sources:
-                built = avro.schema.make_avsc_object(source, names)
+                built = _apache_schema(source, names)
             assert built is not None
             self._apache = built
         return self._apache
+
+
+def _apache_schema(value: Any, names: avro.name.Names) -> avro.schema.Schema:
+    """Apache avro's schema of ``value``; it reads a bare type name only inside a schema,
+    so a schema that is just a referenced type's name is looked up here."""
+    if isinstance(value, str) and value not in PRIMITIVES:
+        found = names.get_name(value, None)
+        if found is None:
+            raise InvalidSchemaError(f"unknown type {value!r}: not defined before use")
+        return found
+    return avro.schema.make_avsc_object(value, names)
+
+
+def _fastavro_schema(value: Any, named: dict[str, Any]) -> Any:
+    """fastavro's parsed schema of ``value``; a bare referenced name is parsed as the type
+    it names, since fastavro reads and writes only with a definition at the top."""
+    parsed = fastavro.parse_schema(value, named_schemas=named)
+    if isinstance(parsed, str) and parsed in named:
+        others = {name: schema for name, schema in named.items() if name != parsed}
+        return fastavro.parse_schema(named[parsed], named_schemas=others)
+    return parsed
 
 
 # --- canonical text -------------------------------------------------------------
@@ -335,6 +356,8 @@ class AvroFormat:
             value = json.loads(text)
         except ValueError as error:
             raise InvalidSchemaError(f"not JSON: {error}") from None
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         sources: dict[str, Any] = {}
         for name, reference in references.items():
             if reference.schema_type is not SchemaType.AVRO:
@@ -344,17 +367,20 @@ class AvroFormat:
             for source in _native(reference).sources:
                 sources.setdefault(json.dumps(source, sort_keys=True), source)
         ordered = tuple(sources.values())
-        known = _defined_names(ordered)
-        canonical = canonical_text(value, known, normalize=normalize)
+        try:
+            known = _defined_names(ordered)
+            canonical = canonical_text(value, known, normalize=normalize)
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         named: dict[str, Any] = {}
         try:
             for source in ordered:
                 fastavro.parse_schema(source, named_schemas=named)
-            parsed = fastavro.parse_schema(value, named_schemas=named)
+            parsed = _fastavro_schema(value, named)
             names = avro.name.Names()
             for source in ordered:
-                avro.schema.make_avsc_object(source, names)
-            avro.schema.make_avsc_object(value, names)
+                _apache_schema(source, names)
+            _apache_schema(value, names)
         except InvalidSchemaError:
             raise
         except Exception as error:  # both libraries raise several unrelated types
@@ -393,7 +419,7 @@ class AvroFormat:
             try:
                 value = reader(stream, parsed, None)
             except EOFError:
-                raise ValueError(f"truncated: {size} bytes end inside the datum") from None
+                raise ValueError(f"truncated: the datum runs past the {size} bytes") from None
             except Exception as error:  # a corrupt length or index raises many types
                 raise ValueError(f"does not decode with the schema: {error}") from None
             left = size - stream.tell()

@@ -170,12 +170,16 @@ class JsonSchemaFormat:
             value = json.loads(text)
         except ValueError as error:
             raise InvalidSchemaError(f"not JSON: {error}") from None
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         draft = _draft_of(value)
         try:
             draft.check_schema(value)
         except jsonschema.exceptions.SchemaError as error:
             where = "/".join(str(part) for part in error.absolute_path) or "the root"
             raise InvalidSchemaError(f"invalid JSON Schema at {where}: {error.message}") from None
+        except RecursionError:
+            raise InvalidSchemaError("the schema is nested too deeply") from None
         resources: dict[str, referencing.Resource[Any]] = {}
         for name, reference in references.items():
             if reference.schema_type is not SchemaType.JSON:
@@ -206,11 +210,14 @@ class JsonSchemaFormat:
             return [f"a {reader.schema_type} schema cannot read {writer.schema_type} data"]
         original, update = _native(writer), _native(reader)
         diff = _Diff()
-        diff.compare(
-            _Node(original.contents, original.resolver),
-            _Node(update.contents, update.resolver),
-            "#",
-        )
+        try:
+            diff.compare(
+                _Node(original.contents, original.resolver),
+                _Node(update.contents, update.resolver),
+                "#",
+            )
+        except RecursionError:
+            return ["the schemas are nested too deeply to compare"]
         return [_describe(kind, path) for kind, path in diff.incompatible()]
 
     def decoder(self, schema: ParsedSchema) -> Decoder:
@@ -223,6 +230,8 @@ class JsonSchemaFormat:
                 raise ValueError(f"not UTF-8 at byte {error.start}") from None
             except ValueError as error:
                 raise ValueError(f"not JSON: {error}") from None
+            except RecursionError:
+                raise ValueError("not JSON this parser reads: nested too deeply") from None
             check(value)
             return value
 
@@ -240,7 +249,10 @@ class JsonSchemaFormat:
 
 def _checker(validator: Validator) -> Callable[[object], None]:
     def check(value: object) -> None:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        except RecursionError:
+            raise ValueError("nested too deeply to validate") from None
         if error is not None:
             raise ValueError(f"at {_path(error)}: {error.message}")
 

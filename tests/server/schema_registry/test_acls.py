@@ -59,6 +59,7 @@ def test_subject_acls(broker: BrokerProcess) -> None:
 
     # Schemas by id: any authenticated principal (a consumer has only the id).
     assert call(broker, "GET", f"/schemas/ids/{schema_id}", CAROL).status_code == 200
+    refused(call(broker, "GET", f"/schemas/ids/{schema_id}"), 401, 401)  # cached, still checked
     assert call(broker, "GET", "/subjects/orders-value/versions/1", BOB).status_code == 200
     refused(call(broker, "GET", "/subjects/orders-value/versions/1", CAROL), 403, 40301)
     refused(call(broker, "DELETE", "/subjects/orders-value", BOB), 403, 40301)

@@ -224,3 +224,23 @@ def test_modes(http: httpx.Client) -> None:
     assert http.get("/mode").json() == {"mode": "READWRITE"}
     bad = http.put(f"/mode/{s}", json={"mode": "SIDEWAYS"})
     assert bad.json()["error_code"] == 42204
+
+
+def test_id_lookups_from_memory_answer_as_the_route(http: httpx.Client) -> None:
+    """The first look-up goes through the route, the next ones are answered from memory:
+    the same bytes and content type, counted under the route's template."""
+    s = subject()
+    schema_id = http.post(f"/subjects/{s}/versions", json={"schema": USER_V1}).json()["id"]
+    answers = [http.get(f"/schemas/ids/{schema_id}") for _ in range(3)]
+    assert {(a.status_code, a.headers["content-type"], a.content) for a in answers} == {
+        (200, V1, answers[0].content)
+    }
+    assert json.loads(answers[0].json()["schema"]) == json.loads(USER_V1)
+    counted = [
+        line
+        for line in http.get("/metrics").text.splitlines()
+        if "/schemas/ids/{schema_id}" in line and line.startswith("lakelog_http_requests_total")
+    ]
+    assert counted, "look-ups answered from memory are not counted"
+    refused = http.get(f"/schemas/ids/{schema_id}", headers={"accept": "text/html"})
+    assert refused.status_code == 406

@@ -244,3 +244,22 @@ def test_properties_keep_their_place_and_a_second_use_is_a_name() -> None:
     )
     normalized = _parse(text, normalize=True).canonical
     assert '{"type":"long","connect.name":"ts","connect.version":1}' in normalized
+
+
+def test_deep_nesting_is_a_clear_error() -> None:
+    text = '{"type": "array", "items": ' * 5000 + '"int"' + "}" * 5000
+    with pytest.raises(InvalidSchemaError, match="nested too deeply"):
+        _parse(text)
+
+
+def test_a_schema_that_is_a_referenced_name() -> None:
+    address = _parse(
+        {"type": "record", "name": "shop.A", "fields": [{"name": "c", "type": "string"}]}
+    )
+    bare = _parse('"shop.A"', {"shop.A": address})
+    assert bare.canonical == '"shop.A"'
+    payload = FORMAT.encoder(bare)({"c": "x"})
+    assert FORMAT.decoder(bare)(memoryview(payload)) == {"c": "x"}
+    optional = _parse('["null", "shop.A"]', {"shop.A": address})
+    assert FORMAT.incompatibilities(optional, bare) == []
+    assert FORMAT.incompatibilities(bare, optional) != []

@@ -247,3 +247,11 @@ def test_an_enum_next_to_a_type_is_a_product() -> None:
     assert _kinds(letters, text) == ["TYPE_CHANGED"]
     assert _kinds({**letters, "enum": ["a", "b", "c"]}, letters) == []
     assert _kinds({**letters, "enum": ["a"]}, letters) == ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"]
+
+
+def test_deep_nesting_is_a_clear_error() -> None:
+    decode = FORMAT.decoder(_parse({}))
+    with pytest.raises(ValueError, match="nested too deeply"):
+        decode(memoryview(b"[" * 100_000 + b"]" * 100_000))
+    with pytest.raises(InvalidSchemaError, match="nested too deeply"):
+        _parse('{"not": ' * 100_000 + "{}" + "}" * 100_000)
