@@ -53,9 +53,9 @@ class AvroColumns:
     shape: Shaper | None
     convert: Callable[[pa.Array], pa.Array]
 
-    def decode(self, data: memoryview, starts: list[int]) -> list[Any]:
-        """The payloads starting at ``starts`` of ``data``, each to its end; a payload
-        that does not decode is None (validation on produce refused such records)."""
+    def decode(self, data: memoryview, starts: list[int], ends: list[int]) -> list[Any]:
+        """The payloads ``starts[i]:ends[i]`` of ``data`` (an Avro datum knows its own end);
+        a payload that does not decode is None (validation on produce refuses those)."""
         stream = io.BytesIO(data)
         reader, schema, shape = fastavro.schemaless_reader, self.reader_schema, self.shape
         values: list[Any] = []

@@ -22,6 +22,7 @@ from lakelog.topic_config import TopicConfig
 from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
 from server.schema_registry.avro_columns import AvroColumns, avro_columns
 from server.schema_registry.framing import HEADER_SIZE, MAGIC
+from server.schema_registry.json_columns import JsonColumns, json_columns
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,9 @@ def validated(config: TopicConfig, side: str) -> bool:
     return bool(config.get(VALIDATION_CONFIGS[side]))
 
 
-def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's schema id (-1 where not framed: null, short, other magic byte) and the
-    position of its payload in the column's data buffer."""
+def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's schema id (-1 where not framed: null, short, other magic byte) and where
+    its payload starts and ends in the column's data buffer."""
     n = len(column)
     offsets = np.frombuffer(column.buffers()[1], np.int32, n + 1, column.offset * 4)
     data_buffer = column.buffers()[2]
@@ -58,7 +59,7 @@ def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
         b = [data[at + k].astype(np.int64) for k in range(1, 5)]
         found = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
         ids[np.flatnonzero(framed)[magic_ok]] = found[magic_ok]
-    return ids, starts + HEADER_SIZE
+    return ids, starts + HEADER_SIZE, ends
 
 
 class RegistryColumns:
@@ -69,7 +70,7 @@ class RegistryColumns:
 
     def __init__(self, schema_by_id: Callable[[int], ParsedSchema]) -> None:
         self._schema_by_id = schema_by_id
-        self._columns: dict[int, AvroColumns | None] = {}
+        self._columns: dict[int, AvroColumns | JsonColumns | None] = {}
         self._lock = threading.Lock()
 
     def __call__(
@@ -85,16 +86,19 @@ class RegistryColumns:
                 out[name] = array
         return out
 
-    def columns_of(self, schema_id: int) -> AvroColumns | None:
-        """The decoding of one schema id; None where it is not typed (not Avro, unknown)."""
+    def columns_of(self, schema_id: int) -> AvroColumns | JsonColumns | None:
+        """The decoding of one schema id; None where it is not typed (Protobuf, references,
+        unknown)."""
         with self._lock:
             if schema_id in self._columns:
                 return self._columns[schema_id]
-        found: AvroColumns | None = None
+        found: AvroColumns | JsonColumns | None = None
         try:
             schema = self._schema_by_id(schema_id)
             if schema.schema_type is SchemaType.AVRO and not schema.references:
                 found = avro_columns(json.loads(schema.text))
+            elif schema.schema_type is SchemaType.JSON and not schema.references:
+                found = json_columns(json.loads(schema.text))
         except Exception:  # an untyped schema leaves its rows' columns null
             log.info("schema %d gives no typed columns", schema_id, exc_info=True)
             found = None
@@ -104,7 +108,7 @@ class RegistryColumns:
 
     def typed(self, column: pa.BinaryArray, stored: pa.DataType | None) -> pa.Array | None:
         """The typed column of one binary column, or None if no row of it is typed."""
-        ids, payloads = framed_ids(column)
+        ids, payloads, ends = framed_ids(column)
         data_buffer = column.buffers()[2]
         if data_buffer is None:
             return None
@@ -115,7 +119,7 @@ class RegistryColumns:
             if columns is None:
                 continue
             rows = np.flatnonzero(ids == schema_id)
-            values = columns.decode(data, payloads[rows].tolist())
+            values = columns.decode(data, payloads[rows].tolist(), ends[rows].tolist())
             pieces.append((rows, columns.array(values)))
         if not pieces:
             return None

@@ -121,7 +121,7 @@ def test_rows_decode_by_their_schema_ids_and_unframed_rows_are_null() -> None:
         frame(7, encode(EVERYTHING, record(2))),
     ]
     column = pa.array(values, pa.binary())
-    ids, _ = framed_ids(column)
+    ids, _, _ = framed_ids(column)
     assert ids.tolist() == [7, -1, -1, 9, 8, 7]
 
     def lookup(schema_id: int) -> ParsedSchema:
