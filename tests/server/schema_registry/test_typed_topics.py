@@ -1,27 +1,25 @@
 """A validated Avro topic produced over Kafka is a typed table: delta-rs and Spark read fields.
 
-One broker subprocess for the module; schemas registered in the root's registry,
-records framed as Confluent's serializer frames them and produced with
-confluent-kafka.
+One broker subprocess for the module: confluent-kafka's ``AvroSerializer`` registers
+the schemas with the broker's Schema Registry and frames the values, a
+confluent-kafka producer sends them over the Kafka protocol.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import fastavro
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
 
 from lakelog.storage import open_storage
-from server.schema_registry.framing import frame
-from server.schema_registry.registry import SchemaRegistry
-from server.schema_registry.types import SchemaType
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 
@@ -53,10 +51,19 @@ class Typed:
     def __init__(self, broker: BrokerProcess, root: RootSpec) -> None:
         self.broker = broker
         self.root = root
-        self.registry = SchemaRegistry(open_storage(root.url))
+        self.registry = SchemaRegistryClient({"url": broker.url})
 
-    def register(self, schema: dict[str, Any]) -> int:
-        return self.registry.register(f"{TOPIC}-value", SchemaType.AVRO, json.dumps(schema))
+    def serializer(self, schema: dict[str, Any]) -> Callable[[dict[str, Any]], bytes]:
+        """Confluent's serializer, registering ``schema`` under ``orders-value`` on first use."""
+        avro = AvroSerializer(self.registry, json.dumps(schema))
+        context = SerializationContext(TOPIC, MessageField.VALUE)
+
+        def serialize(record: dict[str, Any]) -> bytes:
+            data = avro(record, context)
+            assert data is not None
+            return bytes(data)
+
+        return serialize
 
     def produce(self, values: Sequence[bytes | None], keys: list[bytes] | None = None) -> None:
         assert self.broker.kafka is not None
@@ -77,12 +84,6 @@ class Typed:
         storage = open_storage(self.root.url)
         pointer = json.loads(storage.read_bytes(f"_meta/topics/{TOPIC}.json"))
         return DeltaTable(storage.delta_uri(pointer["table"]))
-
-
-def avro(schema: dict[str, Any], schema_id: int, record: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-    return frame(schema_id, out.getvalue())
 
 
 def order(i: int, **more: Any) -> dict[str, Any]:
@@ -117,8 +118,8 @@ def typed(
 
 
 def test_fields_are_columns_the_moment_records_are_acknowledged(typed: Typed) -> None:
-    v1 = typed.register(ORDER_V1)
-    sent = [avro(ORDER_V1, v1, order(i)) for i in range(6)]
+    serialize = typed.serializer(ORDER_V1)
+    sent = [serialize(order(i)) for i in range(6)]
     typed.produce(sent, keys=[b"k%d" % (i % 3) for i in range(6)])
 
     table = typed.table()
@@ -149,8 +150,9 @@ def test_fields_are_columns_the_moment_records_are_acknowledged(typed: Typed) ->
 
 
 def test_a_compatible_new_version_adds_a_nullable_field(typed: Typed) -> None:
-    v2 = typed.register(ORDER_V2)
-    typed.produce([avro(ORDER_V2, v2, order(100, coupon="SAVE"))], keys=[b"k0"])
+    serialize = typed.serializer(ORDER_V2)
+    typed.produce([serialize(order(100, coupon="SAVE"))], keys=[b"k0"])
+    assert typed.registry.get_versions(f"{TOPIC}-value") == [1, 2]
     table = typed.table()
     value_fields = next(f for f in table.schema().fields if f.name == "value_fields")
     names = [f.name for f in value_fields.type.fields]  # type: ignore[union-attr]
@@ -177,6 +179,18 @@ def test_spark_sql_filters_and_aggregates_a_typed_field(typed: Typed, spark: Any
     assert count == 7
 
 
+def test_upsert_view_is_latest_per_key_with_tombstones_applied(typed: Typed, spark: Any) -> None:
+    from spark_connector import register_topics
+
+    typed.produce([None], keys=[b"k2"])  # k2 deleted
+    views = register_topics(spark, typed.root.url, [TOPIC], prefix="upsert_", mode="upsert")
+    rows = spark.sql(
+        f"SELECT CAST(key AS STRING) AS k, offset, value_fields.id AS id FROM {views[TOPIC]} "
+        "ORDER BY k"
+    ).collect()
+    assert [(r["k"], r["offset"], r["id"]) for r in rows] == [("k0", 6, 100), ("k1", 4, 4)]
+
+
 def test_compaction_keeps_the_typed_column(typed: Typed, spark: Any) -> None:
     from compaction.compact import compact_topic
     from lakelog import Catalog
@@ -188,12 +202,8 @@ def test_compaction_keeps_the_typed_column(typed: Typed, spark: Any) -> None:
         catalog.close()
     assert report.status == "ok", report.message
     rows = sorted(typed.table().to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
-    # The latest record of k0, k1, k2 before the active segment, then the active one.
-    assert [(r["offset"], r["value_fields"]["id"]) for r in rows] == [
-        (3, 3),
-        (4, 4),
-        (5, 5),
-        (6, 100),
-    ]
-    assert rows[-1]["value_fields"]["coupon"] == "SAVE"
+    # The latest record of each key before the active segment, then the active one.
+    ids = [(r["offset"], r["value_fields"] and r["value_fields"]["id"]) for r in rows]
+    assert ids == [(4, 4), (5, 5), (6, 100), (7, None)]  # the tombstone is the active segment
+    assert rows[2]["value_fields"]["coupon"] == "SAVE"
     assert rows[0]["value_fields"]["coupon"] is None
