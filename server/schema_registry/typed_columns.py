@@ -20,12 +20,16 @@ import pyarrow as pa
 
 from lakelog.topic_config import TopicConfig
 from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
+from server.schema_registry import protobuf
 from server.schema_registry.avro_columns import AvroColumns, avro_columns
 from server.schema_registry.framing import HEADER_SIZE, MAGIC
 from server.schema_registry.json_columns import JsonColumns, json_columns
+from server.schema_registry.protobuf_columns import ProtobufColumns, protobuf_columns
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 log = logging.getLogger(__name__)
+
+Columns = AvroColumns | JsonColumns | ProtobufColumns
 
 #: The topic configs that turn validation on produce on, per side.
 VALIDATION_CONFIGS = {
@@ -70,7 +74,7 @@ class RegistryColumns:
 
     def __init__(self, schema_by_id: Callable[[int], ParsedSchema]) -> None:
         self._schema_by_id = schema_by_id
-        self._columns: dict[int, AvroColumns | JsonColumns | None] = {}
+        self._columns: dict[int, Columns | None] = {}
         self._lock = threading.Lock()
 
     def __call__(
@@ -86,19 +90,21 @@ class RegistryColumns:
                 out[name] = array
         return out
 
-    def columns_of(self, schema_id: int) -> AvroColumns | JsonColumns | None:
-        """The decoding of one schema id; None where it is not typed (Protobuf, references,
-        unknown)."""
+    def columns_of(self, schema_id: int) -> Columns | None:
+        """The decoding of one schema id; None where it is not typed (Avro or JSON Schema
+        with references, unknown)."""
         with self._lock:
             if schema_id in self._columns:
                 return self._columns[schema_id]
-        found: AvroColumns | JsonColumns | None = None
+        found: Columns | None = None
         try:
             schema = self._schema_by_id(schema_id)
             if schema.schema_type is SchemaType.AVRO and not schema.references:
                 found = avro_columns(json.loads(schema.text))
             elif schema.schema_type is SchemaType.JSON and not schema.references:
                 found = json_columns(json.loads(schema.text))
+            elif schema.schema_type is SchemaType.PROTOBUF:  # its imports are in its pool
+                found = protobuf_columns(protobuf.native(schema))
         except Exception:  # an untyped schema leaves its rows' columns null
             log.info("schema %d gives no typed columns", schema_id, exc_info=True)
             found = None
