@@ -16,11 +16,20 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
 
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
+from tests.server.schema_registry.test_produce_validation import (
+    ORDER_JSON,
+    ORDERS,
+    VALIDATE,
+    create_topic,
+    order_message_class,
+)
 
 TOPIC = "orders"
 ORDER_V1 = {
@@ -64,7 +73,9 @@ class Typed:
 
         return serialize
 
-    def produce(self, values: Sequence[bytes | None], keys: list[bytes] | None = None) -> None:
+    def produce(
+        self, values: Sequence[bytes | None], keys: list[bytes] | None = None, topic: str = TOPIC
+    ) -> None:
         assert self.broker.kafka is not None
         producer = Producer({"bootstrap.servers": self.broker.kafka, "linger.ms": 5})
         failures: list[str] = []
@@ -75,13 +86,13 @@ class Typed:
 
         for i, value in enumerate(values):
             key = keys[i] if keys else None
-            producer.produce(TOPIC, value=value, key=key, partition=0, on_delivery=delivered)
+            producer.produce(topic, value=value, key=key, partition=0, on_delivery=delivered)
         producer.flush(30)
         assert failures == []
 
-    def table(self) -> DeltaTable:
+    def table(self, topic: str = TOPIC) -> DeltaTable:
         storage = self.root.open()
-        pointer = json.loads(storage.read_bytes(f"_meta/topics/{TOPIC}.json"))
+        pointer = json.loads(storage.read_bytes(f"_meta/topics/{topic}.json"))
         return DeltaTable(
             storage.delta_uri(pointer["table"]),
             storage_options=storage.delta_storage_options() or None,
@@ -164,6 +175,24 @@ def test_a_compatible_new_version_adds_a_nullable_field(typed: Typed) -> None:
     rows = {r["offset"]: r["value_fields"] for r in table.to_pyarrow_table().to_pylist()}
     assert rows[0]["coupon"] is None  # written before the field existed
     assert rows[max(rows)]["coupon"] == "SAVE"
+
+
+def test_json_schema_and_protobuf_values_are_typed(typed: Typed) -> None:
+    order = order_message_class()
+    cases: list[tuple[str, Callable[..., bytes | None], list[Any]]] = [
+        ("json-orders", JSONSerializer(ORDER_JSON, typed.registry), ORDERS),
+        (
+            "proto-orders",
+            ProtobufSerializer(order, typed.registry, {"use.deprecated.format": False}),
+            [order(id=o["id"], amount=o["amount"]) for o in ORDERS],
+        ),
+    ]
+    for topic, serializer, values in cases:
+        create_topic(typed.broker, topic, **VALIDATE)
+        context = SerializationContext(topic, MessageField.VALUE)
+        typed.produce([serializer(v, context) for v in values], topic=topic)
+        rows = sorted(typed.table(topic).to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+        assert [r["value_fields"] for r in rows] == ORDERS, topic
 
 
 def test_spark_sql_filters_and_aggregates_a_typed_field(typed: Typed, spark: Any) -> None:
