@@ -13,6 +13,7 @@ missing from files written before, and Delta readers read it as null there.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -134,8 +135,14 @@ def typed_fields(metadata: Metadata | None) -> dict[str, pa.Field]:
     """The typed columns the table's Delta schema has, by name."""
     if metadata is None:
         return {}
-    fields = json.loads(metadata.schema_string)["fields"]
-    return {f["name"]: arrow_field(f) for f in fields if f["name"] in TYPED_COLUMNS}
+    return dict(_typed_fields(metadata.schema_string))
+
+
+@functools.lru_cache(maxsize=256)
+def _typed_fields(schema_string: str) -> tuple[tuple[str, pa.Field], ...]:
+    """Parsed once per schema: every staged group commit asks."""
+    fields = json.loads(schema_string)["fields"]
+    return tuple((f["name"], arrow_field(f)) for f in fields if f["name"] in TYPED_COLUMNS)
 
 
 def segment_schema(typed: Sequence[pa.Field] = ()) -> pa.Schema:
