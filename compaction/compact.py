@@ -34,10 +34,10 @@ from compaction.planner import CompactionPlan, SegmentGroup, plan_compaction
 from compaction.report import JobReport
 from compaction.segment_tasks import (
     KEEP_COLUMN,
-    ROWS_DDL,
     WRITTEN_ROW,
     SegmentRef,
     read_segments,
+    rows_ddl,
     write_groups,
 )
 from compaction.task_errors import spark_action
@@ -269,8 +269,9 @@ def native_survivors(
     holds its offset, found by a broadcast join with the few group ranges.
     """
     refs = refs_for(plans)
+    typed = topic_log.typed_fields
     rows = native_action(
-        lambda: checked_segment_files(spark, topic_log.storage, topic_log.table_path, refs),
+        lambda: checked_segment_files(spark, topic_log.storage, topic_log.table_path, refs, typed),
         topic_log.storage,
         topic_log.table_path,
         refs,
@@ -295,6 +296,7 @@ def native_survivors(
         "r.headers",
         "r.producer_id",
         "r.sequence",
+        *(F.col(f"r.`{f.name}`").alias(f.name) for f in typed),
     )
 
 
@@ -306,8 +308,11 @@ def python_survivors(
     Each key's latest row by a window over (partition, key): these rows come
     from Python tasks, which a second pass (the semi-join) would read again.
     """
-    read = functools.partial(read_segments, topic_log.storage, topic_log.table_path)
-    rows = map_indexed(spark, refs_for(plans), read, ROWS_DDL).where(F.col("key").isNotNull())
+    typed = topic_log.typed_fields
+    read = functools.partial(read_segments, topic_log.storage, topic_log.table_path, typed=typed)
+    rows = map_indexed(spark, refs_for(plans), read, rows_ddl(typed)).where(
+        F.col("key").isNotNull()
+    )
     newest = F.max("offset").over(Window.partitionBy("partition", "key"))
     return (
         rows.withColumn("_newest", newest)
@@ -419,7 +424,12 @@ def compact_topic(
                 .withColumn("headers", F.to_json("headers"))
                 .sortWithinPartitions("partition", "group", "offset")
                 .mapInArrow(
-                    functools.partial(write_groups, topic_log.storage, topic_log.table_path),
+                    functools.partial(
+                        write_groups,
+                        topic_log.storage,
+                        topic_log.table_path,
+                        typed=topic_log.typed_fields,
+                    ),
                     WRITTEN_ROW,
                 )
                 .collect()

@@ -65,7 +65,9 @@ def merge_topic(
     if progress:
         progress(f"{topic}: merging {len(inputs)} segments into {len(runs)}")
     session = session_of(spark)
-    rewrite = functools.partial(rewrite_groups, topic_log.storage, topic_log.table_path)
+    rewrite = functools.partial(
+        rewrite_groups, topic_log.storage, topic_log.table_path, typed=topic_log.typed_fields
+    )
     written_rows = spark_action(lambda: map_indexed(session, runs, rewrite, WRITTEN_ROW).collect())
     wall = wall_ms()
     written = {(r["partition"], r["group"]): segment_of(r, wall) for r in written_rows}

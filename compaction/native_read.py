@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import TypeVar
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,9 +49,14 @@ def read_path_for(spark: SparkSession, storage: Storage) -> ReadPath:
 
 
 def read_segment_files(
-    spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    refs: Sequence[SegmentRef],
+    typed: Sequence[pa.Field] = (),
 ) -> DataFrame:
-    """Every row of the given segments, with ``partition`` from the Delta partition path.
+    """Every row of the given segments, with ``partition`` from the Delta partition path,
+    and the table's ``typed`` columns.
 
     An S3 root is read with the endpoint and credentials lakelog opened it with.
     """
@@ -60,7 +66,7 @@ def read_segment_files(
         options = s3a_options(
             s.endpoint_url, s.access_key_id, s.secret_access_key, s.region, s.session_token
         )
-    return segment_files(spark, storage, table_path, [ref.path for ref in refs], options)
+    return segment_files(spark, storage, table_path, [ref.path for ref in refs], options, typed)
 
 
 def footer_offsets(storage: Storage, table_path: str, ref: SegmentRef) -> tuple[int, int] | None:
@@ -131,13 +137,17 @@ def check_offset_ranges(rows: DataFrame, refs: Sequence[SegmentRef]) -> None:
 
 
 def checked_segment_files(
-    spark: SparkSession, storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    refs: Sequence[SegmentRef],
+    typed: Sequence[pa.Field] = (),
 ) -> DataFrame:
     """``read_segment_files`` of segments first checked as ``check_footers`` says."""
     unchecked = check_footers(storage, table_path, refs)
     if unchecked:
         check_offset_ranges(read_segment_files(spark, storage, table_path, unchecked), unchecked)
-    return read_segment_files(spark, storage, table_path, refs)
+    return read_segment_files(spark, storage, table_path, refs, typed)
 
 
 def native_action(

@@ -24,8 +24,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakelog.errors import CorruptRecordError, KafkaStorageError, LakelogError
 from lakelog.offset_index import Segment
 from lakelog.records import HEADERS_TYPE, SEGMENT_SCHEMA, TIMESTAMP_TYPE
-from lakelog.segments import SegmentReader, write_segment
+from lakelog.segments import SegmentReader, with_typed, write_segment
 from lakelog.storage import Storage
+from spark_connector.schema import typed_ddl
 
 #: Records as they travel through Spark (timestamps as epoch ms to avoid time-zone games).
 ROWS_SCHEMA = pa.schema(
@@ -137,7 +138,14 @@ class SegmentRef:
     last_offset: int
 
 
-def read_segment(reader: SegmentReader, ref: SegmentRef) -> pa.Table:
+def rows_ddl(typed: Sequence[pa.Field] = ()) -> str:
+    """``ROWS_DDL`` with the table's typed columns after it."""
+    return ROWS_DDL + typed_ddl(typed)
+
+
+def read_segment(
+    reader: SegmentReader, ref: SegmentRef, typed: Sequence[pa.Field] = ()
+) -> pa.Table:
     """All rows of one segment, checked against the offset range the Delta log gives it.
 
     A maintenance job must never rewrite data it cannot vouch for: a bad
@@ -146,7 +154,7 @@ def read_segment(reader: SegmentReader, ref: SegmentRef) -> pa.Table:
     """
     segment = Segment(ref.base_offset, ref.last_offset, ref.path, ref.partition)
     with segment_errors(ref):
-        rows = reader.read(segment, ref.base_offset, 2**62)
+        rows = reader.read(segment, ref.base_offset, 2**62, typed=typed)
     if rows.num_rows:
         offsets = rows.column("offset")
         low, high = pc.min(offsets).as_py(), pc.max(offsets).as_py()
@@ -189,27 +197,32 @@ def out_of_range(
     return None
 
 
-def _tagged(rows: pa.Table, ref: SegmentRef) -> pa.Table:
+def _tagged(rows: pa.Table, ref: SegmentRef, typed: Sequence[pa.Field] = ()) -> pa.Table:
     n = rows.num_rows
     columns = {name: pa.repeat(getattr(ref, name), n) for name in GROUP_COLUMNS}
     columns.update({name: rows.column(name) for name in SEGMENT_SCHEMA.names})
     columns["ts_ms"] = columns.pop("timestamp").cast(pa.int64())
-    return pa.table(columns, schema=ROWS_SCHEMA)
+    columns.update({f.name: rows.column(f.name) for f in typed})
+    schema = pa.schema([*ROWS_SCHEMA, *typed]) if typed else ROWS_SCHEMA
+    return pa.table(columns, schema=schema)
 
 
 def read_segments(
-    storage: Storage, table_path: str, refs: Sequence[SegmentRef]
+    storage: Storage, table_path: str, refs: Sequence[SegmentRef], typed: Sequence[pa.Field] = ()
 ) -> Iterator[pa.RecordBatch]:
     """All rows of the given segments, tagged with partition and group."""
     reader = worker_reader(storage, table_path)
     for ref in refs:
-        rows = read_segment(reader, ref)
+        rows = read_segment(reader, ref, typed)
         if rows.num_rows:
-            yield from _tagged(rows, ref).to_batches(max_chunksize=65_536)
+            yield from _tagged(rows, ref, typed).to_batches(max_chunksize=65_536)
 
 
 def write_groups(
-    storage: Storage, table_path: str, batches: Iterator[pa.RecordBatch]
+    storage: Storage,
+    table_path: str,
+    batches: Iterator[pa.RecordBatch],
+    typed: Sequence[pa.Field] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Write each (partition, group) of rows sorted by partition, group, offset as one segment.
 
@@ -231,16 +244,19 @@ def write_groups(
             piece = table.slice(a, b - a)
             key = (int(piece.column("partition")[0].as_py()), int(piece.column("group")[0].as_py()))
             if current is not None and key != current:
-                yield write_group(storage, table_path, pa.Table.from_batches(pending))
+                yield write_group(storage, table_path, pa.Table.from_batches(pending), typed=typed)
                 pending = []
             current = key
             pending.extend(piece.to_batches())
     if pending:
-        yield write_group(storage, table_path, pa.Table.from_batches(pending))
+        yield write_group(storage, table_path, pa.Table.from_batches(pending), typed=typed)
 
 
 def rewrite_groups(
-    storage: Storage, table_path: str, groups: Sequence[Sequence[SegmentRef]]
+    storage: Storage,
+    table_path: str,
+    groups: Sequence[Sequence[SegmentRef]],
+    typed: Sequence[pa.Field] = (),
 ) -> Iterator[pa.RecordBatch]:
     """For merging: read each group's segments in order and write them as one segment.
 
@@ -250,14 +266,19 @@ def rewrite_groups(
     reader = worker_reader(storage, table_path)
     storage = reader.storage
     for refs in groups:
-        tables = [_tagged(read_segment(reader, ref), ref) for ref in refs]
-        yield write_group(storage, table_path, pa.concat_tables(tables), refs[0])
+        tables = [_tagged(read_segment(reader, ref, typed), ref, typed) for ref in refs]
+        yield write_group(storage, table_path, pa.concat_tables(tables), refs[0], typed)
 
 
 def write_group(
-    storage: Storage, table_path: str, table: pa.Table, ref: SegmentRef | None = None
+    storage: Storage,
+    table_path: str,
+    table: pa.Table,
+    ref: SegmentRef | None = None,
+    typed: Sequence[pa.Field] = (),
 ) -> pa.RecordBatch:
-    """Write one group's rows as a segment keeping the group's whole offset range.
+    """Write one group's rows as a segment keeping the group's whole offset range, with
+    the table's ``typed`` columns.
 
     Rows whose ``_keep`` is false are only counted. ``ref`` names the group
     when ``table`` may be empty; otherwise the rows do.
@@ -276,6 +297,15 @@ def write_group(
     columns = {name: table.column(name) for name in SEGMENT_SCHEMA.names if name != "timestamp"}
     columns.update(timestamp=table.column("ts_ms").cast(TIMESTAMP_TYPE), headers=headers)
     rows = pa.table(columns, schema=SEGMENT_SCHEMA)
+    if typed:  # fields the rows lack (older files) as null, Spark's types as the table's
+        given = [f.name for f in typed if f.name in table.column_names]
+        rows = with_typed(
+            pa.Table.from_arrays(
+                [*rows.columns, *(table.column(name) for name in given)],
+                names=[*rows.column_names, *given],
+            ),
+            typed,
+        )
     segment = write_segment(
         storage,
         table_path,

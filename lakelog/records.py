@@ -91,8 +91,13 @@ PRODUCE_SCHEMA = pa.schema(
 )
 
 
+#: Columns of produce rows that are not typed columns.
+_NOT_TYPED = frozenset([*SEGMENT_SCHEMA.names, *PRODUCE_SCHEMA.names])
+
+
 def with_offsets(rows: pa.Table, base_offset: int) -> pa.Table:
-    """Produce rows (without ``partition``) as segment rows numbered from ``base_offset``.
+    """Produce rows (without ``partition``) as segment rows numbered from ``base_offset``,
+    typed columns kept after the fixed ones.
 
     Built straight onto ``SEGMENT_SCHEMA`` (zero copy): adding the column the
     usual way gives a schema that differs only in nullability, and the cast
@@ -105,12 +110,17 @@ def with_offsets(rows: pa.Table, base_offset: int) -> pa.Table:
     }
     if any(columns[f.name].null_count for f in SEGMENT_SCHEMA if not f.nullable):
         raise ValueError("segment rows need offset, timestamp and timestamp_type on every row")
+    fixed = [
+        columns[f.name] if columns[f.name].type == f.type else columns[f.name].cast(f.type)
+        for f in SEGMENT_SCHEMA
+    ]
+    # Typed columns (lakelog.typed_columns) follow the fixed ones, as they came.
+    typed = [rows.schema.field(name) for name in rows.column_names if name not in _NOT_TYPED]
+    if not typed:
+        return pa.Table.from_arrays(fixed, schema=SEGMENT_SCHEMA)
     return pa.Table.from_arrays(
-        [
-            columns[f.name] if columns[f.name].type == f.type else columns[f.name].cast(f.type)
-            for f in SEGMENT_SCHEMA
-        ],
-        schema=SEGMENT_SCHEMA,
+        [*fixed, *(rows.column(f.name) for f in typed)],
+        schema=pa.schema([*SEGMENT_SCHEMA, *typed]),
     )
 
 

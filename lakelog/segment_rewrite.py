@@ -19,10 +19,10 @@ from lakelog.delta.actions import Action, RemoveFile
 from lakelog.delta.state import TableState
 from lakelog.errors import ConcurrentCommitError
 from lakelog.offset_index import Segment
-from lakelog.records import SEGMENT_SCHEMA
 from lakelog.segments import SegmentReader, add_action, write_segment
 from lakelog.storage import join
 from lakelog.topic_log import TopicLog
+from lakelog.typed_columns import segment_schema
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,9 @@ def drop_records(topic_log: TopicLog, doomed: Mapping[str, Collection[int]]) -> 
     outputs: list[Segment] = []
     try:
         for segment in inputs:
-            rows = reader.read(segment, segment.base_offset, sys.maxsize).cast(SEGMENT_SCHEMA)
+            typed = topic_log.typed_fields
+            rows = reader.read(segment, segment.base_offset, sys.maxsize, typed=typed)
+            rows = rows.cast(segment_schema(typed))
             unwanted = pa.array(sorted(doomed[segment.path]), pa.int64())
             kept = rows.filter(pc.invert(pc.is_in(rows.column("offset"), value_set=unwanted)))
             outputs.append(

@@ -26,6 +26,7 @@ from lakelog.errors import CorruptRecordError, KafkaStorageError
 from lakelog.offset_index import Segment, stats_timestamp
 from lakelog.records import SEGMENT_SCHEMA
 from lakelog.storage import Storage, join
+from lakelog.typed_columns import conform
 
 ROW_GROUP_ROWS = 16_384
 DEFAULT_COMPRESSION = "snappy"
@@ -41,15 +42,35 @@ def encode_segment(table: pa.Table, sink: Any, compression: str = DEFAULT_COMPRE
     No dictionaries: offsets and timestamps never repeat, and on keys one cost 14% of
     a keyed segment's encoding; a key bloom filter lets Spark's ``key = ...`` skip.
     """
+    fixed = SEGMENT_SCHEMA
+    if table.num_columns > len(SEGMENT_SCHEMA):  # typed columns follow the fixed ones
+        fixed = pa.schema([*SEGMENT_SCHEMA, *list(table.schema)[len(SEGMENT_SCHEMA) :]])
     pq.write_table(
-        table.cast(SEGMENT_SCHEMA) if table.schema != SEGMENT_SCHEMA else table,
+        table.cast(fixed) if table.schema != fixed else table,
         sink,
         compression=compression,
         row_group_size=ROW_GROUP_ROWS,
         use_dictionary=False,
-        write_statistics=["offset", "timestamp"],
+        write_statistics=["offset", "timestamp", *typed_leaves(fixed)],
         bloom_filter_options=key_bloom_filter(table),
     )
+
+
+def typed_leaves(schema: pa.Schema) -> list[str]:
+    """Column paths of the typed columns' primitive leaves outside lists and maps: their
+    row-group statistics let Spark skip row groups on a filter such as ``value_fields.x > 3``."""
+    paths: list[str] = []
+
+    def walk(prefix: str, type_: pa.DataType) -> None:
+        if pa.types.is_struct(type_):
+            for f in type_:
+                walk(f"{prefix}.{f.name}", f.type)
+        elif not (pa.types.is_list(type_) or pa.types.is_map(type_)):
+            paths.append(prefix)
+
+    for f in list(schema)[len(SEGMENT_SCHEMA) :]:
+        walk(f.name, f.type)
+    return paths
 
 
 #: False-positive rate of the key bloom filter: a lookup reads 1 in 20 row groups
@@ -249,22 +270,30 @@ class SegmentReader:
         from_offset: int,
         max_records: int,
         columns: Sequence[str] | None = None,
+        typed: Sequence[pa.Field] = (),
     ) -> pa.Table:
         """Up to ``max_records`` rows of ``segment`` with offset >= ``from_offset``.
 
-        ``columns``: only these (``offset`` among them), in this order; None: all.
+        ``columns``: only these (``offset`` among them), in this order; None: the fixed
+        columns, then ``typed`` columns as those types (``lakelog.typed_columns``:
+        null where the file has no such column or field).
         """
         names = list(SEGMENT_SCHEMA.names if columns is None else columns)
         parquet = self._open(segment.path)
+        stored = parquet.schema_arrow
+        wanted = names
+        if typed and columns is None:
+            wanted = names + [f.name for f in typed if stored.get_field_index(f.name) >= 0]
+        whole = len(stored) == len(wanted)  # every column of the file: no selection to make
         try:
-            offset_col = parquet.schema_arrow.get_field_index("offset")
+            offset_col = stored.get_field_index("offset")
             pieces = []
             remaining = max_records
             for i in range(parquet.metadata.num_row_groups):
                 stats = parquet.metadata.row_group(i).column(offset_col).statistics
                 if stats is not None and stats.has_min_max and stats.max < from_offset:
                     continue
-                rows = parquet.read_row_group(i, columns=None if columns is None else names)
+                rows = parquet.read_row_group(i, columns=None if whole else wanted)
                 if from_offset > segment.base_offset:
                     rows = rows.filter(pc.greater_equal(rows.column("offset"), from_offset))
                 if rows.num_rows > remaining:
@@ -279,5 +308,23 @@ class SegmentReader:
             raise CorruptRecordError(
                 f"segment {join(self.table_path, segment.path)} is unreadable: {exc}"
             ) from exc
-        table = pa.concat_tables(pieces) if pieces else SEGMENT_SCHEMA.empty_table()
-        return table.select(names)
+        if not pieces:
+            table = SEGMENT_SCHEMA.empty_table().select(names)
+        else:
+            table = pa.concat_tables(pieces).select(wanted)
+        return with_typed(table, typed) if typed and columns is None else table
+
+
+def with_typed(table: pa.Table, typed: Sequence[pa.Field]) -> pa.Table:
+    """Segment rows with exactly the ``typed`` columns after the fixed ones, as those types:
+    a column or field a file lacks (written before it existed) is null."""
+    fixed = table.select(SEGMENT_SCHEMA.names)
+    for f in typed:
+        if f.name in table.column_names:
+            column = table.column(f.name)
+            fixed = fixed.append_column(
+                f, pa.chunked_array([conform(c, f.type) for c in column.chunks], f.type)
+            )
+        else:
+            fixed = fixed.append_column(f, pa.nulls(table.num_rows, f.type))
+    return fixed

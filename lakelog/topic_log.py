@@ -11,6 +11,8 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 
+import pyarrow as pa
+
 from lakelog.append import Appender, AppendResult, StagedAppend
 from lakelog.commit_stats import CommitStats
 from lakelog.delta.actions import Metadata
@@ -31,6 +33,7 @@ from lakelog.segments import (
 from lakelog.storage import Storage
 from lakelog.topic_config import TopicConfig
 from lakelog.topic_table import TopicTable
+from lakelog.typed_columns import TYPED_COLUMNS, typed_fields
 
 __all__ = ["SEGMENT_IO_THREADS", "AppendResult", "FetchResult", "StagedAppend", "TopicLog"]
 
@@ -99,6 +102,12 @@ class TopicLog:
     @property
     def num_partitions(self) -> int:
         return self.table.num_partitions
+
+    @property
+    def typed_fields(self) -> tuple[pa.Field, ...]:
+        """The table's typed columns (``lakelog.typed_columns``), in their order in segments."""
+        found = typed_fields(self.table.metadata)
+        return tuple(found[name] for name in TYPED_COLUMNS if name in found)
 
     @property
     def topic_id(self) -> str:

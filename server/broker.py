@@ -45,6 +45,7 @@ from server.recent_batches import RecentBatches
 from server.registry import BrokerRegistry
 from server.schema_registry.dead_letters import dead_letter_batch, merge_results
 from server.schema_registry.registry import SchemaRegistry
+from server.schema_registry.typed_columns import RegistryColumns
 from server.schema_registry.validation import Problem, SchemaValidator
 from server.settings import BrokerSettings
 
@@ -100,6 +101,8 @@ class Broker:
         )
         #: Validation on produce: each topic's ``record_check`` (set in ``topic``).
         self.schema_validator = SchemaValidator(self.schema_registry)
+        #: Typed columns of validated keys and values, decoded where rows are staged.
+        self.typed_columns = RegistryColumns(self.schema_registry.schema_by_id)
         self.metrics.live_brokers.set_function(lambda: len(self.groups.live_brokers()))
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag)
         self.commit_router = self._commit_router()
@@ -187,6 +190,7 @@ class Broker:
             self.cache.forget(name)
             topic_log.appender.add_listener(functools.partial(self._on_append, name))
             topic_log.record_check = self.schema_validator.check
+            topic_log.appender.decoder = self.typed_columns
         return topic_log
 
     def _on_append(self, topic: str, partition: int, rows: pa.Table) -> None:

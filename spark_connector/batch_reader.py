@@ -53,8 +53,10 @@ def batch_ranges(
 class LakelogBatchReader(DataSourceReader):
     """Picklable: holds options and pushed bounds only; the catalog is opened per call."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, typed: Sequence[pa.Field] = ()) -> None:
         self.opts = opts
+        #: The typed columns of the read (``LakelogDataSource.typed``).
+        self.typed = tuple(typed)
         self.bounds = ScanBounds()
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
@@ -69,5 +71,9 @@ class LakelogBatchReader(DataSourceReader):
         if not isinstance(partition, ReadSplit):
             return iter(())  # Spark's placeholder when nothing is to be read
         return read_split(
-            self.opts.storage, partition, self.opts.include_headers, self.opts.fail_on_data_loss
+            self.opts.storage,
+            partition,
+            self.opts.include_headers,
+            self.opts.fail_on_data_loss,
+            self.typed,
         )

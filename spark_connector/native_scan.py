@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -22,7 +23,7 @@ from spark_connector.batch_reader import batch_ranges
 from spark_connector.file_plan import TopicFiles, plan_files
 from spark_connector.options import ReadOptions, parse_read_options
 from spark_connector.registration import register
-from spark_connector.schema import SEGMENT_DDL, spark_schema
+from spark_connector.schema import SEGMENT_DDL, spark_schema, typed_ddl
 from spark_connector.source import FORMAT
 from spark_connector.topics import open_topics
 
@@ -145,10 +146,12 @@ def segment_files(
     table_path: str,
     paths: Iterable[str],
     options: Mapping[str, str],
+    typed: Sequence[pa.Field] = (),
 ) -> DataFrame:
-    """Segment files of one table on Spark's Parquet reader, ``partition`` from their paths."""
+    """Segment files of one table on Spark's Parquet reader, ``partition`` from their paths;
+    ``typed`` columns and fields a file lacks read as null."""
     return (
-        spark.read.schema(SEGMENT_DDL)
+        spark.read.schema(SEGMENT_DDL + typed_ddl(typed))
         .options(**options)
         .option("basePath", spark_uri(storage, table_path))
         .parquet(*[spark_uri(storage, join(table_path, p)) for p in paths])
@@ -174,7 +177,11 @@ def _row_filter(files: TopicFiles) -> Column | None:
 
 
 def _topic_frame(
-    spark: SparkSession, opts: ReadOptions, storage: Storage, files: TopicFiles
+    spark: SparkSession,
+    opts: ReadOptions,
+    storage: Storage,
+    files: TopicFiles,
+    typed: Sequence[pa.Field] = (),
 ) -> DataFrame:
     spec = opts.storage
     options = (
@@ -185,7 +192,7 @@ def _topic_frame(
     if not opts.fail_on_data_loss:
         options["ignoreMissingFiles"] = "true"
     paths = [path for p in files.partitions for path in p.paths]
-    stored = segment_files(spark, storage, files.table_path, paths, options)
+    stored = segment_files(spark, storage, files.table_path, paths, options, typed)
     keep = _row_filter(files)
     if keep is not None:
         stored = stored.where(keep)
@@ -203,6 +210,7 @@ def _topic_frame(
     if opts.include_headers:
         # Spark's Kafka source gives null, not an empty array, for a record without headers.
         columns.append(F.when(F.size("headers") > 0, F.col("headers")).alias("headers"))
+    columns += [F.col(f"`{f.name}`") for f in typed]
     return stored.select(*columns)
 
 
@@ -212,13 +220,14 @@ def native_frame(spark: SparkSession, opts: ReadOptions) -> DataFrame:
         topics = source.topics(opts.subscription)
         snapshots = source.snapshots(opts.subscription, topics)
         ranges = batch_ranges(opts, source, snapshots)
+        typed = source.typed_fields(topics)
         frames = [
-            _topic_frame(spark, opts, source.catalog.storage, files)
+            _topic_frame(spark, opts, source.catalog.storage, files, typed)
             for files in plan_files(snapshots, ranges)
             if files.partitions
         ]
     if not frames:
-        return spark.createDataFrame([], spark_schema(opts.include_headers))
+        return spark.createDataFrame([], spark_schema(opts.include_headers, typed))
     return functools.reduce(DataFrame.union, frames)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -60,9 +60,13 @@ def reader_for(spec: StorageSpec, table_path: str) -> SegmentReader:
 
 
 def read_rows(
-    spec: StorageSpec, split: ReadSplit, fail_on_data_loss: bool = True
+    spec: StorageSpec,
+    split: ReadSplit,
+    fail_on_data_loss: bool = True,
+    typed: Sequence[pa.Field] = (),
 ) -> Iterator[pa.Table]:
-    """Segment rows of the split with offsets in ``[start, end)``, in offset order."""
+    """Segment rows of the split with offsets in ``[start, end)``, in offset order, with
+    the ``typed`` columns."""
     reader = reader_for(spec, split.table_path)
     for ref in split.segments:
         position = max(split.start, ref.base_offset)
@@ -70,7 +74,9 @@ def read_rows(
         segment = ref.segment(split.partition)
         while position < stop:
             try:
-                rows = reader.read(segment, position, min(CHUNK_RECORDS, stop - position))
+                rows = reader.read(
+                    segment, position, min(CHUNK_RECORDS, stop - position), typed=typed
+                )
             except FileNotFoundError as exc:
                 message = (
                     f"segment {ref.path} of {split.topic}-{split.partition} (offsets "
@@ -97,9 +103,13 @@ def read_rows(
 
 
 def read_split(
-    spec: StorageSpec, split: ReadSplit, include_headers: bool, fail_on_data_loss: bool = True
+    spec: StorageSpec,
+    split: ReadSplit,
+    include_headers: bool,
+    fail_on_data_loss: bool = True,
+    typed: Sequence[pa.Field] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The split as record batches in the connector's output schema."""
-    for rows in read_rows(spec, split, fail_on_data_loss):
+    for rows in read_rows(spec, split, fail_on_data_loss, typed):
         for batch in rows.to_batches():  # one per row group: no copy of the columns
-            yield to_output(batch, split.topic, split.partition, include_headers)
+            yield to_output(batch, split.topic, split.partition, include_headers, typed)

@@ -6,9 +6,11 @@ is Kafka's id (0 = CreateTime, 1 = LogAppendTime).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import StructType
 
 BASE_DDL = (
@@ -40,17 +42,25 @@ BASE_ARROW_SCHEMA = pa.schema(
 HEADERS_ARROW_SCHEMA = BASE_ARROW_SCHEMA.append(pa.field("headers", SPARK_HEADERS_TYPE))
 
 
-def ddl(include_headers: bool) -> str:
-    return f"{BASE_DDL}, {HEADERS_DDL}" if include_headers else BASE_DDL
+def ddl(include_headers: bool, typed: Sequence[pa.Field] = ()) -> str:
+    base = f"{BASE_DDL}, {HEADERS_DDL}" if include_headers else BASE_DDL
+    return base + typed_ddl(typed)
 
 
-def spark_schema(include_headers: bool) -> StructType:
+def typed_ddl(typed: Sequence[pa.Field]) -> str:
+    """``, name type`` per typed column (``lakelog.typed_columns``), in Spark's DDL."""
+    return "".join(f", `{f.name}` {from_arrow_type(f.type).simpleString()}" for f in typed)
+
+
+def spark_schema(include_headers: bool, typed: Sequence[pa.Field] = ()) -> StructType:
     """The output schema as a Spark ``StructType`` (derived from the Arrow one, no JVM needed)."""
-    return from_arrow_schema(arrow_schema(include_headers))
+    return from_arrow_schema(arrow_schema(include_headers, typed))
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    return HEADERS_ARROW_SCHEMA if include_headers else BASE_ARROW_SCHEMA
+def arrow_schema(include_headers: bool, typed: Sequence[pa.Field] = ()) -> pa.Schema:
+    """The fixed output columns, then the read's typed columns (every field nullable)."""
+    base = HEADERS_ARROW_SCHEMA if include_headers else BASE_ARROW_SCHEMA
+    return pa.schema([*base, *typed]) if typed else base
 
 
 def spark_headers(headers: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -66,7 +76,11 @@ def spark_headers(headers: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def to_output(
-    rows: pa.RecordBatch | pa.Table, topic: str, partition: int, include_headers: bool
+    rows: pa.RecordBatch | pa.Table,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    typed: Sequence[pa.Field] = (),
 ) -> pa.RecordBatch:
     """Segment rows of one partition as one record batch in the output schema.
 
@@ -85,7 +99,8 @@ def to_output(
     ]
     if include_headers:
         columns.append(spark_headers(rows.column("headers")))
-    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+    columns += [_array(rows.column(f.name)) for f in typed]
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers, typed))
 
 
 def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:

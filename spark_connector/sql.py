@@ -7,6 +7,12 @@ and ``_`` become ``_`` (``orders.v2-eu`` -> ``orders_v2_eu``), a leading digit
 gets a ``t_`` prefix, and an optional ``prefix`` goes in front. Spark resolves
 view names case-insensitively, so two topics that would share a view are
 refused with an error naming both.
+
+With ``mode="upsert"`` a view is the topic's latest-per-key table instead (as a
+compacted topic reads once cleaned): one row per key and partition, the record
+with the highest offset, and no row for a key whose latest record is a tombstone
+(null value) or for keyless records. It is a query over the same files, typed
+where the topic is, so it is as current as the append view.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
@@ -60,6 +66,7 @@ def register_topics(
     include_headers: bool = False,
     options: Mapping[str, str] | None = None,
     snapshot: bool = False,
+    mode: str = "append",
 ) -> dict[str, str]:
     """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
 
@@ -67,7 +74,13 @@ def register_topics(
     source, planned afresh at every query; with ``snapshot=True``, where Spark
     can read the root itself, it is the topic as of this call on the native
     Parquet scan (Spark cannot re-plan that per query: call again to refresh).
+    ``mode="upsert"``: latest per key (see the module docstring).
     """
+    if mode not in VIEW_MODES:
+        raise InvalidConfigError(
+            f"mode {mode!r} is not a view mode; use one of {', '.join(VIEW_MODES)}"
+        )
+    shape = latest_per_key if mode == "upsert" else _as_is
     extra = {str(k): str(v) for k, v in (options or {}).items()}
     if topics is None:
         spec = parse_storage({**{k.lower(): v for k, v in extra.items()}, "root": root})
@@ -84,7 +97,7 @@ def register_topics(
         if snapshot:
             opts = parse_read_options(given, streaming=False)
             if scan_choice(spark, opts, given).native:
-                native_frame(spark, opts).createOrReplaceTempView(name)
+                shape(native_frame(spark, opts)).createOrReplaceTempView(name)
                 continue
         register(spark)  # only data source views need it: native ones are plain file scans
         reader = spark.read.format(FORMAT).options(**given)
@@ -92,8 +105,30 @@ def register_topics(
         # filter (per relation), which would freeze a view at its first query.
         # This always-true filter is pushed (and consumed exactly) at every query,
         # so every query plans anew and sees the records committed by then.
-        reader.load().where(F.col("offset") >= 0).createOrReplaceTempView(name)
+        shape(reader.load().where(F.col("offset") >= 0)).createOrReplaceTempView(name)
     return views
+
+
+VIEW_MODES = ("append", "upsert")
+
+
+def _as_is(frame: DataFrame) -> DataFrame:
+    return frame
+
+
+def latest_per_key(frame: DataFrame) -> DataFrame:
+    """Each (partition, key)'s record with the highest offset, unless it is a tombstone.
+
+    By partition as Kafka's compaction cleans, since offsets order records only
+    within one; a key the default partitioner placed is in one partition anyway.
+    """
+    newest = Window.partitionBy("partition", "key").orderBy(F.col("offset").desc())
+    return (
+        frame.where(F.col("key").isNotNull())
+        .withColumn("_rank", F.row_number().over(newest))
+        .where((F.col("_rank") == 1) & F.col("value").isNotNull())
+        .drop("_rank")
+    )
 
 
 def _col(column: str | Column) -> Column:

@@ -91,8 +91,12 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``clock`` measures maxTriggerDelay; tests pass their own to step time exactly.
     """
 
-    def __init__(self, opts: ReadOptions, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, opts: ReadOptions, clock: Clock = time.monotonic, typed: Sequence[pa.Field] = ()
+    ) -> None:
         self.opts = opts
+        #: The typed columns of the stream, fixed when it starts (``LakelogDataSource.typed``).
+        self.typed = tuple(typed)
         self._clock = clock
         self._source: TopicSource | None = None
         self._target: Offsets | None = None  # AvailableNow: never read past these
@@ -230,5 +234,9 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         assert isinstance(partition, ReadSplit)
         return read_split(
-            self.opts.storage, partition, self.opts.include_headers, self.opts.fail_on_data_loss
+            self.opts.storage,
+            partition,
+            self.opts.include_headers,
+            self.opts.fail_on_data_loss,
+            self.typed,
         )

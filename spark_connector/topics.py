@@ -9,10 +9,13 @@ import bisect
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+import pyarrow as pa
+
 from lakelog.catalog import META_TOPICS, Catalog
 from lakelog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from lakelog.offset_index import Segment
 from lakelog.structs import TopicPartition
+from lakelog.typed_columns import TYPED_COLUMNS, typed_fields
 from spark_connector.options import (
     Assign,
     StorageSpec,
@@ -115,6 +118,24 @@ class TopicSource:
                     )
                 )
         return out
+
+    def typed_fields(self, topics: Sequence[str]) -> tuple[pa.Field, ...]:
+        """The typed columns a read of ``topics`` has: each one every topic has with one
+        type (a read of topics typed differently leaves that column out)."""
+        per_topic = []
+        for name in topics:
+            try:
+                per_topic.append(typed_fields(self.catalog.topic(name).metadata))
+            except UnknownTopicOrPartitionError:
+                continue
+        if not per_topic:
+            return ()
+        first = per_topic[0]
+        return tuple(
+            first[name]
+            for name in TYPED_COLUMNS
+            if name in first and all(other.get(name) == first[name] for other in per_topic)
+        )
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         found = self.catalog.topic(topic).offset_for_timestamp(partition, timestamp_ms)

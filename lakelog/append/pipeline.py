@@ -9,8 +9,10 @@ gap, by any number of processes.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -34,9 +36,18 @@ from lakelog.errors import (
 from lakelog.internal_topics import check_append
 from lakelog.offset_index import Segment
 from lakelog.produce import PreparedBatch, SequenceCheck, check_sequences
-from lakelog.records import with_offsets
+from lakelog.records import SEGMENT_SCHEMA, with_offsets
 from lakelog.segments import SegmentReader, SegmentWriter, add_action
 from lakelog.topic_table import CONFIG_PARTITIONS, TopicTable, partition_txn
+from lakelog.typed_columns import (
+    TYPED_COLUMNS,
+    ColumnDecoder,
+    evolved_schema,
+    merge_types,
+    typed_fields,
+)
+
+log = logging.getLogger(__name__)
 
 
 class AppendListener(Protocol):
@@ -75,9 +86,38 @@ class Appender:
         # many such appends there are (the promise ends with the last of them).
         self._reserved: dict[int, int] = {}
         self._staged: dict[int, int] = {}
+        #: Decodes staged rows into typed columns (``lakelog.typed_columns``); None: none.
+        self.decoder: ColumnDecoder | None = None
 
     def add_listener(self, listener: AppendListener) -> None:
         self._listeners.append(listener)
+
+    def _with_typed_columns(self, by_partition: dict[int, pa.Table]) -> dict[int, pa.Table]:
+        """Each partition's rows with the typed columns the decoder finds in them.
+
+        The stored bytes are the record; a decoder that fails leaves its rows untyped
+        (their typed columns read as null) rather than failing the append.
+        """
+        decoder = self.decoder
+        if decoder is None:
+            return by_partition
+        metadata = self.table.state.metadata
+        if metadata is None:
+            return by_partition
+        stored = {name: f.type for name, f in typed_fields(metadata).items()}
+        config = self.table.config
+        out = {}
+        for p, rows in by_partition.items():
+            try:
+                typed = decoder(self.table.name, config, rows, stored)
+            except Exception:
+                log.warning("typed columns of topic %s not decoded", self.table.name, exc_info=True)
+                typed = {}
+            for name in TYPED_COLUMNS:
+                if name in typed:
+                    rows = rows.append_column(name, typed[name])
+            out[p] = rows
+        return out
 
     def stage(self, batches: Sequence[PreparedBatch]) -> StagedAppend:
         """Write the segments of a group commit at predicted offsets; nothing is visible yet.
@@ -89,6 +129,7 @@ class Appender:
         for batch in batches:
             check_append(self.table.name, batch.writer)
         by_partition, locate = group_by_partition(batches)
+        by_partition = self._with_typed_columns(by_partition)
         staged = StagedAppend(list(batches), by_partition, locate, PreparedSegments())
         bases = self._reserve({p: rows.num_rows for p, rows in by_partition.items()})
         try:
@@ -241,6 +282,8 @@ class Appender:
             self.producer_state.remember(b, result)
             results.append(result)
         for p, numbered in prepared.numbered.items():
+            if numbered.num_columns > len(SEGMENT_SCHEMA):  # listeners see the fixed columns
+                numbered = numbered.select(SEGMENT_SCHEMA.names)
             for listener in self._listeners:
                 listener(p, numbered)
         return results
@@ -270,6 +313,10 @@ class Appender:
             prepared.numbered.update(numbered)
         now = int(time.time() * 1000)
         actions: list[Action] = []
+        metadata = state.metadata or self.table.metadata
+        evolved = evolved_schema(metadata, written_typed_fields(prepared.numbered.values()))
+        if evolved is not None:  # the schema grows in the commit that first writes the fields
+            actions.append(replace(metadata, schema_string=evolved))
         for p in sorted(by_partition):
             segment = prepared.segments[p]
             actions.append(Txn(partition_txn(p), segment.end_offset, now))
@@ -345,6 +392,15 @@ class Appender:
             version=self.table.version,
             duplicate=True,
         )
+
+
+def written_typed_fields(tables: Iterable[pa.Table]) -> list[pa.Field]:
+    """The typed columns of segment rows, each with a type holding every partition's."""
+    merged: dict[str, pa.DataType] = {}
+    for table in tables:
+        for f in list(table.schema)[len(SEGMENT_SCHEMA) :]:
+            merged[f.name] = merge_types(merged.get(f.name), f.type)
+    return [pa.field(name, type_) for name, type_ in merged.items()]
 
 
 #: What the answer to a retried request needs of each stored record.

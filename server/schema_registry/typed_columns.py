@@ -1,0 +1,147 @@
+"""The broker's ``ColumnDecoder``: typed columns of topics whose records are validated.
+
+Only a side (key or value) that validation on produce checks is typed: only then
+is every record stored from now on framed with a schema registered under its
+subject and known to decode (docs/architecture.md, "Typed columns"). Records are
+grouped by schema id with numpy over the column's buffers; each group is
+decoded with its schema and built as one Arrow array, then fitted to the type
+holding the table's and every group's (``lakelog.typed_columns.merge_types``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.topic_config import TopicConfig
+from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
+from server.schema_registry import protobuf
+from server.schema_registry.avro_columns import AvroColumns, avro_columns
+from server.schema_registry.framing import HEADER_SIZE, MAGIC
+from server.schema_registry.json_columns import JsonColumns, json_columns
+from server.schema_registry.protobuf_columns import ProtobufColumns, protobuf_columns
+from server.schema_registry.types import ParsedSchema, SchemaType
+
+log = logging.getLogger(__name__)
+
+Columns = AvroColumns | JsonColumns | ProtobufColumns
+
+#: The topic configs that turn validation on produce on, per side.
+VALIDATION_CONFIGS = {
+    "key": "confluent.key.schema.validation",
+    "value": "confluent.value.schema.validation",
+}
+SIDES = (("value", VALUE_FIELDS), ("key", KEY_FIELDS))
+
+
+def validated(config: TopicConfig, side: str) -> bool:
+    return bool(config.get(VALIDATION_CONFIGS[side]))
+
+
+def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's schema id (-1 where not framed: null, short, other magic byte) and where
+    its payload starts and ends in the column's data buffer."""
+    n = len(column)
+    offsets = np.frombuffer(column.buffers()[1], np.int32, n + 1, column.offset * 4)
+    data_buffer = column.buffers()[2]
+    data = (
+        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    )
+    starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+    framed = (ends - starts) >= HEADER_SIZE
+    if column.null_count:
+        framed &= column.is_valid().to_numpy(zero_copy_only=False)
+    ids = np.full(n, -1, np.int64)
+    at = starts[framed]
+    if len(at):
+        magic_ok = data[at] == MAGIC
+        b = [data[at + k].astype(np.int64) for k in range(1, 5)]
+        found = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
+        ids[np.flatnonzero(framed)[magic_ok]] = found[magic_ok]
+    return ids, starts + HEADER_SIZE, ends
+
+
+class RegistryColumns:
+    """Typed columns from the registry's schemas; one per broker, shared by its topics.
+
+    A schema id names one schema forever, so its decoding is built once.
+    """
+
+    def __init__(self, schema_by_id: Callable[[int], ParsedSchema]) -> None:
+        self._schema_by_id = schema_by_id
+        self._columns: dict[int, Columns | None] = {}
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, topic: str, config: TopicConfig, rows: pa.Table, stored: Mapping[str, pa.DataType]
+    ) -> dict[str, pa.Array]:
+        out: dict[str, pa.Array] = {}
+        for side, name in SIDES:
+            if not validated(config, side):
+                continue
+            column = rows.column(side).combine_chunks()
+            array = self.typed(column, stored.get(name))
+            if array is not None:
+                out[name] = array
+        return out
+
+    def columns_of(self, schema_id: int) -> Columns | None:
+        """The decoding of one schema id; None where it is not typed (Avro or JSON Schema
+        with references, unknown)."""
+        with self._lock:
+            if schema_id in self._columns:
+                return self._columns[schema_id]
+        found: Columns | None = None
+        try:
+            schema = self._schema_by_id(schema_id)
+            if schema.schema_type is SchemaType.AVRO and not schema.references:
+                found = avro_columns(json.loads(schema.text))
+            elif schema.schema_type is SchemaType.JSON and not schema.references:
+                found = json_columns(json.loads(schema.text))
+            elif schema.schema_type is SchemaType.PROTOBUF:  # its imports are in its pool
+                found = protobuf_columns(protobuf.native(schema))
+        except Exception:  # an untyped schema leaves its rows' columns null
+            log.info("schema %d gives no typed columns", schema_id, exc_info=True)
+            found = None
+        with self._lock:
+            self._columns[schema_id] = found
+        return found
+
+    def typed(self, column: pa.BinaryArray, stored: pa.DataType | None) -> pa.Array | None:
+        """The typed column of one binary column, or None if no row of it is typed."""
+        ids, payloads, ends = framed_ids(column)
+        data_buffer = column.buffers()[2]
+        if data_buffer is None:
+            return None
+        data = memoryview(data_buffer)
+        pieces: list[tuple[np.ndarray, pa.Array]] = []
+        for schema_id in np.unique(ids[ids >= 0]).tolist():
+            columns = self.columns_of(int(schema_id))
+            if columns is None:
+                continue
+            rows = np.flatnonzero(ids == schema_id)
+            values = columns.decode(data, payloads[rows].tolist(), ends[rows].tolist())
+            pieces.append((rows, columns.array(values)))
+        if not pieces:
+            return None
+        merged = stored
+        for _, array in pieces:
+            merged = merge_types(merged, array.type)
+        assert merged is not None
+        n = len(column)
+        if len(pieces) == 1 and len(pieces[0][0]) == n:
+            return conform(pieces[0][1], merged)
+        fitted = [conform(array, merged) for _, array in pieces]
+        covered = np.concatenate([rows for rows, _ in pieces])
+        untyped = n - len(covered)
+        if untyped:
+            fitted.append(pa.nulls(untyped, merged))
+        placed = np.empty(n, np.int64)
+        order = np.concatenate([covered, np.setdiff1d(np.arange(n), covered)])
+        placed[order] = np.arange(n)
+        return pa.concat_arrays(fitted).take(pa.array(placed))
