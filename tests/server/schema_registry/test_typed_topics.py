@@ -101,7 +101,10 @@ class Typed:
     def local_only(self) -> None:
         """Spark reads of an S3 root are the connector's own tests; here one root kind is enough."""
         if self.root.s3 is not None:
-            pytest.skip("Spark reads typed columns of the local root")
+            pytest.skip(
+                "Spark over an S3 root is covered by tests/spark_connector; typed columns "
+                "through Spark are checked once, on the local root"
+            )
 
 
 def order(i: int, **more: Any) -> dict[str, Any]:
