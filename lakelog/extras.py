@@ -41,6 +41,12 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "kio",
         "aiokafka",
         "crc32c",
+        "fastavro",
+        "avro",
+        "jsonschema",
+        "referencing",
+        "google.protobuf",
+        "grpc_tools",
     ),
     "spark": ("pyspark", "deltalake"),
 }

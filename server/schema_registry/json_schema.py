@@ -25,7 +25,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
-from referencing._core import Resolver
+from referencing._core import Resolver  # the type Registry.resolver() returns
 
 from lakelog.errors import InvalidSchemaError
 from server.schema_registry.formats import Decoder, Encoder

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator, Mapping
-from importlib.metadata import packages_distributions
+from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
 import pytest
@@ -79,8 +79,16 @@ def installed_modules() -> Mapping[str, list[str]]:
 
 
 def distributions_of(module: str) -> set[str]:
-    found = installed_modules().get(module)
+    """The distributions providing ``module``; for a dotted name (a package inside a namespace
+    shared by several, as ``google.protobuf``), the one whose files hold that package."""
+    found = installed_modules().get(module.partition(".")[0])
     assert found, f"no installed distribution provides {module!r}"
+    if "." in module:
+        folder = module.replace(".", "/") + "/"
+        found = [
+            d for d in found if any(str(f).startswith(folder) for f in distribution(d).files or ())
+        ]
+        assert found, f"no installed distribution holds the package {module!r}"
     return {canonicalize_name(d) for d in found}
 
 

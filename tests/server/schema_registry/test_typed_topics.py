@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
@@ -30,6 +30,7 @@ from tests.server.schema_registry.test_produce_validation import (
     create_topic,
     order_message_class,
 )
+from tests.spark_connector.helpers import root_options
 
 TOPIC = "orders"
 ORDER_V1 = {
@@ -61,10 +62,10 @@ class Typed:
         self.root = root
         self.registry = SchemaRegistryClient({"url": broker.url})
 
-    def serializer(self, schema: dict[str, Any]) -> Callable[[dict[str, Any]], bytes]:
-        """Confluent's serializer, registering ``schema`` under ``orders-value`` on first use."""
+    def serializer(self, schema: dict[str, Any], topic: str) -> Callable[[dict[str, Any]], bytes]:
+        """Confluent's serializer, registering ``schema`` under ``{topic}-value`` on first use."""
         avro = AvroSerializer(self.registry, json.dumps(schema))
-        context = SerializationContext(TOPIC, MessageField.VALUE)
+        context = SerializationContext(topic, MessageField.VALUE)
 
         def serialize(record: dict[str, Any]) -> bytes:
             data = avro(record, context)
@@ -98,13 +99,9 @@ class Typed:
             storage_options=storage.delta_storage_options() or None,
         )
 
-    def local_only(self) -> None:
-        """Spark reads of an S3 root are the connector's own tests; here one root kind is enough."""
-        if self.root.s3 is not None:
-            pytest.skip(
-                "Spark over an S3 root is covered by tests/spark_connector; typed columns "
-                "through Spark are checked once, on the local root"
-            )
+    def spark_options(self) -> dict[str, str]:
+        """The connector's options reaching the module's root (S3 settings as options)."""
+        return {k: v for k, v in root_options(self.root).items() if k != "root"}
 
 
 def order(i: int, **more: Any) -> dict[str, Any]:
@@ -118,32 +115,56 @@ def order(i: int, **more: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def typed(module_root: RootSpec, start_module_broker: Callable[..., BrokerProcess]) -> Typed:
-    root = module_root
-    broker = start_module_broker(root)
+def create_orders_topic(broker: BrokerProcess, topic: str) -> None:
     response = httpx.post(
         f"{broker.url}/v1/topics",
         json={
-            "name": TOPIC,
+            "name": topic,
             "partitions": 1,
             "configs": {"confluent.value.schema.validation": "true", "cleanup.policy": "compact"},
         },
         timeout=60,
     )
     assert response.status_code == 201, response.text
-    return Typed(broker, root)
 
 
-def test_fields_are_columns_the_moment_records_are_acknowledged(typed: Typed) -> None:
-    serialize = typed.serializer(ORDER_V1)
-    sent = [serialize(order(i)) for i in range(6)]
-    typed.produce(sent, keys=[b"k%d" % (i % 3) for i in range(6)])
+def produce_orders(typed: Typed, topic: str) -> list[bytes]:
+    """Offsets 0-5: v1 orders keyed k0-k2; 6: a v2 order (a coupon) for k0; 7: k2's tombstone.
 
+    Returns the values of offsets 0-5 as sent.
+    """
+    create_orders_topic(typed.broker, topic)
+    v1 = typed.serializer(ORDER_V1, topic)
+    sent = [v1(order(i)) for i in range(6)]
+    typed.produce(sent, keys=[b"k%d" % (i % 3) for i in range(6)], topic=topic)
+    v2 = typed.serializer(ORDER_V2, topic)
+    typed.produce([v2(order(100, coupon="SAVE"))], keys=[b"k0"], topic=topic)
+    typed.produce([None], keys=[b"k2"], topic=topic)
+    return sent
+
+
+class Orders(NamedTuple):
+    typed: Typed
+    sent: list[bytes]
+
+
+@pytest.fixture(scope="module")
+def typed(module_root: RootSpec, start_module_broker: Callable[..., BrokerProcess]) -> Typed:
+    return Typed(start_module_broker(module_root), module_root)
+
+
+@pytest.fixture(scope="module")
+def orders(typed: Typed) -> Orders:
+    """The ``orders`` topic, produced once; the tests that read it do not change it."""
+    return Orders(typed, produce_orders(typed, TOPIC))
+
+
+def test_fields_are_columns_the_moment_records_are_acknowledged(orders: Orders) -> None:
+    typed, sent = orders
     table = typed.table()
     fields = {f.name: f for f in table.schema().fields}
     assert "value_fields" in fields
-    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])[:6]
     assert [r["value"] for r in rows] == sent  # the original bytes, byte for byte
     first = rows[0]["value_fields"]
     assert first["id"] == 0
@@ -167,9 +188,8 @@ def test_fields_are_columns_the_moment_records_are_acknowledged(typed: Typed) ->
     assert got == sent
 
 
-def test_a_compatible_new_version_adds_a_nullable_field(typed: Typed) -> None:
-    serialize = typed.serializer(ORDER_V2)
-    typed.produce([serialize(order(100, coupon="SAVE"))], keys=[b"k0"])
+def test_a_compatible_new_version_adds_a_nullable_field(orders: Orders) -> None:
+    typed = orders.typed
     assert typed.registry.get_versions(f"{TOPIC}-value") == [1, 2]
     table = typed.table()
     value_fields = next(f for f in table.schema().fields if f.name == "value_fields")
@@ -177,7 +197,8 @@ def test_a_compatible_new_version_adds_a_nullable_field(typed: Typed) -> None:
     assert names == ["id", "customer", "amount", "placed", "note", "coupon"]
     rows = {r["offset"]: r["value_fields"] for r in table.to_pyarrow_table().to_pylist()}
     assert rows[0]["coupon"] is None  # written before the field existed
-    assert rows[max(rows)]["coupon"] == "SAVE"
+    assert rows[6]["coupon"] == "SAVE"
+    assert rows[7] is None  # a tombstone has no fields
 
 
 def test_json_schema_and_protobuf_values_are_typed(typed: Typed) -> None:
@@ -198,30 +219,39 @@ def test_json_schema_and_protobuf_values_are_typed(typed: Typed) -> None:
         assert [r["value_fields"] for r in rows] == ORDERS, topic
 
 
-def test_spark_sql_filters_and_aggregates_a_typed_field(typed: Typed, spark: Any) -> None:
-    typed.local_only()
+def test_spark_sql_filters_and_aggregates_a_typed_field(orders: Orders, spark: Any) -> None:
     from spark_connector import read_topic, register_topics
 
-    views = register_topics(spark, typed.root.url, [TOPIC], prefix="typed_")
+    typed = orders.typed
+    options = typed.spark_options()
+    views = register_topics(spark, typed.root.url, [TOPIC], prefix="typed_", options=options)
     view = views[TOPIC]
     totals = spark.sql(
         f"SELECT value_fields.customer AS c, sum(value_fields.amount) AS s FROM {view} "
         "WHERE value_fields.amount >= 20 GROUP BY value_fields.customer ORDER BY c"
     ).collect()
     assert [(r["c"], r["s"]) for r in totals] == [("c0", 30.0), ("c1", 1040.0), ("c2", 70.0)]
-    native = read_topic(spark, TOPIC, root=typed.root.url)
+    native = read_topic(spark, TOPIC, root=typed.root.url, options=options)
     assert native.where("value_fields.coupon = 'SAVE'").count() == 1
-    snap = register_topics(spark, typed.root.url, [TOPIC], prefix="snap_", snapshot=True)
+    snap = register_topics(
+        spark, typed.root.url, [TOPIC], prefix="snap_", snapshot=True, options=options
+    )
     count = spark.sql(f"SELECT count(value_fields.id) AS n FROM {snap[TOPIC]}").collect()[0]["n"]
     assert count == 7
 
 
-def test_upsert_view_is_latest_per_key_with_tombstones_applied(typed: Typed, spark: Any) -> None:
-    typed.local_only()
+def test_upsert_view_is_latest_per_key_with_tombstones_applied(orders: Orders, spark: Any) -> None:
     from spark_connector import register_topics
 
-    typed.produce([None], keys=[b"k2"])  # k2 deleted
-    views = register_topics(spark, typed.root.url, [TOPIC], prefix="upsert_", mode="upsert")
+    typed = orders.typed
+    views = register_topics(
+        spark,
+        typed.root.url,
+        [TOPIC],
+        prefix="upsert_",
+        mode="upsert",
+        options=typed.spark_options(),
+    )
     rows = spark.sql(
         f"SELECT CAST(key AS STRING) AS k, offset, value_fields.id AS id FROM {views[TOPIC]} "
         "ORDER BY k"
@@ -230,17 +260,18 @@ def test_upsert_view_is_latest_per_key_with_tombstones_applied(typed: Typed, spa
 
 
 def test_compaction_keeps_the_typed_column(typed: Typed, spark: Any) -> None:
-    typed.local_only()
     from compaction.compact import compact_topic
     from lakelog import Catalog
 
+    topic = "orders-compacted"
+    produce_orders(typed, topic)
     catalog = Catalog(typed.root.open())
     try:
-        report = compact_topic(catalog, TOPIC, spark, force=True)
+        report = compact_topic(catalog, topic, spark, force=True)
     finally:
         catalog.close()
     assert report.status == "ok", report.message
-    rows = sorted(typed.table().to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+    rows = sorted(typed.table(topic).to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
     # The latest record of each key before the active segment, then the active one.
     ids = [(r["offset"], r["value_fields"] and r["value_fields"]["id"]) for r in rows]
     assert ids == [(4, 4), (5, 5), (6, 100), (7, None)]  # the tombstone is the active segment
