@@ -161,7 +161,13 @@ def _cluster_env(
 ) -> dict[str, str]:
     root = tmp_path / "root"
     broker = start_broker(RootSpec(str(root)))
-    return {**kernel_env, "LAKELOG_BROKER_URL": broker.url, "LAKELOG_ROOT": str(root)}
+    assert broker.kafka is not None
+    return {
+        **kernel_env,
+        "LAKELOG_BROKER_URL": broker.url,
+        "LAKELOG_KAFKA_BOOTSTRAP": broker.kafka,
+        "LAKELOG_ROOT": str(root),
+    }
 
 
 @pytest.mark.timeout(900)
@@ -170,7 +176,8 @@ def test_analytics_notebook(
 ) -> None:
     stderr = tmp_path / "kernel.stderr"
     nb = execute("analytics", _cluster_env(start_broker, tmp_path, kernel_env), stderr)
-    assert images(nb) == 1
+    assert "produced 400 Avro orders" in text_of(nb)
+    assert images(nb) == 2  # page views, and the typed orders' revenue per region
     assert_spark_stopped_cleanly(stderr)
 
 
