@@ -247,11 +247,12 @@ class Broker:
         logged here (nobody waits for it). A write to an internal topic is refused before
         the lookup, so the refusal is the same whether or not the topic exists yet.
 
-        On a topic that validates schemas, the records are checked on a worker thread
-        first (decoding every payload, and looking up ids not in memory), so neither
-        holds up the event loop; ``prepare`` takes that check's findings. A
-        refused batch goes, with a dead-letter topic configured, to that topic instead:
-        its bad records there, the others here (``_dead_letter``).
+        On a topic that validates schemas, the records are checked first: here, where
+        every id is in memory and its format checks a whole batch at once, else on a
+        worker thread (a registry read, or decoding record by record), so neither holds
+        up the event loop; ``prepare`` takes that check's findings. A refused batch goes,
+        with a dead-letter topic configured, to that topic instead: its bad records
+        there, the others here (``_dead_letter``).
         """
         check_append(topic, None)
         topic_log = await self.topic(topic)
@@ -259,9 +260,12 @@ class Broker:
         config = topic_log.config
         checked: RecordCheck | None = None
         if config.validates_schemas:
-            problems = await asyncio.to_thread(
-                self.schema_validator.check, topic, config, rows.column("key"), rows.column("value")
-            )
+            keys, values = rows.column("key"), rows.column("value")
+            problems = self.schema_validator.check_in_memory(topic, config, keys, values)
+            if problems is None:
+                problems = await asyncio.to_thread(
+                    self.schema_validator.check, topic, config, keys, values
+                )
             checked = functools.partial(_checked, problems)
         try:
             batch = topic_log.prepare(

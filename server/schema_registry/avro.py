@@ -33,9 +33,12 @@ import avro.name
 import avro.schema
 import fastavro
 import fastavro.validation
+import numpy as np
+import numpy.typing as npt
 
 from lakelog.errors import InvalidSchemaError
-from server.schema_registry.formats import Decoder, Encoder
+from server.schema_registry.avro_batch import Unsupported, avro_batch_decoder
+from server.schema_registry.formats import BatchCheck, Decoder, Encoder
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -445,6 +448,20 @@ class AvroFormat:
             return stream.getvalue()
 
         return encode
+
+    def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
+        """The column decoder's flags (``avro_batch``), where it takes the schema."""
+        try:
+            batch = avro_batch_decoder(*_native(schema).sources)
+        except Unsupported:
+            return None
+
+        def check(
+            data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+        ) -> npt.NDArray[np.bool_]:
+            return batch.flags(data, starts, ends)
+
+        return check
 
 
 def _from_json(parsed: Any, value: object) -> object:

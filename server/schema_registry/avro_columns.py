@@ -9,9 +9,10 @@ string above 38 digits), date a date, timestamp-millis and -micros a timestamp
 (UTC, microseconds), uuid a string; time-* and local-timestamp-* keep their
 integer (Delta has no time-of-day or local timestamp without a table feature).
 
-Payloads are decoded with logical types stripped from the schema, so fastavro
-builds plain ints, strings and bytes and Arrow casts whole columns to the logical
-types, instead of making a ``datetime`` or ``Decimal`` per value.
+A schema the column decoder takes (``avro_batch``) is decoded a column at a time;
+any other is decoded by fastavro with logical types stripped from the schema, so it
+builds plain ints, strings and bytes. Either way Arrow casts whole columns to the
+logical types, instead of making a ``datetime`` or ``Decimal`` per value.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.typed_columns import nullable
+from server.schema_registry.avro_batch import AvroBatchDecoder, Unsupported, avro_batch_decoder
 
 #: Python values of a decoded payload to what ``pa.array(..., raw_type)`` takes.
 Shaper = Callable[[Any], Any]
@@ -52,6 +56,18 @@ class AvroColumns:
     stored_type: pa.DataType
     shape: Shaper | None
     convert: Callable[[pa.Array], pa.Array]
+    #: The column decoder, where it takes the schema.
+    batch: AvroBatchDecoder | None = None
+
+    def typed_column(
+        self, data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> pa.Array:
+        """The stored-type column of the payloads ``starts[i]:ends[i]`` of ``data``; a payload
+        that does not decode is null."""
+        if self.batch is not None:
+            raw, _flagged = self.batch.decode(data, starts, ends)
+            return self.convert(raw)
+        return self.array(self.decode(data, starts.tolist(), ends.tolist()))
 
     def decode(self, data: memoryview, starts: list[int], ends: list[int]) -> list[Any]:
         """The payloads ``starts[i]:ends[i]`` of ``data`` (an Avro datum knows its own end);
@@ -77,7 +93,17 @@ def avro_columns(schema: Any) -> AvroColumns:
     named: dict[str, _Walked] = {}
     raw, stored, shape, convert = _walk(schema, named, None)
     stripped = fastavro.parse_schema(_strip_logical(copy.deepcopy(schema)))
-    return AvroColumns(stripped, raw, nullable(stored), shape, convert)
+    return AvroColumns(stripped, raw, nullable(stored), shape, convert, _batch(schema, raw))
+
+
+def _batch(schema: Any, raw: pa.DataType) -> AvroBatchDecoder | None:
+    """The column decoder of ``schema`` if it takes it and builds ``raw`` exactly."""
+    try:
+        batch = avro_batch_decoder(schema)
+    except Unsupported:
+        return None
+    none = np.zeros(0, np.int64)
+    return batch if batch.decode(b"", none, none)[0].type == raw else None
 
 
 _Walked = tuple[pa.DataType, pa.DataType, Shaper | None, Callable[[pa.Array], pa.Array]]

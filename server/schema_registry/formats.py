@@ -12,12 +12,20 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import ClassVar, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 #: A payload (after the Confluent framing) to the value it holds, as JSON-shaped data.
 Decoder = Callable[[memoryview], object]
 #: JSON-shaped data to a payload (before the Confluent framing).
 Encoder = Callable[[object], bytes]
+#: A batch's payloads (the data buffer, each payload's start and end in it) to the rows a
+#: format's column decoder did not take: only those need the ``Decoder``'s verdict.
+BatchCheck = Callable[
+    [memoryview, npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
+]
 
 
 class SchemaFormat(Protocol):
@@ -46,6 +54,10 @@ class SchemaFormat(Protocol):
 
     def encoder(self, schema: ParsedSchema) -> Encoder:
         """Encode a value, raising ``ValueError`` naming the problem if it does not fit."""
+        ...
+
+    def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
+        """A whole batch's check, where the format has one faster than ``decoder`` per payload."""
         ...
 
 

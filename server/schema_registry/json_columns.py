@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.typed_columns import nullable
@@ -56,6 +58,11 @@ class JsonColumns:
 
     def array(self, values: list[Any]) -> pa.Array:
         return build(values, self.stored_type)
+
+    def typed_column(
+        self, data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> pa.Array:
+        return self.array(self.decode(data, starts.tolist(), ends.tolist()))
 
 
 def build(values: list[Any], type_: pa.DataType) -> pa.Array:

@@ -28,7 +28,7 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from referencing._core import Resolver  # the type Registry.resolver() returns
 
 from lakelog.errors import InvalidSchemaError
-from server.schema_registry.formats import Decoder, Encoder
+from server.schema_registry.formats import BatchCheck, Decoder, Encoder
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 #: The drafts Confluent accepts; a schema without ``$schema`` is draft 7, as there.
@@ -245,6 +245,9 @@ class JsonSchemaFormat:
             return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
         return encode
+
+    def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
+        return None
 
 
 def _checker(validator: Validator) -> Callable[[object], None]:

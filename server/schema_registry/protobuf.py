@@ -44,7 +44,7 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import DecodeError, EncodeError, Message
 
 from lakelog.errors import InvalidSchemaError
-from server.schema_registry.formats import Decoder, Encoder
+from server.schema_registry.formats import BatchCheck, Decoder, Encoder
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 #: The file name a schema registered as text is compiled under, the name
@@ -827,6 +827,9 @@ class ProtobufFormat:
 
     def encoder(self, schema: ParsedSchema) -> Encoder:
         return encoder(schema)
+
+    def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
+        return None
 
 
 FORMAT = ProtobufFormat()

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -70,6 +72,11 @@ class ProtobufColumns:
 
     def array(self, values: list[Any]) -> pa.Array:
         return build(values, self.stored_type)
+
+    def typed_column(
+        self, data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> pa.Array:
+        return self.array(self.decode(data, starts.tolist(), ends.tolist()))
 
 
 def protobuf_columns(schema: ProtobufSchema) -> ProtobufColumns:

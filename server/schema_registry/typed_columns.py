@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.topic_config import TopicConfig
@@ -119,14 +120,13 @@ class RegistryColumns:
         if data_buffer is None:
             return None
         data = memoryview(data_buffer)
-        pieces: list[tuple[np.ndarray, pa.Array]] = []
+        pieces: list[tuple[npt.NDArray[np.int64], pa.Array]] = []
         for schema_id in np.unique(ids[ids >= 0]).tolist():
             columns = self.columns_of(int(schema_id))
             if columns is None:
                 continue
             rows = np.flatnonzero(ids == schema_id)
-            values = columns.decode(data, payloads[rows].tolist(), ends[rows].tolist())
-            pieces.append((rows, columns.array(values)))
+            pieces.append((rows, columns.typed_column(data, payloads[rows], ends[rows])))
         if not pieces:
             return None
         merged = stored

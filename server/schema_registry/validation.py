@@ -12,14 +12,16 @@ refused for its subject.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.column_buffers import validity_bits
@@ -30,7 +32,7 @@ from lakelog.topic_config import (
     TOPIC_RECORD_NAME_STRATEGY,
     TopicConfig,
 )
-from server.schema_registry.formats import Decoder, format_of
+from server.schema_registry.formats import BatchCheck, Decoder, format_of
 from server.schema_registry.framing import HEADER_SIZE, MAGIC, unframe
 from server.schema_registry.types import ParsedSchema, SchemaType
 
@@ -57,6 +59,8 @@ class _Known:
     checked_at: float
     record_name: str | None
     decoder: Decoder | None = None
+    #: The format's whole-batch check, if it has one (then ``decoder`` explains what it flags).
+    batch: BatchCheck | None = None
     #: Why no decoder could be built for the schema (then every payload is refused).
     broken: str | None = None
 
@@ -172,9 +176,7 @@ class SchemaValidator:
                     self._ids[schema_id] = missing
                 return missing
         if isinstance(entry, _Known):
-            known = _Known(
-                entry.schema, subjects, now, entry.record_name, entry.decoder, entry.broken
-            )
+            known = dataclasses.replace(entry, subjects=subjects, checked_at=now)
         else:
             known = _Known(schema, subjects, now, record_name(schema))
         with self._lock:
@@ -183,8 +185,10 @@ class SchemaValidator:
 
     def _decoder(self, known: _Known) -> Decoder | None:
         if known.decoder is None and known.broken is None:
+            schema_format = format_of(known.schema.schema_type)
             try:
-                known.decoder = format_of(known.schema.schema_type).decoder(known.schema)
+                known.decoder = schema_format.decoder(known.schema)
+                known.batch = schema_format.batch_check(known.schema)
             except (LakelogError, ValueError, ImportError) as exc:
                 known.broken = f"its {known.schema.schema_type} schema cannot decode: {exc}"
         return known.decoder
@@ -198,6 +202,30 @@ class SchemaValidator:
 
         A null value (a tombstone) or a null key has no payload to check and passes.
         """
+        problems = self._check(topic, config, keys, values, in_memory=False)
+        assert problems is not None
+        return problems
+
+    def check_in_memory(
+        self, topic: str, config: TopicConfig, keys: pa.ChunkedArray, values: pa.ChunkedArray
+    ) -> list[Problem] | None:
+        """``check``, where it needs no registry read and no per-record decoding (every id
+        fresh in memory, a whole-batch check for each); None where it does.
+
+        Such a check is cheap enough for a broker to run where the request is, sparing a
+        thread hop per request; others go to ``check`` on a worker.
+        """
+        return self._check(topic, config, keys, values, in_memory=True)
+
+    def _check(
+        self,
+        topic: str,
+        config: TopicConfig,
+        keys: pa.ChunkedArray,
+        values: pa.ChunkedArray,
+        *,
+        in_memory: bool,
+    ) -> list[Problem] | None:
         problems: dict[int, str] = {}
         sides: list[tuple[bool, pa.ChunkedArray]] = []
         if config.get("confluent.key.schema.validation"):
@@ -212,34 +240,50 @@ class SchemaValidator:
                     else "confluent.value.subject.name.strategy"
                 )
             )
-            for index, reason in self._check_column(topic, strategy, is_key, column):
+            found = self._check_column(topic, strategy, is_key, column, in_memory)
+            if found is None:
+                return None
+            for index, reason in found:
                 problems.setdefault(index, reason)
         return [Problem(i, problems[i]) for i in sorted(problems)]
 
     def _check_column(
-        self, topic: str, strategy: str, is_key: bool, column: pa.ChunkedArray
-    ) -> Iterable[tuple[int, str]]:
+        self, topic: str, strategy: str, is_key: bool, column: pa.ChunkedArray, in_memory: bool
+    ) -> list[tuple[int, str]] | None:
         """Each id is judged once per batch (registered under the subject, a decoder);
-        then every payload framed with an accepted id is decoded."""
+        then every payload framed with an accepted id is decoded. None: ``in_memory`` and
+        an id that is not."""
         side = "key" if is_key else "value"
+        found: list[tuple[int, str]] = []
         base = 0
         for chunk in column.chunks:
             framing = _Framing.of(chunk)
-            for index, reason in framing.bad:
-                yield base + index, f"{side}: {reason}"
+            found.extend((base + index, f"{side}: {reason}") for index, reason in framing.bad)
             for schema_id, rows in framing.by_id().items():
+                if in_memory and not self._in_memory(topic, strategy, is_key, schema_id):
+                    return None
                 verdict = self._judge(topic, strategy, is_key, schema_id)
                 if isinstance(verdict, str):
-                    for index in rows:
-                        yield base + index, f"{side}: {verdict}"
+                    found.extend((base + index, f"{side}: {verdict}") for index in rows.tolist())
                     continue
-                for index, reason in framing.decode(rows, verdict):
+                for index, reason in framing.decode(rows, *verdict):
                     why = f"payload does not decode with schema id {schema_id}: {reason}"
-                    yield base + index, f"{side}: {why}"
+                    found.append((base + index, f"{side}: {why}"))
             base += len(chunk)
+        return found
 
-    def _judge(self, topic: str, strategy: str, is_key: bool, schema_id: int) -> Decoder | str:
-        """The decoder of an id the subject accepts, or why the subject refuses it."""
+    def _in_memory(self, topic: str, strategy: str, is_key: bool, schema_id: int) -> bool:
+        """Whether ``_judge`` accepts the id without a registry read, with a batch check."""
+        entry = self._ids.get(schema_id)
+        if not isinstance(entry, _Known) or not self._fresh(entry, self.clock()):
+            return False
+        subject = subject_for(strategy, topic, is_key, entry.record_name)
+        return subject in entry.subjects and entry.decoder is not None and entry.batch is not None
+
+    def _judge(
+        self, topic: str, strategy: str, is_key: bool, schema_id: int
+    ) -> tuple[Decoder, BatchCheck | None] | str:
+        """The decoding of an id the subject accepts, or why the subject refuses it."""
         entry = self._resolve(schema_id)
         if isinstance(entry, _Missing):
             return entry.reason
@@ -263,7 +307,7 @@ class SchemaValidator:
         decoder = self._decoder(entry)
         if decoder is None:
             return f"schema id {schema_id}: {entry.broken}"
-        return decoder
+        return decoder, entry.batch
 
 
 @dataclass
@@ -273,17 +317,18 @@ class _Framing:
     a view of the data buffer, not a copy (``framing.unframe`` explains a bad one)."""
 
     view: memoryview
-    starts: list[int]
-    ends: list[int]
-    framed: list[int]  # rows framed with magic byte 0 and an id
-    ids: list[int]  # their ids
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    framed: npt.NDArray[np.int64]  # rows framed with magic byte 0 and an id
+    ids: npt.NDArray[np.int64]  # their ids
     bad: list[tuple[int, str]]  # non-null rows that are not, and why
 
     @classmethod
     def of(cls, chunk: pa.Array) -> _Framing:
         n = len(chunk)
         if n == 0 or chunk.null_count == n:
-            return cls(memoryview(b""), [], [], [], [], [])
+            empty = np.zeros(0, np.int64)
+            return cls(memoryview(b""), empty, empty, empty, empty, [])
         validity, offsets_buffer, data_buffer = chunk.buffers()[:3]
         offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, chunk.offset * 4)
         starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
@@ -302,29 +347,31 @@ class _Framing:
         else:
             framed[:] = False
         view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
-        start_list, end_list = starts.tolist(), ends.tolist()
         bad = []
         for index in np.flatnonzero(valid & ~framed).tolist():
             try:
-                unframe(view[start_list[index] : end_list[index]])
+                unframe(view[int(starts[index]) : int(ends[index])])
             except ValueError as exc:
                 bad.append((index, str(exc)))
         rows = np.flatnonzero(framed)
-        return cls(view, start_list, end_list, rows.tolist(), ids[rows].tolist(), bad)
+        return cls(view, starts, ends, rows, ids[rows], bad)
 
-    def by_id(self) -> dict[int, list[int]]:
-        found: dict[int, list[int]] = {}
-        for index, schema_id in zip(self.framed, self.ids, strict=True):
-            found.setdefault(schema_id, []).append(index)
-        return found
+    def by_id(self) -> dict[int, npt.NDArray[np.int64]]:
+        return {int(i): self.framed[self.ids == i] for i in np.unique(self.ids)}
 
-    def decode(self, rows: list[int], decoder: Decoder) -> list[tuple[int, str]]:
-        """The rows whose payload ``decoder`` refuses, and why."""
-        view, starts, ends, skip = self.view, self.starts, self.ends, HEADER_SIZE
+    def decode(
+        self, rows: npt.NDArray[np.int64], decoder: Decoder, batch: BatchCheck | None = None
+    ) -> list[tuple[int, str]]:
+        """The rows whose payload ``decoder`` refuses, and why; with a ``batch`` check, only
+        the rows it flags are given to ``decoder``."""
+        if batch is not None and len(rows):
+            rows = rows[batch(self.view, self.starts[rows] + HEADER_SIZE, self.ends[rows])]
+        view, skip = self.view, HEADER_SIZE
+        starts, ends = self.starts[rows].tolist(), self.ends[rows].tolist()
         refused = []
-        for index in rows:
+        for index, start, end in zip(rows.tolist(), starts, ends, strict=True):
             try:
-                decoder(view[starts[index] + skip : ends[index]])
+                decoder(view[start + skip : end])
             except Exception as exc:  # any failure of a decoder: the payload does not fit
                 refused.append((index, _short(exc)))
         return refused

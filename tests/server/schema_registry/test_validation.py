@@ -162,6 +162,28 @@ def test_ids_are_looked_up_once_and_refreshed_after_the_ttl(registry: FakeRegist
     assert "no subject (deleted)" in problem.reason
 
 
+def test_the_check_in_memory_needs_every_id_fresh_and_answers_as_check(
+    registry: FakeRegistry,
+) -> None:
+    now = [0.0]
+    validator = SchemaValidator(registry, clock=lambda: now[0])
+    keys = pa.chunked_array([pa.nulls(3, pa.binary())])
+    values = pa.chunked_array([[order(), order()[:-3], order() + b"\x00"]], pa.binary())
+    assert validator.check_in_memory("orders", VALIDATE_VALUES, keys, values) is None
+    asked = len(registry.asked)
+    found = validator.check("orders", VALIDATE_VALUES, keys, values)
+    assert [p.batch_index for p in found] == [1, 2]
+    assert validator.check_in_memory("orders", VALIDATE_VALUES, keys, values) == found
+    assert len(registry.asked) == asked + 1, "only check read the registry"
+    now[0] += 2.0  # the subjects are stale: a worker reads them again
+    assert validator.check_in_memory("orders", VALIDATE_VALUES, keys, values) is None
+    other = pa.chunked_array([[frame(2, avro(USER, {"name": "ann"}))]], pa.binary())
+    one_key = pa.chunked_array([pa.nulls(1, pa.binary())])
+    validator.check("orders", VALIDATE_VALUES, one_key, other)
+    # id 2 is in memory, but not under orders-value: the refusal reads the registry again.
+    assert validator.check_in_memory("orders", VALIDATE_VALUES, one_key, other) is None
+
+
 def test_a_subject_registered_since_the_last_read_is_seen_at_once(
     registry: FakeRegistry,
 ) -> None:

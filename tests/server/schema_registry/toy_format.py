@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from lakelog.errors import InvalidSchemaError
-from server.schema_registry.formats import Decoder, Encoder, SchemaFormat
+from server.schema_registry.formats import BatchCheck, Decoder, Encoder, SchemaFormat
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 
@@ -44,6 +44,9 @@ class ToyFormat:
 
     def encoder(self, schema: ParsedSchema) -> Encoder:
         return lambda value: json.dumps(value).encode()
+
+    def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
+        return None
 
 
 def toy(**fields: bool) -> str:
