@@ -1,4 +1,4 @@
-"""Smoke test of the schema validation benchmark: the tiny size runs, its figure well formed."""
+"""Smoke test of the typed-topic produce benchmark: the tiny size runs, its figures well formed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_schemas_suite_tiny(tmp_path: Path) -> None:
     assert SUITES["schemas"] == "benchmarks.bench_schemas"
     report = bench.run("tiny", tmp_path, quiet)
     assert report.suite == "schemas"
-    (result,) = report.results
+    result, decode = report.results
     assert (result.benchmark, result.variant, result.metric) == (
         bench.PRODUCE,
         bench.VALIDATED,
@@ -27,6 +27,13 @@ def test_schemas_suite_tiny(tmp_path: Path) -> None:
     assert result.value > 0 and math.isfinite(result.value)
     assert set(result.baselines) == {bench.PLAIN}
     assert result.ratio(bench.PLAIN) is not None
-    assert "validation alone" in "\n".join(report.notes)
+    assert (decode.benchmark, decode.variant, decode.higher_is_better) == (
+        bench.DECODE,
+        bench.COLUMNAR,
+        False,
+    )
+    assert set(decode.baselines) == {bench.PER_RECORD}
+    assert decode.value > 0 and decode.baselines[bench.PER_RECORD] > 0
+    assert "validated and typed" in "\n".join(report.notes)
     assert bench.PRODUCE in render_report(report)
     assert [p.name for p in tmp_path.iterdir()] == []
