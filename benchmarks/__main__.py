@@ -48,6 +48,7 @@ SUITES: dict[str, str] = {
     "kafka": "benchmarks.bench_kafka",
     "schema-registry": "benchmarks.bench_schema_registry",
     "schemas": "benchmarks.bench_schemas",
+    "typed-sql": "benchmarks.bench_typed_sql",
 }
 
 
