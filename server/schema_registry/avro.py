@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lakelog.errors import InvalidSchemaError
-from server.schema_registry.avro_batch import Unsupported, avro_batch_decoder
+from server.schema_registry.avro_batch import Unsupported, avro_batch_decoder, full_name
 from server.schema_registry.formats import BatchCheck, Decoder, Encoder
 from server.schema_registry.types import ParsedSchema, SchemaType
 
@@ -275,6 +275,56 @@ def _defined_names(sources: tuple[Any, ...]) -> set[str]:
     return known
 
 
+def unbounded_array(sources: tuple[Any, ...]) -> str | None:
+    """An array whose items take no bytes (null, an empty fixed, a record of only such
+    fields) in the schemas ``sources`` (references first), described; None if there is none.
+
+    Such an array's item count is a varint and nothing else, so six bytes decode to a
+    hundred million items: no payload of it is bounded by its size, and decoding one
+    could hold a broker for as long as its count says.
+    """
+    zero_size: dict[str, bool] = {}
+    found: list[str] = []
+
+    def takes_no_bytes(schema: Any, space: str | None) -> bool:
+        if isinstance(schema, list):
+            for branch in schema:
+                takes_no_bytes(branch, space)
+            return False  # a union writes its branch's index
+        if isinstance(schema, str):
+            if schema in PRIMITIVES:
+                return schema == "null"
+            dotted = schema if "." in schema or not space else f"{space}.{schema}"
+            return zero_size.get(dotted, zero_size.get(schema, False))
+        if not isinstance(schema, dict):
+            return False
+        kind = schema.get("type")
+        if kind in ("record", "error") and isinstance(schema.get("fields"), list):
+            full = full_name(schema, space)
+            zero_size[full] = False  # a recursive use inside it takes bytes to end
+            inner = full.rpartition(".")[0] or None
+            sizes = [takes_no_bytes(f.get("type"), inner) for f in schema["fields"]]
+            zero_size[full] = all(sizes)
+            return zero_size[full]
+        if kind in ("fixed", "enum") and "name" in schema:
+            zero_size[full_name(schema, space)] = kind == "fixed" and schema.get("size") == 0
+            return zero_size[full_name(schema, space)]
+        if kind == "array":
+            if takes_no_bytes(schema.get("items"), space):
+                found.append(f"an array of {json.dumps(schema.get('items'))}")
+            return False
+        if kind == "map":
+            takes_no_bytes(schema.get("values"), space)
+            return False
+        return takes_no_bytes(kind, space)  # {"type": "string"} and the like
+
+    for source in sources:
+        takes_no_bytes(source, None)
+    if not found:
+        return None
+    return f"{found[0]}, whose items take no bytes, has no size bound on decoding"
+
+
 # --- compatibility --------------------------------------------------------------
 
 _recording = threading.local()
@@ -388,6 +438,9 @@ class AvroFormat:
             raise
         except Exception as error:  # both libraries raise several unrelated types
             raise InvalidSchemaError(f"invalid Avro schema: {error}") from None
+        unbounded = unbounded_array((*ordered, value))
+        if unbounded is not None:
+            raise InvalidSchemaError(f"invalid Avro schema: {unbounded}")
         return ParsedSchema(
             schema_type=SchemaType.AVRO,
             text=text,
@@ -413,7 +466,11 @@ class AvroFormat:
         return reported or [f"incompatible: {sorted(result.messages)}"]
 
     def decoder(self, schema: ParsedSchema) -> Decoder:
-        parsed = _native(schema).parsed
+        native = _native(schema)
+        unbounded = unbounded_array(native.sources)  # as parse, for schemas already in a root
+        if unbounded is not None:
+            raise ValueError(unbounded)
+        parsed = native.parsed
         reader = fastavro.schemaless_reader
 
         def decode(payload: memoryview) -> object:

@@ -290,7 +290,9 @@ def _optional_reader(null_at: int, other: Reader) -> Reader:
     return read
 
 
-def _full_name(schema: dict[str, Any], namespace: str | None) -> str:
+def full_name(schema: dict[str, Any], namespace: str | None) -> str:
+    """A named Avro type's full name: its own if dotted, else in its or the enclosing
+    namespace."""
     name = str(schema["name"])
     if "." in name:
         return name
@@ -315,16 +317,16 @@ def _compile(schema: Any, named: dict[str, Reader], namespace: str | None) -> Re
         raise Unsupported(f"schema {schema!r}")
     kind = schema.get("type")
     if kind in ("record", "error"):
-        full = _full_name(schema, namespace)
+        full = full_name(schema, namespace)
         space = full.rpartition(".")[0] or None
         fields = [(str(f["name"]), _compile(f["type"], named, space)) for f in schema["fields"]]
         named[full] = reader = _record_reader(fields)
         return reader
     if kind == "enum":
-        named[_full_name(schema, namespace)] = reader = _enum_reader(list(schema["symbols"]))
+        named[full_name(schema, namespace)] = reader = _enum_reader(list(schema["symbols"]))
         return reader
     if kind == "fixed":
-        named[_full_name(schema, namespace)] = reader = _fixed_reader(int(schema["size"]))
+        named[full_name(schema, namespace)] = reader = _fixed_reader(int(schema["size"]))
         return reader
     if isinstance(kind, (str, list, dict)) and kind not in ("array", "map"):
         return _compile(kind, named, namespace)  # {"type": "string", "logicalType": ...}

@@ -30,7 +30,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.typed_columns import nullable
-from server.schema_registry.avro_batch import AvroBatchDecoder, Unsupported, avro_batch_decoder
+from server.schema_registry.avro_batch import (
+    AvroBatchDecoder,
+    Unsupported,
+    avro_batch_decoder,
+    full_name,
+)
 
 #: Python values of a decoded payload to what ``pa.array(..., raw_type)`` takes.
 Shaper = Callable[[Any], Any]
@@ -113,14 +118,6 @@ def _same(array: pa.Array) -> pa.Array:
     return array
 
 
-def _full_name(schema: dict[str, Any], namespace: str | None) -> str:
-    name = str(schema["name"])
-    if "." in name:
-        return name
-    space = schema.get("namespace", namespace)
-    return f"{space}.{name}" if space else name
-
-
 def _walk(schema: Any, named: dict[str, _Walked], namespace: str | None) -> _Walked:
     """(raw type, stored type, value shaper, raw-to-stored array conversion) of ``schema``."""
     if isinstance(schema, list):
@@ -141,7 +138,7 @@ def _walk(schema: Any, named: dict[str, _Walked], namespace: str | None) -> _Wal
         if done is not None:
             return done
     if kind == "record" or kind == "error":
-        full = _full_name(schema, namespace)
+        full = full_name(schema, namespace)
         space = full.rpartition(".")[0] or None
         walked = [(f["name"], _walk(f["type"], named, space)) for f in schema["fields"]]
         raw = pa.struct([pa.field(n, w[0]) for n, w in walked])
@@ -171,10 +168,10 @@ def _walk(schema: Any, named: dict[str, _Walked], namespace: str | None) -> _Wal
         named[full] = result
         return result
     if kind == "enum":
-        named[_full_name(schema, namespace)] = (pa.string(), pa.string(), None, _same)
+        named[full_name(schema, namespace)] = (pa.string(), pa.string(), None, _same)
         return pa.string(), pa.string(), None, _same
     if kind == "fixed":
-        named[_full_name(schema, namespace)] = (pa.binary(), pa.binary(), None, _same)
+        named[full_name(schema, namespace)] = (pa.binary(), pa.binary(), None, _same)
         return pa.binary(), pa.binary(), None, _same
     if kind == "array":
         raw_item, stored_item, item_shape, item_convert = _walk(schema["items"], named, namespace)

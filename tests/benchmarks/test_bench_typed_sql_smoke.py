@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks import bench_typed_sql as bench
 from benchmarks.__main__ import SUITES
+from benchmarks.bench_schemas import framed_orders
 from benchmarks.common import quiet, render_report
 
 pytestmark = pytest.mark.integration  # a broker subprocess and Spark
@@ -33,5 +34,5 @@ def test_typed_sql_suite_tiny(spark: SparkSession, tmp_path: Path) -> None:
 
 
 def test_the_json_orders_are_the_avro_orders() -> None:
-    framed = bench.framed_orders(7, 3)
+    framed = framed_orders(7, 3)
     assert [o.startswith(b'{"id":') for o in bench.json_orders(framed)] == [True] * 3

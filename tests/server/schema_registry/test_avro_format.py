@@ -263,3 +263,47 @@ def test_a_schema_that_is_a_referenced_name() -> None:
     optional = _parse('["null", "shop.A"]', {"shop.A": address})
     assert FORMAT.incompatibilities(optional, bare) == []
     assert FORMAT.incompatibilities(bare, optional) != []
+
+
+EMPTY = {"type": "record", "name": "Empty", "fields": []}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": "null"},
+        {"type": "array", "items": EMPTY},
+        {"type": "array", "items": {"type": "fixed", "name": "None0", "size": 0}},
+        _order({"name": "marks", "type": {"type": "array", "items": {"type": "null"}}}),
+        _order(
+            {"name": "e", "type": EMPTY},
+            {"name": "again", "type": {"type": "array", "items": "Empty"}},
+        ),
+    ],
+)
+def test_an_array_whose_items_take_no_bytes_is_refused(schema: Any) -> None:
+    """Six bytes of such an array's count decode to a hundred million items."""
+    with pytest.raises(InvalidSchemaError, match="whose items take no bytes"):
+        _parse(schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": ["null", "string"]},  # a branch index per item
+        {"type": "array", "items": {"type": "enum", "name": "One", "symbols": ["A"]}},
+        {"type": "map", "values": "null"},  # a key per entry
+        {"type": "array", "items": _order()},
+    ],
+)
+def test_arrays_whose_items_take_bytes_are_parsed(schema: Any) -> None:
+    assert _parse(schema).schema_type is SchemaType.AVRO
+
+
+def test_a_stored_schema_with_such_an_array_has_no_decoder() -> None:
+    """Whatever a root holds, a schema with such an array gets no decoder."""
+    parsed = _parse({"type": "array", "items": "string"})
+    native = parsed.native
+    native.sources = ({"type": "array", "items": "null"},)
+    with pytest.raises(ValueError, match="whose items take no bytes"):
+        FORMAT.decoder(parsed)
