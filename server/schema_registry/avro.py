@@ -388,11 +388,12 @@ def _describe(kind: str, info: str, path: str) -> str:
 # --- the format -----------------------------------------------------------------
 
 
-def _native(schema: ParsedSchema) -> AvroNative:
-    native = schema.native
-    if not isinstance(native, AvroNative):
+def native(schema: ParsedSchema) -> AvroNative:
+    """What the format keeps of a parsed Avro schema (its fastavro form and JSON sources)."""
+    found = schema.native
+    if not isinstance(found, AvroNative):
         raise TypeError(f"not an Avro schema: {schema.schema_type}")
-    return native
+    return found
 
 
 class AvroFormat:
@@ -417,7 +418,7 @@ class AvroFormat:
                 raise InvalidSchemaError(
                     f"reference {name!r} is a {reference.schema_type} schema, not AVRO"
                 )
-            for source in _native(reference).sources:
+            for source in native(reference).sources:
                 sources.setdefault(json.dumps(source, sort_keys=True), source)
         ordered = tuple(sources.values())
         try:
@@ -451,7 +452,7 @@ class AvroFormat:
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         if reader.schema_type is not writer.schema_type:
             return [f"a {reader.schema_type} schema cannot read {writer.schema_type} data"]
-        reader_schema, writer_schema = _native(reader).apache(), _native(writer).apache()
+        reader_schema, writer_schema = native(reader).apache(), native(writer).apache()
         checker = avro_compatibility.ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
         with _record() as findings:
             result = checker.get_compatibility(reader_schema, writer_schema)
@@ -466,11 +467,11 @@ class AvroFormat:
         return reported or [f"incompatible: {sorted(result.messages)}"]
 
     def decoder(self, schema: ParsedSchema) -> Decoder:
-        native = _native(schema)
-        unbounded = unbounded_array(native.sources)  # as parse, for schemas already in a root
+        kept = native(schema)
+        unbounded = unbounded_array(kept.sources)  # as parse, for schemas already in a root
         if unbounded is not None:
             raise ValueError(unbounded)
-        parsed = native.parsed
+        parsed = kept.parsed
         reader = fastavro.schemaless_reader
 
         def decode(payload: memoryview) -> object:
@@ -492,7 +493,7 @@ class AvroFormat:
         return decode
 
     def encoder(self, schema: ParsedSchema) -> Encoder:
-        parsed = _native(schema).parsed
+        parsed = native(schema).parsed
         writer = fastavro.schemaless_writer
 
         def encode(value: object) -> bytes:
@@ -509,7 +510,7 @@ class AvroFormat:
     def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
         """The column decoder's flags (``avro_batch``), where it takes the schema."""
         try:
-            batch = avro_batch_decoder(*_native(schema).sources)
+            batch = avro_batch_decoder(*native(schema).sources)
         except Unsupported:
             return None
 

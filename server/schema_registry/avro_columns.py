@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import decimal
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,18 +93,25 @@ class AvroColumns:
         return self.convert(pa.array(values, self.raw_type))
 
 
-def avro_columns(schema: Any) -> AvroColumns:
-    """The columns of the Avro schema ``schema`` (its JSON, parsed)."""
+def avro_columns(schema: Any, references: Sequence[Any] = ()) -> AvroColumns:
+    """The columns of the Avro schema ``schema`` (its JSON, parsed); ``references``: the
+    JSON of the schemas defining the named types it uses, in dependency order."""
     named: dict[str, _Walked] = {}
+    for source in references:
+        _walk(source, named, None)
     raw, stored, shape, convert = _walk(schema, named, None)
-    stripped = fastavro.parse_schema(_strip_logical(copy.deepcopy(schema)))
-    return AvroColumns(stripped, raw, nullable(stored), shape, convert, _batch(schema, raw))
+    known: dict[str, Any] = {}
+    for source in references:
+        fastavro.parse_schema(_strip_logical(copy.deepcopy(source)), named_schemas=known)
+    stripped = fastavro.parse_schema(_strip_logical(copy.deepcopy(schema)), named_schemas=known)
+    batch = _batch((*references, schema), raw)
+    return AvroColumns(stripped, raw, nullable(stored), shape, convert, batch)
 
 
-def _batch(schema: Any, raw: pa.DataType) -> AvroBatchDecoder | None:
-    """The column decoder of ``schema`` if it takes it and builds ``raw`` exactly."""
+def _batch(sources: tuple[Any, ...], raw: pa.DataType) -> AvroBatchDecoder | None:
+    """The column decoder of the last of ``sources`` if it takes it and builds ``raw``."""
     try:
-        batch = avro_batch_decoder(schema)
+        batch = avro_batch_decoder(*sources)
     except Unsupported:
         return None
     none = np.zeros(0, np.int64)

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lakelog.topic_config import TopicConfig
 from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
-from server.schema_registry import protobuf
+from server.schema_registry import avro, protobuf
 from server.schema_registry.avro_columns import AvroColumns, avro_columns
 from server.schema_registry.framing import HEADER_SIZE, MAGIC
 from server.schema_registry.json_columns import JsonColumns, json_columns
@@ -100,8 +100,9 @@ class RegistryColumns:
         found: Columns | None = None
         try:
             schema = self._schema_by_id(schema_id)
-            if schema.schema_type is SchemaType.AVRO and not schema.references:
-                found = avro_columns(json.loads(schema.text))
+            if schema.schema_type is SchemaType.AVRO:  # its references' types come first
+                *references, own = avro.native(schema).sources
+                found = avro_columns(own, references)
             elif schema.schema_type is SchemaType.JSON and not schema.references:
                 found = json_columns(json.loads(schema.text))
             elif schema.schema_type is SchemaType.PROTOBUF:  # its imports are in its pool

@@ -12,10 +12,11 @@ import fastavro
 import pyarrow as pa
 
 from lakelog.topic_config import TopicConfig
+from server.schema_registry.avro import FORMAT
 from server.schema_registry.avro_columns import avro_columns
 from server.schema_registry.framing import frame
 from server.schema_registry.typed_columns import RegistryColumns, framed_ids
-from server.schema_registry.types import ParsedSchema, SchemaType
+from server.schema_registry.types import ParsedSchema
 
 SUB = {"type": "record", "name": "Sub", "fields": [{"name": "z", "type": "int"}]}
 EVERYTHING = {
@@ -51,9 +52,10 @@ def encode(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def parsed(schema: dict[str, Any]) -> ParsedSchema:
-    text = json.dumps(schema)
-    return ParsedSchema(SchemaType.AVRO, text, text)
+def parsed(
+    schema: dict[str, Any], references: dict[str, ParsedSchema] | None = None
+) -> ParsedSchema:
+    return FORMAT.parse(json.dumps(schema), references or {})
 
 
 def test_every_avro_kind_maps_to_a_delta_type() -> None:
@@ -171,3 +173,37 @@ def test_recursive_schemas_are_not_typed() -> None:
     }
     column = pa.array([frame(1, encode(node, {"next": None}))], pa.binary())
     assert RegistryColumns(lambda _id: parsed(node)).typed(column, None) is None
+
+
+def test_a_schema_with_references_is_typed_with_their_named_types() -> None:
+    kind = {"type": "enum", "name": "Kind", "namespace": "shop", "symbols": ["A", "B"]}
+    item = {
+        "type": "record",
+        "name": "Item",
+        "namespace": "shop",
+        "fields": [{"name": "sku", "type": "string"}, {"name": "kind", "type": "Kind"}],
+    }
+    order = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "shop.Item"}],
+    }
+    kind_schema = parsed(kind)
+    item_schema = parsed(item, {"shop.Kind": kind_schema})
+    order_schema = parsed(order, {"shop.Item": item_schema})
+    assert order_schema.native.sources[-1] == order  # the references' sources come first
+    value = {"id": 3, "item": {"sku": "s-1", "kind": "B"}}
+    writer = {
+        **order,
+        "fields": [
+            order["fields"][0],
+            {
+                "name": "item",
+                "type": {**item, "fields": [item["fields"][0], {"name": "kind", "type": kind}]},
+            },
+        ],
+    }
+    column = pa.array([frame(9, encode(writer, value))], pa.binary())
+    typed = RegistryColumns(lambda _id: order_schema).typed(column, None)
+    assert typed is not None and typed.to_pylist() == [value]
