@@ -62,7 +62,7 @@ def require_extra(extra: str, part: str, modules: Iterable[str] | None = None) -
     (default: every module of the extra) are the ones it imports.
     """
     needed = EXTRA_MODULES[extra] if modules is None else modules
-    missing = [m for m in needed if find_spec(m) is None]  # found, not imported
+    missing = [m for m in needed if not _installed(m)]
     if missing:
         raise MissingDependencyError(
             f"{part} needs {', '.join(missing)}, which {sys.executable} cannot import; "
@@ -70,6 +70,15 @@ def require_extra(extra: str, part: str, modules: Iterable[str] | None = None) -
             extra=extra,
             missing=missing,
         )
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (for a dotted name,
+    such as ``google.protobuf``, its parent package is imported, or is missing)."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | None:

@@ -177,6 +177,13 @@ else:
     assert f"pip install 'lakelog[{extra}]'" in done.stdout
 
 
+def test_a_package_whose_namespace_is_missing_is_named() -> None:
+    """``google.protobuf`` is looked for through ``google``: no ``google`` is one message."""
+    done = python("import server", "google")
+    assert "Traceback" in done.stderr and "MissingDependencyError" in done.stderr
+    assert "needs google.protobuf, which" in done.stderr
+
+
 def test_the_core_imports_without_any_extra() -> None:
     done = python(
         "import lakelog, lakelog.client, lakelog.cli, lakelog.doctor; print('ok')",
