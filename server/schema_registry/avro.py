@@ -33,8 +33,6 @@ import avro.name
 import avro.schema
 import fastavro
 import fastavro.validation
-import numpy as np
-import numpy.typing as npt
 
 from lakelog.errors import InvalidSchemaError
 from server.schema_registry.avro_batch import Unsupported, avro_batch_decoder, full_name
@@ -510,16 +508,9 @@ class AvroFormat:
     def batch_check(self, schema: ParsedSchema) -> BatchCheck | None:
         """The column decoder's flags (``avro_batch``), where it takes the schema."""
         try:
-            batch = avro_batch_decoder(*native(schema).sources)
+            return avro_batch_decoder(*native(schema).sources).flags
         except Unsupported:
             return None
-
-        def check(
-            data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
-        ) -> npt.NDArray[np.bool_]:
-            return batch.flags(data, starts, ends)
-
-        return check
 
 
 def _from_json(parsed: Any, value: object) -> object:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
 MAGIC = 0
 HEADER_SIZE = 5
 _HEADER = struct.Struct(">bI")
@@ -31,3 +35,28 @@ def unframe(data: bytes | memoryview) -> tuple[int, memoryview]:
         )
     _, schema_id = _HEADER.unpack_from(view)
     return schema_id, view[HEADER_SIZE:]
+
+
+def framed_ids(
+    column: pa.Array,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each row's schema id (-1 where not framed: null, short, other magic byte) and where
+    its payload starts and ends in the column's data buffer."""
+    n = len(column)
+    offsets = np.frombuffer(column.buffers()[1], np.int32, n + 1, column.offset * 4)
+    data_buffer = column.buffers()[2]
+    data = (
+        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    )
+    starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+    framed = (ends - starts) >= HEADER_SIZE
+    if column.null_count:
+        framed &= column.is_valid().to_numpy(zero_copy_only=False)
+    ids = np.full(n, -1, np.int64)
+    at = starts[framed]
+    if len(at):
+        magic_ok = data[at] == MAGIC
+        b = [data[at + k].astype(np.int64) for k in range(1, 5)]
+        found = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
+        ids[np.flatnonzero(framed)[magic_ok]] = found[magic_ok]
+    return ids, starts + HEADER_SIZE, ends

@@ -23,7 +23,7 @@ from lakelog.topic_config import TopicConfig
 from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
 from server.schema_registry import avro, protobuf
 from server.schema_registry.avro_columns import AvroColumns, avro_columns
-from server.schema_registry.framing import HEADER_SIZE, MAGIC
+from server.schema_registry.framing import framed_ids
 from server.schema_registry.json_columns import JsonColumns, json_columns
 from server.schema_registry.protobuf_columns import ProtobufColumns, protobuf_columns
 from server.schema_registry.types import ParsedSchema, SchemaType
@@ -42,29 +42,6 @@ SIDES = (("value", VALUE_FIELDS), ("key", KEY_FIELDS))
 
 def validated(config: TopicConfig, side: str) -> bool:
     return bool(config.get(VALIDATION_CONFIGS[side]))
-
-
-def framed_ids(column: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's schema id (-1 where not framed: null, short, other magic byte) and where
-    its payload starts and ends in the column's data buffer."""
-    n = len(column)
-    offsets = np.frombuffer(column.buffers()[1], np.int32, n + 1, column.offset * 4)
-    data_buffer = column.buffers()[2]
-    data = (
-        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
-    )
-    starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
-    framed = (ends - starts) >= HEADER_SIZE
-    if column.null_count:
-        framed &= column.is_valid().to_numpy(zero_copy_only=False)
-    ids = np.full(n, -1, np.int64)
-    at = starts[framed]
-    if len(at):
-        magic_ok = data[at] == MAGIC
-        b = [data[at + k].astype(np.int64) for k in range(1, 5)]
-        found = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
-        ids[np.flatnonzero(framed)[magic_ok]] = found[magic_ok]
-    return ids, starts + HEADER_SIZE, ends
 
 
 class RegistryColumns:

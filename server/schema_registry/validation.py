@@ -24,7 +24,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lakelog.column_buffers import validity_bits
 from lakelog.errors import LakelogError, SchemaNotFoundError
 from lakelog.topic_config import (
     RECORD_NAME_STRATEGY,
@@ -33,7 +32,7 @@ from lakelog.topic_config import (
     TopicConfig,
 )
 from server.schema_registry.formats import BatchCheck, Decoder, format_of
-from server.schema_registry.framing import HEADER_SIZE, MAGIC, unframe
+from server.schema_registry.framing import HEADER_SIZE, framed_ids, unframe
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 #: How long the subjects of an id are trusted before they are read again.
@@ -329,31 +328,18 @@ class _Framing:
         if n == 0 or chunk.null_count == n:
             empty = np.zeros(0, np.int64)
             return cls(memoryview(b""), empty, empty, empty, empty, [])
-        validity, offsets_buffer, data_buffer = chunk.buffers()[:3]
-        offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, chunk.offset * 4)
-        starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
-        if chunk.null_count:
-            valid = validity_bits(validity, chunk.offset, n).astype(bool)
-        else:
-            valid = np.ones(n, bool)
-        data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else None
-        framed = valid & ((ends - starts) >= HEADER_SIZE)
-        ids = np.zeros(n, np.int64)
-        if data is not None and framed.any():
-            head = np.where(framed, starts, 0)
-            framed &= data[head] == MAGIC
-            for k in range(1, HEADER_SIZE):
-                ids = (ids << 8) | data[np.where(framed, head + k, 0)]
-        else:
-            framed[:] = False
+        ids, payloads, ends = framed_ids(chunk)
+        starts = payloads - HEADER_SIZE
+        data_buffer = chunk.buffers()[2]
         view = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False) if chunk.null_count else True
         bad = []
-        for index in np.flatnonzero(valid & ~framed).tolist():
+        for index in np.flatnonzero(valid & (ids < 0)).tolist():
             try:
                 unframe(view[int(starts[index]) : int(ends[index])])
             except ValueError as exc:
                 bad.append((index, str(exc)))
-        rows = np.flatnonzero(framed)
+        rows = np.flatnonzero(ids >= 0)
         return cls(view, starts, ends, rows, ids[rows], bad)
 
     def by_id(self) -> dict[int, npt.NDArray[np.int64]]:

@@ -14,8 +14,8 @@ import pyarrow as pa
 from lakelog.topic_config import TopicConfig
 from server.schema_registry.avro import FORMAT
 from server.schema_registry.avro_columns import avro_columns
-from server.schema_registry.framing import frame
-from server.schema_registry.typed_columns import RegistryColumns, framed_ids
+from server.schema_registry.framing import frame, framed_ids
+from server.schema_registry.typed_columns import RegistryColumns
 from server.schema_registry.types import ParsedSchema
 
 SUB = {"type": "record", "name": "Sub", "fields": [{"name": "z", "type": "int"}]}
