@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -177,6 +179,33 @@ def evolved_schema(metadata: Metadata, written: Sequence[pa.Field]) -> str | Non
     return json.dumps(schema, separators=(",", ":"))
 
 
+def refitted(rows: pa.Table, stored: Mapping[str, pa.DataType]) -> pa.Table | None:
+    """Staged ``rows`` with their typed columns conformed to the table's types, or None if
+    they fit as they are.
+
+    Rows are typed against the table's schema when staged; another writer may have
+    committed a type for one of their new fields meanwhile, and a file must hold each
+    column as the type the commit declares, or readers fail on it.
+    """
+    changed = False
+    columns = []
+    for f in rows.schema:
+        column = rows.column(f.name)
+        old = stored.get(f.name)
+        if f.name in TYPED_COLUMNS and old is not None:
+            target = merge_types(old, f.type)
+            if target != f.type:
+                column = pa.chunked_array(
+                    [conform(chunk, target) for chunk in column.chunks], target
+                )
+                changed = True
+        columns.append(column)
+    if not changed:
+        return None
+    names = rows.column_names
+    return pa.table(dict(zip(names, columns, strict=True)))
+
+
 # -- growing a type, and fitting arrays to it ----------------------------------------------
 
 
@@ -220,6 +249,29 @@ def merge_types(old: pa.DataType | None, new: pa.DataType) -> pa.DataType:
         item = merge_types(old.item_type, new.item_type)
         return pa.map_(old.key_type, pa.field("value", item, old.item_field.nullable))
     return old
+
+
+def assemble(
+    n: int, pieces: Sequence[tuple[npt.NDArray[np.int64], pa.Array]], stored: pa.DataType | None
+) -> pa.Array | None:
+    """One column of ``n`` rows from typed ``pieces`` (the rows each covers, their array), as
+    a type holding ``stored`` and every piece's; rows no piece covers are null. None: no
+    piece."""
+    if not pieces:
+        return None
+    merged = stored
+    for _, array in pieces:
+        merged = merge_types(merged, array.type)
+    assert merged is not None
+    if len(pieces) == 1 and len(pieces[0][0]) == n:
+        return conform(pieces[0][1], merged)
+    fitted = [conform(array, merged) for _, array in pieces]
+    covered = np.concatenate([rows for rows, _ in pieces])
+    if n > len(covered):
+        fitted.append(pa.nulls(n - len(covered), merged))
+    placed = np.empty(n, np.int64)
+    placed[np.concatenate([covered, np.setdiff1d(np.arange(n), covered)])] = np.arange(n)
+    return pa.concat_arrays(fitted).take(pa.array(placed))
 
 
 def conform(array: pa.Array, type_: pa.DataType) -> pa.Array:

@@ -44,6 +44,7 @@ from lakelog.typed_columns import (
     ColumnDecoder,
     evolved_schema,
     merge_types,
+    refitted,
     typed_fields,
 )
 
@@ -298,14 +299,23 @@ class Appender:
                 raise UnknownTopicOrPartitionError(
                     f"partition {p} does not exist in topic {self.table.name!r}"
                 )
-        stale = [p for p, base in bases.items() if prepared.bases.get(p) != base]
+        metadata = state.metadata or self.table.metadata
+        stored = {name: f.type for name, f in typed_fields(metadata).items()}
+        refit = set()
+        for p, rows in by_partition.items():
+            fitted = refitted(rows, stored)
+            if fitted is not None:
+                by_partition[p] = fitted
+                refit.add(p)
+        stale = [p for p, base in bases.items() if prepared.bases.get(p) != base or p in refit]
         if stale:
             for p in stale:
                 old = prepared.segments.pop(p, None)
                 if old is not None:  # never committed: nobody can be reading it
                     self.writer.discard(old)
                     self.table.committer.count(renumbered_segments=1)
-            # The partition moved on: its rows get their final numbers here instead.
+            # The partition moved on, or another writer typed a field of its rows
+            # first: its rows get their final numbers and types here instead.
             numbered = {p: with_offsets(by_partition[p], bases[p]) for p in stale}
             written = self.writer.write(numbered)
             prepared.segments.update(written)
@@ -313,7 +323,6 @@ class Appender:
             prepared.numbered.update(numbered)
         now = int(time.time() * 1000)
         actions: list[Action] = []
-        metadata = state.metadata or self.table.metadata
         evolved = evolved_schema(metadata, written_typed_fields(prepared.numbered.values()))
         if evolved is not None:  # the schema grows in the commit that first writes the fields
             actions.append(replace(metadata, schema_string=evolved))

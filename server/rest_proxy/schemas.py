@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -41,6 +40,7 @@ from lakelog.errors import (
 from lakelog.security.acl import Operation, ResourceType
 from server.schema_registry.formats import Decoder, Encoder, format_of
 from server.schema_registry.framing import frame, unframe
+from server.schema_registry.subjects import record_name
 from server.schema_registry.types import ParsedSchema, SchemaReference, SchemaType
 from server.security.enforce import authorize
 
@@ -211,47 +211,6 @@ def topic_subject(topic: str, is_key: bool) -> str:
     return f"{topic}-{'key' if is_key else 'value'}"
 
 
-_PROTO_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
-_PROTO_MESSAGE = re.compile(r"^\s*message\s+(\w+)", re.MULTILINE)
-
-
-def record_name(schema: ParsedSchema) -> str:
-    """The name a record name strategy gives a schema: an Avro named type's full name,
-    a JSON Schema's ``title``, a Protobuf file's first message with its package."""
-    if schema.schema_type is SchemaType.PROTOBUF:
-        descriptor = getattr(schema.native, "descriptor", None)
-        messages = getattr(descriptor, "message_types_by_name", None)
-        if messages:
-            full_name: str = next(iter(messages.values())).full_name
-            return full_name
-        package = _PROTO_PACKAGE.search(schema.text)
-        message = _PROTO_MESSAGE.search(schema.text)
-        if message is None:
-            raise bad_argument("the Protobuf schema has no message to name a subject after")
-        prefix = f"{package.group(1)}." if package else ""
-        return prefix + message.group(1)
-    try:
-        document = json.loads(schema.text)
-    except ValueError:
-        document = None
-    if schema.schema_type is SchemaType.JSON:
-        title = document.get("title") if isinstance(document, dict) else None
-        return title if isinstance(title, str) and title else "record"
-    if isinstance(document, str):
-        return document  # a primitive type is named by itself
-    if isinstance(document, dict):
-        name = document.get("name")
-        if isinstance(name, str):
-            namespace = document.get("namespace")
-            if "." in name or not isinstance(namespace, str) or not namespace:
-                return name
-            return f"{namespace}.{name}"
-        kind = document.get("type")
-        if isinstance(kind, str):
-            return kind
-    raise bad_argument("the Avro schema has no name to name a subject after")
-
-
 def strategy_subject(
     strategy: Strategy, topic: str, is_key: bool, schema: ParsedSchema | None
 ) -> str:
@@ -264,6 +223,10 @@ def strategy_subject(
             "the subject is named after the schema's record"
         )
     name = record_name(schema)
+    if name is None:
+        raise bad_argument(
+            f"the {schema.schema_type} schema has no record name to name a subject after"
+        )
     return name if strategy == "RECORD_NAME" else f"{topic}-{name}"
 
 

@@ -1,10 +1,10 @@
 """Protobuf payloads as Arrow columns: the typed columns of a topic whose values are Protobuf.
 
-The mapping (docs/architecture.md, "Typed columns"): the schema's first message
-is the struct (the message Confluent's serializer names with index ``[0]``; a
-record naming another message of the file is not typed), a nested message a
-struct, null when not set; a oneof is its fields, each null unless it is the one
-set; ``repeated`` a list, a map field a map; enums their value's name. 32-bit
+The mapping (docs/architecture.md, "Typed columns"): the message a record's
+indexes name is the struct (records of several messages of one file share it,
+their fields merged by name), a nested message a struct, null when not set; a
+oneof is its fields, each null unless it is the one set; ``repeated`` a list, a
+map field a map; enums their value's name. 32-bit
 unsigned integers are longs, 64-bit unsigned ones decimal(20, 0) (no Delta
 integer holds them), ``google.protobuf.Timestamp`` a timestamp. A field without
 presence (a proto3 scalar) holds its default when not set, as protobuf reads it.
@@ -13,7 +13,8 @@ presence (a proto3 scalar) holds its default when not set, as protobuf reads it.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from lakelog.typed_columns import nullable
+from lakelog.typed_columns import assemble, nullable
 from server.schema_registry.json_columns import build
 from server.schema_registry.protobuf import ProtobufSchema, read_message_indexes
 
@@ -49,40 +50,69 @@ _UNSIGNED_64 = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64)
 
 
 @dataclass(frozen=True)
-class ProtobufColumns:
-    """One Protobuf schema's first message decoded into Arrow."""
+class MessageColumns:
+    """One message of a Protobuf file decoded into Arrow."""
 
     message: type[Message]
     stored_type: pa.DataType
     convert: Convert
 
-    def decode(self, data: memoryview, starts: list[int], ends: list[int]) -> list[Any]:
-        values: list[Any] = []
-        for start, end in zip(starts, ends, strict=True):
-            payload = data[start:end]
-            try:
-                indexes, offset = read_message_indexes(payload)
-                if indexes != [0]:
-                    values.append(None)
-                    continue
-                values.append(self.convert(self.message.FromString(payload[offset:])))
-            except Exception:  # a payload that does not decode: this row untyped
-                values.append(None)
-        return values
 
-    def array(self, values: list[Any]) -> pa.Array:
-        return build(values, self.stored_type)
+class ProtobufColumns:
+    """A Protobuf file's records decoded into Arrow, each as the message its indexes name.
+
+    Records of several messages of one file (Confluent's serializers write the index of
+    the message they serialize) share the side's struct: their fields are merged by
+    name, as a schema's versions are (``lakelog.typed_columns.merge_types``).
+    """
+
+    def __init__(self, schema: ProtobufSchema) -> None:
+        self.schema = schema
+        self._messages: dict[tuple[int, ...], MessageColumns | None] = {}
+        self._lock = threading.Lock()
+
+    def message(self, indexes: Sequence[int]) -> MessageColumns | None:
+        """The decoding of the message ``indexes`` name; None where none is (no such message,
+        a recursive one)."""
+        key = tuple(indexes)
+        with self._lock:
+            if key in self._messages:
+                return self._messages[key]
+        try:
+            type_, convert = _message(self.schema.message_descriptor(key), ())
+            found: MessageColumns | None = MessageColumns(
+                self.schema.message_class(key), nullable(type_), convert
+            )
+        except ValueError:
+            found = None
+        with self._lock:
+            self._messages[key] = found
+        return found
 
     def typed_column(
         self, data: memoryview, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
-    ) -> pa.Array:
-        return self.array(self.decode(data, starts.tolist(), ends.tolist()))
-
-
-def protobuf_columns(schema: ProtobufSchema) -> ProtobufColumns:
-    descriptor = schema.message_descriptor([0])
-    type_, convert = _message(descriptor, ())
-    return ProtobufColumns(schema.message_class([0]), nullable(type_), convert)
+    ) -> pa.Array | None:
+        """The rows' typed column; None if no row's message is typed."""
+        groups: dict[tuple[int, ...], tuple[list[int], list[Any]]] = {}
+        for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            payload = data[start:end]
+            try:
+                indexes, offset = read_message_indexes(payload)
+                columns = self.message(indexes)
+                if columns is None:
+                    continue
+                value = columns.convert(columns.message.FromString(payload[offset:]))
+            except Exception:  # a payload that does not decode: this row untyped
+                continue
+            rows, values = groups.setdefault(tuple(indexes), ([], []))
+            rows.append(row)
+            values.append(value)
+        pieces = []
+        for key, (rows, values) in groups.items():
+            columns = self.message(list(key))
+            assert columns is not None
+            pieces.append((np.array(rows, np.int64), build(values, columns.stored_type)))
+        return assemble(len(starts), pieces, None)
 
 
 def _message(descriptor: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:

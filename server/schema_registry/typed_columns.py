@@ -20,12 +20,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.topic_config import TopicConfig
-from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, conform, merge_types
+from lakelog.typed_columns import KEY_FIELDS, VALUE_FIELDS, assemble
 from server.schema_registry import avro, protobuf
 from server.schema_registry.avro_columns import AvroColumns, avro_columns
 from server.schema_registry.framing import framed_ids
 from server.schema_registry.json_columns import JsonColumns, json_columns
-from server.schema_registry.protobuf_columns import ProtobufColumns, protobuf_columns
+from server.schema_registry.protobuf_columns import ProtobufColumns
 from server.schema_registry.types import ParsedSchema, SchemaType
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class RegistryColumns:
             elif schema.schema_type is SchemaType.JSON and not schema.references:
                 found = json_columns(json.loads(schema.text))
             elif schema.schema_type is SchemaType.PROTOBUF:  # its imports are in its pool
-                found = protobuf_columns(protobuf.native(schema))
+                found = ProtobufColumns(protobuf.native(schema))
         except Exception:  # an untyped schema leaves its rows' columns null
             log.info("schema %d gives no typed columns", schema_id, exc_info=True)
             found = None
@@ -104,22 +104,7 @@ class RegistryColumns:
             if columns is None:
                 continue
             rows = np.flatnonzero(ids == schema_id)
-            pieces.append((rows, columns.typed_column(data, payloads[rows], ends[rows])))
-        if not pieces:
-            return None
-        merged = stored
-        for _, array in pieces:
-            merged = merge_types(merged, array.type)
-        assert merged is not None
-        n = len(column)
-        if len(pieces) == 1 and len(pieces[0][0]) == n:
-            return conform(pieces[0][1], merged)
-        fitted = [conform(array, merged) for _, array in pieces]
-        covered = np.concatenate([rows for rows, _ in pieces])
-        untyped = n - len(covered)
-        if untyped:
-            fitted.append(pa.nulls(untyped, merged))
-        placed = np.empty(n, np.int64)
-        order = np.concatenate([covered, np.setdiff1d(np.arange(n), covered)])
-        placed[order] = np.arange(n)
-        return pa.concat_arrays(fitted).take(pa.array(placed))
+            array = columns.typed_column(data, payloads[rows], ends[rows])
+            if array is not None:
+                pieces.append((rows, array))
+        return assemble(len(column), pieces, stored)

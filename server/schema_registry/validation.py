@@ -13,7 +13,6 @@ refused for its subject.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -25,15 +24,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakelog.errors import LakelogError, SchemaNotFoundError
-from lakelog.topic_config import (
-    RECORD_NAME_STRATEGY,
-    TOPIC_NAME_STRATEGY,
-    TOPIC_RECORD_NAME_STRATEGY,
-    TopicConfig,
-)
+from lakelog.topic_config import TOPIC_NAME_STRATEGY, TopicConfig
 from server.schema_registry.formats import BatchCheck, Decoder, format_of
 from server.schema_registry.framing import HEADER_SIZE, framed_ids, unframe
-from server.schema_registry.types import ParsedSchema, SchemaType
+from server.schema_registry.protobuf import ProtobufSchema
+from server.schema_registry.subjects import message_name, record_name, subject_for
+from server.schema_registry.types import ParsedSchema
 
 #: How long the subjects of an id are trusted before they are read again.
 SUBJECTS_TTL_S = 1.0
@@ -75,57 +71,6 @@ class Problem(NamedTuple):
 
     batch_index: int
     reason: str
-
-
-def record_name(schema: ParsedSchema) -> str | None:
-    """The full name RecordNameStrategy takes a schema's subject from, if it has one.
-
-    Avro: the named type's full name; JSON Schema: its ``title``; Protobuf: the
-    first message of the file with its package, as Confluent's serializer names it
-    for message index 0.
-    """
-    try:
-        if schema.schema_type is SchemaType.AVRO:
-            parsed = json.loads(schema.text)
-            if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
-                return None
-            name = str(parsed["name"])
-            namespace = parsed.get("namespace")
-            if "." in name or not isinstance(namespace, str) or not namespace:
-                return name
-            return f"{namespace}.{name}"
-        if schema.schema_type is SchemaType.JSON:
-            parsed = json.loads(schema.text)
-            title = parsed.get("title") if isinstance(parsed, dict) else None
-            return title if isinstance(title, str) else None
-    except ValueError:
-        return None
-    return _first_protobuf_message(schema.native)
-
-
-def _first_protobuf_message(native: object) -> str | None:
-    """The first message's full name of a protobuf file (None if not one)."""
-    descriptor = getattr(native, "descriptor", native)
-    types = getattr(descriptor, "message_types_by_name", None)
-    if not types:
-        return None
-    first = next(iter(types.values()))
-    name = getattr(first, "full_name", None)
-    return name if isinstance(name, str) else None
-
-
-def subject_for(strategy: str, topic: str, is_key: bool, name: str | None) -> str | None:
-    """The subject a record's schema must be registered under (None: the schema has no
-    record name and the strategy needs one)."""
-    if strategy == TOPIC_NAME_STRATEGY:
-        return f"{topic}-{'key' if is_key else 'value'}"
-    if name is None:
-        return None
-    if strategy == RECORD_NAME_STRATEGY:
-        return name
-    if strategy == TOPIC_RECORD_NAME_STRATEGY:
-        return f"{topic}-{name}"
-    raise ValueError(f"unknown subject name strategy {strategy!r}")
 
 
 class SchemaValidator:
@@ -258,16 +203,17 @@ class SchemaValidator:
         for chunk in column.chunks:
             framing = _Framing.of(chunk)
             found.extend((base + index, f"{side}: {reason}") for index, reason in framing.bad)
-            for schema_id, rows in framing.by_id().items():
+            for schema_id, framed in framing.by_id().items():
                 if in_memory and not self._in_memory(topic, strategy, is_key, schema_id):
                     return None
-                verdict = self._judge(topic, strategy, is_key, schema_id)
-                if isinstance(verdict, str):
-                    found.extend((base + index, f"{side}: {verdict}") for index in rows.tolist())
-                    continue
-                for index, reason in framing.decode(rows, *verdict):
-                    why = f"payload does not decode with schema id {schema_id}: {reason}"
-                    found.append((base + index, f"{side}: {why}"))
+                for name, rows in self._by_record_name(strategy, schema_id, framing, framed):
+                    verdict = self._judge(topic, strategy, is_key, schema_id, name)
+                    if isinstance(verdict, str):
+                        found.extend((base + i, f"{side}: {verdict}") for i in rows.tolist())
+                        continue
+                    for index, reason in framing.decode(rows, *verdict):
+                        why = f"payload does not decode with schema id {schema_id}: {reason}"
+                        found.append((base + index, f"{side}: {why}"))
             base += len(chunk)
         return found
 
@@ -279,14 +225,36 @@ class SchemaValidator:
         subject = subject_for(strategy, topic, is_key, entry.record_name)
         return subject in entry.subjects and entry.decoder is not None and entry.batch is not None
 
+    def _by_record_name(
+        self, strategy: str, schema_id: int, framing: _Framing, rows: npt.NDArray[np.int64]
+    ) -> list[tuple[str | None, npt.NDArray[np.int64]]]:
+        """Rows of one id by the record name their subject is taken from (None: the
+        schema's). Protobuf records under a record name strategy are named by the message
+        they hold, which may be any message of the file."""
+        if strategy == TOPIC_NAME_STRATEGY:
+            return [(None, rows)]
+        entry = self._resolve(schema_id)
+        native = entry.schema.native if isinstance(entry, _Known) else None
+        if not isinstance(native, ProtobufSchema):
+            return [(None, rows)]
+        names = [
+            message_name(native, framing.view[start + HEADER_SIZE : end])
+            for start, end in zip(
+                framing.starts[rows].tolist(), framing.ends[rows].tolist(), strict=True
+            )
+        ]
+        named = np.array(names, dtype=object)
+        return [(name, rows[named == name]) for name in dict.fromkeys(names)]
+
     def _judge(
-        self, topic: str, strategy: str, is_key: bool, schema_id: int
+        self, topic: str, strategy: str, is_key: bool, schema_id: int, name: str | None = None
     ) -> tuple[Decoder, BatchCheck | None] | str:
-        """The decoding of an id the subject accepts, or why the subject refuses it."""
+        """The decoding of an id the subject accepts, or why the subject refuses it;
+        ``name``: the record's name, where it is not the schema's."""
         entry = self._resolve(schema_id)
         if isinstance(entry, _Missing):
             return entry.reason
-        subject = subject_for(strategy, topic, is_key, entry.record_name)
+        subject = subject_for(strategy, topic, is_key, name or entry.record_name)
         if subject is None:
             return (
                 f"schema id {schema_id} has no record name, which "

@@ -148,3 +148,24 @@ def test_evolved_schema_is_none_when_nothing_is_new() -> None:
         evolved_schema(Metadata("id", "t", grown, ("partition",), {}), [pa.field(VALUE_FIELDS, V1)])
         is None
     )
+
+
+def test_a_field_two_writers_type_at_once_is_written_as_the_type_committed_first(
+    catalog: Catalog, root: RootSpec
+) -> None:
+    catalog.create_topic("t", 1)
+    first = catalog.topic("t")
+    second = Catalog(root.open()).topic("t")
+    first.appender.decoder = JsonFields(pa.struct([("amount", pa.float64())]))
+    second.appender.decoder = JsonFields(pa.struct([("amount", pa.string())]))
+    as_double = first.appender.stage([first.prepare([Record(b'{"amount": 1.5}')])])
+    as_string = second.appender.stage(
+        [second.prepare([Record(b'{"amount": "2.5"}'), Record(b'{"amount": "many"}')])]
+    )
+    first.appender.commit_staged(as_double)
+    second.appender.commit_staged(as_string)
+    assert typed_fields(second.metadata)[VALUE_FIELDS].type == pa.struct([("amount", pa.float64())])
+    table = _delta(catalog, root, first.table_path).to_pyarrow_table()
+    assert table.schema.field(VALUE_FIELDS).type == pa.struct([("amount", pa.float64())])
+    got = sorted((r["offset"], r[VALUE_FIELDS]) for r in table.to_pylist())
+    assert got == [(0, {"amount": 1.5}), (1, {"amount": 2.5}), (2, {"amount": None})]

@@ -1,4 +1,4 @@
-"""Protobuf payloads as typed columns: the first message as a struct, oneofs as nullable fields."""
+"""Protobuf payloads as typed columns: each record's message a struct, oneofs as nullable fields."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pyarrow as pa
 
 from server.schema_registry.formats import format_of
 from server.schema_registry.framing import frame
-from server.schema_registry.protobuf import native
-from server.schema_registry.protobuf_columns import protobuf_columns
+from server.schema_registry.protobuf import encoder, native
+from server.schema_registry.protobuf_columns import ProtobufColumns
 from server.schema_registry.typed_columns import RegistryColumns
 from server.schema_registry.types import SchemaType
 
@@ -39,7 +39,8 @@ enum Status { NEW = 0; PAID = 1; }
 def test_the_first_message_is_a_struct_and_its_records_decode() -> None:
     fmt = format_of(SchemaType.PROTOBUF)
     schema = fmt.parse(PROTO, {})
-    columns = protobuf_columns(native(schema))
+    columns = ProtobufColumns(native(schema)).message([0])
+    assert columns is not None
     assert columns.stored_type == pa.struct(
         [
             ("id", pa.int64()),
@@ -81,3 +82,20 @@ def test_the_first_message_is_a_struct_and_its_records_decode() -> None:
     assert (second["card"], int(second["voucher"]), second["rank"]) == (None, 2**64 - 1, 0)
     assert second["address"] is None and second["customer"] == ""  # proto3 defaults
     assert third is None
+
+
+def test_records_of_other_messages_of_the_file_are_typed_and_share_the_struct() -> None:
+    fmt = format_of(SchemaType.PROTOBUF)
+    schema = fmt.parse(PROTO, {})
+    order = fmt.encoder(schema)({"id": "7", "amount": 2.5})
+    address = encoder(schema, "shop.Address")({"city": "Oslo"})
+    assert address[:1] != b"\x00"  # indexes [1]: the file's second message
+    column = pa.array([frame(4, order), frame(4, address), frame(4, b"\x02\x0a")], pa.binary())
+    typed = RegistryColumns(lambda _id: schema).typed(column, None)
+    assert typed is not None
+    names = [f.name for f in typed.type]
+    assert names[:3] == ["id", "customer", "amount"] and names[-1] == "city"
+    first, second, third = typed.to_pylist()
+    assert (first["id"], first["amount"], first["city"]) == (7, 2.5, None)
+    assert (second["id"], second["city"]) == (None, "Oslo")
+    assert third is None  # indexes naming no message of the file: untyped

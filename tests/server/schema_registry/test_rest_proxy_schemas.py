@@ -23,7 +23,6 @@ from server.rest_proxy.schemas import (
     Schemas,
     encode_v2,
     parse_strategy,
-    record_name,
     strategy_subject,
     subject_denied,
 )
@@ -31,6 +30,7 @@ from server.rest_proxy.v3_records import Decoded, RecordRefused, SchemaContext, 
 from server.schema_registry.formats import format_of
 from server.schema_registry.framing import unframe
 from server.schema_registry.registry import SchemaRegistry
+from server.schema_registry.subjects import record_name
 from server.schema_registry.types import SchemaType
 
 ORDER = json.dumps(

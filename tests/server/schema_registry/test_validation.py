@@ -29,12 +29,9 @@ from server.schema_registry.dead_letters import (
 )
 from server.schema_registry.formats import format_of
 from server.schema_registry.framing import frame
+from server.schema_registry.subjects import record_name, subject_for
 from server.schema_registry.types import ParsedSchema, SchemaType
-from server.schema_registry.validation import (
-    SchemaValidator,
-    record_name,
-    subject_for,
-)
+from server.schema_registry.validation import SchemaValidator
 
 ORDER: dict[str, object] = {
     "type": "record",
