@@ -30,7 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
     NewTopic,
 )
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -41,6 +41,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from lakelog.storage import S3Settings
+from lakelog.topic_config import RECORD_NAME_STRATEGY
 from server.schema_registry.dead_letters import PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER
 from server.schema_registry.framing import frame
 from tests.fixtures.brokers import BrokerProcess
@@ -132,17 +133,20 @@ def consume(broker: BrokerProcess, topic: str, count: int) -> list[Any]:
         consumer.close()
 
 
-def order_message_class() -> Any:
-    """A protobuf message class built at run time (no generated module to import)."""
+def order_message_class(name: str = "shop.Order") -> Any:
+    """A message class of the file ``shop/order.proto`` (messages Order, then Address),
+    built at run time: no generated module to import."""
     proto = descriptor_pb2.FileDescriptorProto(
         name="shop/order.proto", package="shop", syntax="proto3"
     )
     message = proto.message_type.add(name="Order")
     message.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64)
     message.field.add(name="amount", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE)
+    address = proto.message_type.add(name="Address")
+    address.field.add(name="city", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
 def serialized(serializer: Callable[..., bytes], topic: str, values: list[Any]) -> list[bytes]:
@@ -182,6 +186,27 @@ def test_serializers_produce_to_validating_topics_and_read_back_unchanged(
         assert [m.value() for m in got] == sent, topic
         context = SerializationContext(topic, MessageField.VALUE)
         assert [deserializer(m.value(), context) for m in got] == values, topic
+
+
+def test_record_name_strategy_checks_a_protobuf_record_under_its_own_message(
+    broker: BrokerProcess, registry: SchemaRegistryClient
+) -> None:
+    address = order_message_class("shop.Address")
+    config = {"subject.name.strategy": record_subject_name_strategy}
+    serializer = ProtobufSerializer(address, registry, config)
+    create_topic(
+        broker,
+        "addresses",
+        **VALIDATE,
+        **{"confluent.value.subject.name.strategy": RECORD_NAME_STRATEGY},
+    )
+    sent = serialized(serializer, "addresses", [address(city="Oslo"), address(city="Rome")])
+    assert produce(broker, "addresses", sent) == [None, None]
+    subjects = registry.get_subjects()
+    assert "shop.Address" in subjects and "shop.Order" not in subjects
+    got = consume(broker, "addresses", 2)
+    context = SerializationContext("addresses", MessageField.VALUE)
+    assert [ProtobufDeserializer(address)(m.value(), context).city for m in got] == ["Oslo", "Rome"]
 
 
 def record_batch(values: list[bytes]) -> bytes:

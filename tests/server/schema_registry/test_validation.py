@@ -29,6 +29,7 @@ from server.schema_registry.dead_letters import (
 )
 from server.schema_registry.formats import format_of
 from server.schema_registry.framing import frame
+from server.schema_registry.protobuf import encoder
 from server.schema_registry.subjects import record_name, subject_for
 from server.schema_registry.types import ParsedSchema, SchemaType
 from server.schema_registry.validation import SchemaValidator
@@ -59,6 +60,11 @@ class FakeRegistry:
         avro = format_of(SchemaType.AVRO)
         self.schemas[schema_id] = avro.parse(json.dumps(schema), {})
         self.subjects[schema_id] = [(s, 1) for s in subjects]
+
+    def add_protobuf(self, schema_id: int, text: str, *subjects: str) -> ParsedSchema:
+        self.schemas[schema_id] = format_of(SchemaType.PROTOBUF).parse(text, {})
+        self.subjects[schema_id] = [(s, 1) for s in subjects]
+        return self.schemas[schema_id]
 
     def schema_by_id(self, schema_id: int) -> ParsedSchema:
         self.asked.append(schema_id)
@@ -141,6 +147,28 @@ def test_record_name_strategies_name_the_subject(registry: FakeRegistry) -> None
     assert "not registered under subject 'shop.Order'" in refused
     assert subject_for(RECORD_NAME_STRATEGY, "t", False, None) is None
     assert record_name(registry.schemas[2]) == "User"
+
+
+SHOP_PROTO = """
+syntax = "proto3";
+package shop;
+message Order { int64 id = 1; }
+message Address { string city = 1; }
+"""
+
+
+def test_record_name_strategies_name_each_protobuf_records_own_message(
+    registry: FakeRegistry,
+) -> None:
+    schema = registry.add_protobuf(5, SHOP_PROTO, "shop.Order", "shop.Address")
+    strategy = {"confluent.value.subject.name.strategy": RECORD_NAME_STRATEGY}
+    order_value = frame(5, encoder(schema)({"id": "1"}))
+    address = frame(5, encoder(schema, "shop.Address")({"city": "Oslo"}))
+    validator = SchemaValidator(registry)
+    assert check(validator, [order_value, address, address], **strategy) == []
+    registry.subjects[5] = [("shop.Order", 1)]
+    (refused,) = check(SchemaValidator(registry), [order_value, address], **strategy)
+    assert refused.startswith("1: ") and "not registered under subject 'shop.Address'" in refused
 
 
 def test_ids_are_looked_up_once_and_refreshed_after_the_ttl(registry: FakeRegistry) -> None:
