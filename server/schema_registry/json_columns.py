@@ -6,8 +6,9 @@ object allows, are not typed: the bytes keep them); ``integer`` is a long,
 ``number`` a double, ``boolean`` and ``string`` as they are, an array with one
 ``items`` schema a list; a type list of one type and ``null`` is that type.
 Anything else (no ``type``, several types, ``oneOf``/``anyOf``/``allOf``, a
-``$ref`` outside the document or a recursive one) is a string holding the
-value's JSON text, so no value is lost to a type that cannot hold it.
+recursive ``$ref``) is a string holding the value's JSON text, so no value is
+lost to a type that cannot hold it. A ``$ref`` is followed wherever the schema's
+resolver finds it: in the document or in a schema it references.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import referencing.exceptions
+from referencing._core import Resolver  # the type Registry.resolver() returns
 
 from lakelog.typed_columns import nullable
+from server.schema_registry.json_schema import native, resolver_inside
+from server.schema_registry.types import ParsedSchema
 
 Shaper = Callable[[Any], Any]
 _SCALARS = {
@@ -80,41 +85,47 @@ def build(values: list[Any], type_: pa.DataType) -> pa.Array:
         return pa.array(out, type_)
 
 
-def json_columns(schema: Any) -> JsonColumns:
-    """The columns of the JSON Schema document ``schema``; a root that is not an object
-    with properties is one string of the whole value's JSON text."""
-    stored, shape = _walk(schema, schema, ())
+def json_columns(schema: ParsedSchema) -> JsonColumns:
+    """The columns of a JSON Schema; one whose root is not an object with properties
+    has none (ValueError)."""
+    document = native(schema)
+    stored, shape = _walk(document.contents, document.resolver, (id(document.contents),))
     if not pa.types.is_struct(stored):
         raise ValueError("a JSON Schema whose root is not an object with properties")
     return JsonColumns(nullable(stored), shape)
 
 
-def _resolve(node: Any, root: Any, seen: tuple[str, ...]) -> tuple[Any, tuple[str, ...]] | None:
-    """A local ``$ref`` (``#/...``) resolved; None for one outside the document or a cycle."""
-    ref = node.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#") or ref in seen:
+def _follow(
+    ref: Any, resolver: Resolver[Any], seen: tuple[int, ...]
+) -> tuple[Any, Resolver[Any], tuple[int, ...]] | None:
+    """The schema a ``$ref`` names, with the resolver inside it; None for one that does not
+    resolve or that is already being walked (a recursive type no Arrow type holds)."""
+    if not isinstance(ref, str):
         return None
-    target: Any = root
-    for part in [p for p in ref[1:].split("/") if p]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(target, dict) or part not in target:
-            return None
-        target = target[part]
-    return target, (*seen, ref)
+    try:
+        found = resolver.lookup(ref)
+    except referencing.exceptions.Unresolvable:
+        return None
+    if id(found.contents) in seen:
+        return None
+    return found.contents, found.resolver, (*seen, id(found.contents))
 
 
 def _opaque() -> tuple[pa.DataType, Shaper | None]:
     return pa.string(), _text
 
 
-def _walk(node: Any, root: Any, seen: tuple[str, ...]) -> tuple[pa.DataType, Shaper | None]:
+def _walk(
+    node: Any, resolver: Resolver[Any], seen: tuple[int, ...]
+) -> tuple[pa.DataType, Shaper | None]:
     if not isinstance(node, dict):
         return _opaque()
+    resolver = resolver_inside(resolver, node)
     if "$ref" in node:
-        resolved = _resolve(node, root, seen)
-        if resolved is None:
+        followed = _follow(node["$ref"], resolver, seen)
+        if followed is None:
             return _opaque()
-        return _walk(resolved[0], root, resolved[1])
+        return _walk(*followed)
     if any(k in node for k in ("oneOf", "anyOf", "allOf", "not", "if")):
         return _opaque()
     kind = node.get("type")
@@ -129,7 +140,7 @@ def _walk(node: Any, root: Any, seen: tuple[str, ...]) -> tuple[pa.DataType, Sha
         items = node.get("items")
         if not isinstance(items, dict):
             return _opaque()
-        item_type, item_shape = _walk(items, root, seen)
+        item_type, item_shape = _walk(items, resolver, seen)
         if item_shape is None:
             return pa.list_(pa.field("element", item_type)), _list_only
 
@@ -141,7 +152,7 @@ def _walk(node: Any, root: Any, seen: tuple[str, ...]) -> tuple[pa.DataType, Sha
         return pa.list_(pa.field("element", item_type)), shape_list
     properties = node.get("properties")
     if (kind == "object" or kind is None) and isinstance(properties, dict) and properties:
-        walked = [(name, _walk(sub, root, seen)) for name, sub in properties.items()]
+        walked = [(name, _walk(sub, resolver, seen)) for name, sub in properties.items()]
         struct = pa.struct([pa.field(name, t) for name, (t, _) in walked])
         shapers = [(name, s) for name, (_, s) in walked if s is not None]
 

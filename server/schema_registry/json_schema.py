@@ -120,7 +120,7 @@ def _subschemas(value: Any) -> Iterator[Any]:
         yield from (found for found in dependencies.values() if isinstance(found, dict))
 
 
-def _enter(resolver: Resolver[Any], value: Any) -> Resolver[Any]:
+def resolver_inside(resolver: Resolver[Any], value: Any) -> Resolver[Any]:
     """The resolver inside ``value``, whose ``$id`` (``id`` in draft 4) may change the base."""
     if isinstance(value, dict) and ("$id" in value or "id" in value):
         return resolver.in_subresource(_resource(value))
@@ -132,7 +132,7 @@ def _check_references(value: Any, resolver: Resolver[Any]) -> None:
     pending = [(value, resolver)]
     while pending:
         node, outer = pending.pop()
-        inner = _enter(outer, node)
+        inner = resolver_inside(outer, node)
         if isinstance(node, dict) and isinstance(node.get("$ref"), str):
             try:
                 inner.lookup(node["$ref"])
@@ -144,7 +144,7 @@ def _check_references(value: Any, resolver: Resolver[Any]) -> None:
         pending.extend((child, inner) for child in _subschemas(node))
 
 
-def _native(schema: ParsedSchema) -> JsonNative:
+def native(schema: ParsedSchema) -> JsonNative:
     native = schema.native
     if not isinstance(native, JsonNative):
         raise TypeError(f"not a JSON schema: {schema.schema_type}")
@@ -186,7 +186,7 @@ class JsonSchemaFormat:
                 raise InvalidSchemaError(
                     f"reference {name!r} is a {reference.schema_type} schema, not JSON"
                 )
-            referenced = _native(reference)
+            referenced = native(reference)
             resources.update(referenced.resources)
             resources[name] = _resource(referenced.contents)
         registry: referencing.Registry[Any] = referencing.Registry().with_resources(
@@ -208,7 +208,7 @@ class JsonSchemaFormat:
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         if reader.schema_type is not writer.schema_type:
             return [f"a {reader.schema_type} schema cannot read {writer.schema_type} data"]
-        original, update = _native(writer), _native(reader)
+        original, update = native(writer), native(reader)
         diff = _Diff()
         try:
             diff.compare(
@@ -221,7 +221,7 @@ class JsonSchemaFormat:
         return [_describe(kind, path) for kind, path in diff.incompatible()]
 
     def decoder(self, schema: ParsedSchema) -> Decoder:
-        check = _checker(_native(schema).validator)
+        check = _checker(native(schema).validator)
 
         def decode(payload: memoryview) -> object:
             try:
@@ -238,7 +238,7 @@ class JsonSchemaFormat:
         return decode
 
     def encoder(self, schema: ParsedSchema) -> Encoder:
-        check = _checker(_native(schema).validator)
+        check = _checker(native(schema).validator)
 
         def encode(value: object) -> bytes:
             check(value)
@@ -432,13 +432,13 @@ class _Node:
     resolver: Resolver[Any]
 
     def child(self, value: Any) -> _Node:
-        return _Node(value, _enter(self.resolver, value))
+        return _Node(value, resolver_inside(self.resolver, value))
 
     def deref(self) -> _Node:
         node, seen = self, 0
         while isinstance(node.schema, dict) and isinstance(node.schema.get("$ref"), str):
             resolved = node.resolver.lookup(node.schema["$ref"])
-            node = _Node(resolved.contents, _enter(resolved.resolver, resolved.contents))
+            node = _Node(resolved.contents, resolver_inside(resolved.resolver, resolved.contents))
             seen += 1
             if seen > 100:
                 raise InvalidSchemaError("a $ref chain that never reaches a schema")

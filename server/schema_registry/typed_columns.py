@@ -10,7 +10,6 @@ holding the table's and every group's (``lakelog.typed_columns.merge_types``).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -69,8 +68,8 @@ class RegistryColumns:
         return out
 
     def columns_of(self, schema_id: int) -> Columns | None:
-        """The decoding of one schema id; None where it is not typed (Avro or JSON Schema
-        with references, unknown)."""
+        """The decoding of one schema id; None where it is not typed (a root no struct
+        holds, a recursive Protobuf message, an unknown id)."""
         with self._lock:
             if schema_id in self._columns:
                 return self._columns[schema_id]
@@ -80,8 +79,8 @@ class RegistryColumns:
             if schema.schema_type is SchemaType.AVRO:  # its references' types come first
                 *references, own = avro.native(schema).sources
                 found = avro_columns(own, references)
-            elif schema.schema_type is SchemaType.JSON and not schema.references:
-                found = json_columns(json.loads(schema.text))
+            elif schema.schema_type is SchemaType.JSON:  # its references are in its resolver
+                found = json_columns(schema)
             elif schema.schema_type is SchemaType.PROTOBUF:  # its imports are in its pool
                 found = ProtobufColumns(protobuf.native(schema))
         except Exception:  # an untyped schema leaves its rows' columns null

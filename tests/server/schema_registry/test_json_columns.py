@@ -7,10 +7,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from server.schema_registry.formats import format_of
 from server.schema_registry.framing import frame
 from server.schema_registry.json_columns import json_columns
 from server.schema_registry.typed_columns import RegistryColumns
 from server.schema_registry.types import ParsedSchema, SchemaType
+
+
+def parsed(document: Any, references: dict[str, ParsedSchema] | None = None) -> ParsedSchema:
+    return format_of(SchemaType.JSON).parse(json.dumps(document), references or {})
+
 
 ORDER = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -30,7 +36,7 @@ ORDER = {
 
 
 def test_object_properties_are_a_struct_and_the_rest_json_text() -> None:
-    assert json_columns(ORDER).stored_type == pa.struct(
+    assert json_columns(parsed(ORDER)).stored_type == pa.struct(
         [
             ("id", pa.int64()),
             ("amount", pa.float64()),
@@ -44,8 +50,7 @@ def test_object_properties_are_a_struct_and_the_rest_json_text() -> None:
 
 
 def test_json_payloads_decode_into_the_struct() -> None:
-    text = json.dumps(ORDER)
-    schema = ParsedSchema(SchemaType.JSON, text, text)
+    schema = parsed(ORDER)
 
     def payload(value: Any) -> bytes:
         return frame(3, json.dumps(value).encode())
@@ -82,3 +87,39 @@ def test_json_payloads_decode_into_the_struct() -> None:
     }
     assert rows[1] is None
     assert rows[2]["extra"] == "x" and rows[2]["amount"] == 1.5
+
+
+def test_a_ref_to_a_referenced_schema_is_walked_as_its_document() -> None:
+    address = parsed(
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "zip": {"$ref": "#/$defs/zip"}},
+            "$defs": {"zip": {"type": "integer"}},
+        }
+    )
+    order = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "ship_to": {"$ref": "address.json"},
+            "zip_only": {"$ref": "address.json#/$defs/zip"},
+        },
+    }
+    columns = json_columns(parsed(order, {"address.json": address}))
+    assert columns.stored_type == pa.struct(
+        [
+            ("id", pa.int64()),
+            ("ship_to", pa.struct([("city", pa.string()), ("zip", pa.int64())])),
+            ("zip_only", pa.int64()),
+        ]
+    )
+
+
+def test_a_recursive_ref_is_json_text() -> None:
+    node = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "child": {"$ref": "#"}},
+    }
+    assert json_columns(parsed(node)).stored_type == pa.struct(
+        [("name", pa.string()), ("child", pa.string())]
+    )

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -217,6 +217,26 @@ def test_json_schema_and_protobuf_values_are_typed(typed: Typed) -> None:
         typed.produce([serializer(v, context) for v in values], topic=topic)
         rows = sorted(typed.table(topic).to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
         assert [r["value_fields"] for r in rows] == ORDERS, topic
+
+
+def test_json_schema_values_with_a_referenced_schema_are_typed(typed: Typed) -> None:
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    typed.registry.register_schema("address", Schema(json.dumps(address), "JSON"))
+    order_schema = {
+        "type": "object",
+        "title": "Shipment",
+        "properties": {"id": {"type": "integer"}, "ship_to": {"$ref": "address.json"}},
+    }
+    reference = SchemaReference("address.json", "address", 1)
+    schema = Schema(json.dumps(order_schema), "JSON", [reference])
+    serializer = JSONSerializer(schema, typed.registry)
+    topic = "json-shipments"
+    create_topic(typed.broker, topic, **VALIDATE)
+    values = [{"id": 1, "ship_to": {"city": "Oslo"}}, {"id": 2, "ship_to": {"city": "Rome"}}]
+    context = SerializationContext(topic, MessageField.VALUE)
+    typed.produce([serializer(v, context) for v in values], topic=topic)
+    rows = sorted(typed.table(topic).to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+    assert [r["value_fields"] for r in rows] == values
 
 
 def test_spark_sql_filters_and_aggregates_a_typed_field(orders: Orders, spark: Any) -> None:
