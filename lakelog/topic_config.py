@@ -46,6 +46,9 @@ class ConfigDef:
     empty_ok: bool = False
     #: The value names a topic, so it must be a valid topic name.
     names_topic: bool = False
+    #: False for a Kafka config lakelog stores and describes but does not act on:
+    #: it governs replicas, local log files or record batches, which lakelog has not.
+    applies: bool = True
 
     def render(self, value: Any) -> str:
         """A typed value as Kafka writes it in config answers (booleans in lower case)."""
@@ -118,6 +121,210 @@ TOPIC_RECORD_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicRecord
 SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
 #: Where records that fail schema validation go instead of refusing their batch.
 DEAD_LETTER_TOPIC = "lakelog.schema.validation.dead.letter.topic"
+
+#: Kafka's topic configs that have no effect in lakelog (docs/kafka-protocol.md, "Topic
+#: configs"), with Kafka's types, defaults and bounds, so Kafka's tools set and read them.
+_KAFKA_ONLY_CONFIGS = [
+    ConfigDef(
+        "compression.type",
+        "string",
+        "producer",
+        "The codec of the broker's record batches. Segments are Parquet files, "
+        "compressed as one; stored for Kafka's tools, no effect in lakelog.",
+        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        applies=False,
+    ),
+    ConfigDef(
+        "compression.gzip.level",
+        "int",
+        -1,
+        "gzip level of record batches: no effect in lakelog.",
+        minimum=-1,
+        maximum=9,
+        applies=False,
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        "int",
+        9,
+        "lz4 level of record batches: no effect in lakelog.",
+        minimum=1,
+        maximum=17,
+        applies=False,
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        "int",
+        3,
+        "zstd level of record batches: no effect in lakelog.",
+        minimum=-131072,
+        maximum=22,
+        applies=False,
+    ),
+    ConfigDef(
+        "file.delete.delay.ms",
+        "long",
+        60000,
+        "Delay before a local segment file is deleted: no effect in lakelog (retention's "
+        "file cleanup keeps removed files for Delta readers instead).",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "flush.messages",
+        "long",
+        LONG_MAX,
+        "Records between forced fsyncs: no effect in lakelog, which acknowledges a record "
+        "only once its commit is durable.",
+        minimum=1,
+        applies=False,
+    ),
+    ConfigDef(
+        "flush.ms",
+        "long",
+        LONG_MAX,
+        "Time between forced fsyncs: no effect in lakelog (every commit is durable).",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "follower.replication.throttled.replicas",
+        "list",
+        "",
+        "Replicas whose replication is throttled on the follower: no effect in lakelog, "
+        "which has no replicas.",
+        empty_ok=True,
+        applies=False,
+    ),
+    ConfigDef(
+        "leader.replication.throttled.replicas",
+        "list",
+        "",
+        "Replicas whose replication is throttled on the leader: no effect in lakelog.",
+        empty_ok=True,
+        applies=False,
+    ),
+    ConfigDef(
+        "index.interval.bytes",
+        "int",
+        4096,
+        "Bytes between offset index entries: no effect in lakelog (segments carry their "
+        "offset range).",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "segment.index.bytes",
+        "int",
+        10 * 1024 * 1024,
+        "Size of a segment's offset index: no effect in lakelog.",
+        minimum=4,
+        applies=False,
+    ),
+    ConfigDef(
+        "segment.jitter.ms",
+        "long",
+        0,
+        "Random jitter subtracted from segment.ms: no effect in lakelog.",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "local.retention.bytes",
+        "long",
+        -2,
+        "Tiered storage's local retention (-2: retention.bytes): no effect in lakelog, "
+        "whose storage root is the only tier.",
+        minimum=-2,
+        applies=False,
+    ),
+    ConfigDef(
+        "local.retention.ms",
+        "long",
+        -2,
+        "Tiered storage's local retention (-2: retention.ms): no effect in lakelog.",
+        minimum=-2,
+        applies=False,
+    ),
+    ConfigDef(
+        "remote.storage.enable",
+        "boolean",
+        False,
+        "Tiered storage for the topic: no effect in lakelog, whose segments are already "
+        "in the storage root.",
+        applies=False,
+    ),
+    ConfigDef(
+        "remote.log.copy.disable",
+        "boolean",
+        False,
+        "Stops copying segments to tiered storage: no effect in lakelog.",
+        applies=False,
+    ),
+    ConfigDef(
+        "remote.log.delete.on.disable",
+        "boolean",
+        False,
+        "Deletes tiered segments when tiered storage is turned off: no effect in lakelog.",
+        applies=False,
+    ),
+    ConfigDef(
+        "remote.copy.lag.ms",
+        "long",
+        0,
+        "How long a segment waits before it is copied to tiered storage: no effect in lakelog.",
+        minimum=-1,
+        applies=False,
+    ),
+    ConfigDef(
+        "remote.copy.lag.bytes",
+        "long",
+        0,
+        "How many bytes wait before they are copied to tiered storage: no effect in lakelog.",
+        minimum=-1,
+        applies=False,
+    ),
+    ConfigDef(
+        "message.timestamp.before.max.ms",
+        "long",
+        LONG_MAX,
+        "How far in the past a CreateTime timestamp may be: no effect in lakelog, which "
+        "stores every timestamp it is given.",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "message.timestamp.after.max.ms",
+        "long",
+        3_600_000,
+        "How far in the future a CreateTime timestamp may be: no effect in lakelog.",
+        minimum=0,
+        applies=False,
+    ),
+    ConfigDef(
+        "min.insync.replicas",
+        "int",
+        1,
+        "Replicas that must have a record before acks=all answers: lakelog's one copy is "
+        "the durable commit, so 1 is always met; stored, no effect.",
+        minimum=1,
+        applies=False,
+    ),
+    ConfigDef(
+        "preallocate",
+        "boolean",
+        False,
+        "Preallocate segment files on disk: no effect in lakelog.",
+        applies=False,
+    ),
+    ConfigDef(
+        "unclean.leader.election.enable",
+        "boolean",
+        False,
+        "Let an out-of-sync replica lead: no effect in lakelog, which has no replicas.",
+        applies=False,
+    ),
+]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {
     d.name: d
@@ -203,6 +410,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
             "CreateTime keeps the producer's timestamp; LogAppendTime uses the broker's clock.",
             choices=("CreateTime", "LogAppendTime"),
         ),
+        *_KAFKA_ONLY_CONFIGS,
         ConfigDef(
             "confluent.key.schema.validation",
             "boolean",

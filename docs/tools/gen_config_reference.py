@@ -31,6 +31,8 @@ from pydantic.fields import FieldInfo  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 from pydantic_settings import BaseSettings  # noqa: E402
 
+from lakelog.topic_config import ConfigDef  # noqa: E402
+
 OUTPUT = PROJECT / "docs" / "configuration.md"
 
 _UNITS_MS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1_000, "s"))
@@ -200,25 +202,17 @@ def render() -> str:
         "overrides are stored (in the Delta table's metadata), so a topic follows the defaults.",
         "",
         *_table(
-            ["name", "type", "default", "allowed", "meaning"],
-            (
-                [
-                    f"`{d.name}`",
-                    d.kind,
-                    show_default(d.name, d.default),
-                    ", ".join(d.choices)
-                    or ", ".join(
-                        p
-                        for p in (
-                            f">= {d.minimum:g}" if d.minimum is not None else "",
-                            f"<= {d.maximum:g}" if d.maximum is not None else "",
-                        )
-                        if p
-                    ),
-                    d.doc,
-                ]
-                for d in CONFIG_DEFS.values()
-            ),
+            TOPIC_CONFIG_HEADER, topic_config_rows(d for d in CONFIG_DEFS.values() if d.applies)
+        ),
+        "",
+        "### Kafka's topic configs that have no effect",
+        "",
+        "Accepted with Kafka's types and bounds, stored and described as Kafka does, so "
+        "Kafka's tools can set them; they govern replicas, local log files, fsyncs or record "
+        'batches, which lakelog has not (docs/kafka-protocol.md, "Admin APIs").',
+        "",
+        *_table(
+            TOPIC_CONFIG_HEADER, topic_config_rows(d for d in CONFIG_DEFS.values() if not d.applies)
         ),
         "",
         "## Python clients (`lakelog.client`)",
@@ -283,6 +277,30 @@ def render() -> str:
         "",
     ]
     return "\n".join(out).rstrip() + "\n"
+
+
+TOPIC_CONFIG_HEADER = ["name", "type", "default", "allowed", "meaning"]
+
+
+def topic_config_rows(definitions: Iterable[ConfigDef]) -> list[list[str]]:
+    return [
+        [
+            f"`{d.name}`",
+            d.kind,
+            show_default(d.name, d.default),
+            ", ".join(d.choices)
+            or ", ".join(
+                p
+                for p in (
+                    f">= {d.minimum:g}" if d.minimum is not None else "",
+                    f"<= {d.maximum:g}" if d.maximum is not None else "",
+                )
+                if p
+            ),
+            d.doc,
+        ]
+        for d in definitions
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -112,6 +112,31 @@ KAFKA_DEFAULTS: dict[str, object] = {
         "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     ),
     "lakelog.schema.validation.dead.letter.topic": "",
+    # Kafka's, stored and described with no effect in lakelog:
+    "compression.type": "producer",
+    "compression.gzip.level": -1,
+    "compression.lz4.level": 9,
+    "compression.zstd.level": 3,
+    "file.delete.delay.ms": 60000,
+    "flush.messages": 9223372036854775807,
+    "flush.ms": 9223372036854775807,
+    "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "",
+    "index.interval.bytes": 4096,
+    "segment.index.bytes": 10485760,
+    "segment.jitter.ms": 0,
+    "local.retention.bytes": -2,
+    "local.retention.ms": -2,
+    "remote.storage.enable": False,
+    "remote.log.copy.disable": False,
+    "remote.log.delete.on.disable": False,
+    "remote.copy.lag.ms": 0,
+    "remote.copy.lag.bytes": 0,
+    "message.timestamp.before.max.ms": 9223372036854775807,
+    "message.timestamp.after.max.ms": 3600000,
+    "min.insync.replicas": 1,
+    "preallocate": False,
+    "unclean.leader.election.enable": False,
 }
 
 
@@ -127,6 +152,20 @@ def test_defaults_match_kafka() -> None:
     assert not config.compacted
     assert not config.log_append_time
     assert config.max_message_bytes == 1048588
+
+
+def test_kafka_configs_without_effect_are_checked_stored_and_described() -> None:
+    config = TopicConfig({"compression.type": "lz4", "min.insync.replicas": "2"})
+    assert config.text("compression.type") == "lz4"
+    described = {d["name"]: d for d in config.describe()}
+    assert described["min.insync.replicas"]["value"] == "2"
+    assert not described["min.insync.replicas"]["is_default"]
+    assert not CONFIG_DEFS["compression.type"].applies
+    assert CONFIG_DEFS["retention.ms"].applies
+    with pytest.raises(InvalidConfigError, match=r"compression\.type"):
+        TopicConfig({"compression.type": "brotli"})
+    with pytest.raises(InvalidConfigError, match=r"min\.insync\.replicas"):
+        TopicConfig({"min.insync.replicas": "0"})
 
 
 def test_every_default_parses_to_itself() -> None:
@@ -203,10 +242,10 @@ def test_schema_validation_configs_parse_as_kafka_writes_them() -> None:
 def test_unknown_config_names_raise_naming_it() -> None:
     with pytest.raises(InvalidConfigError, match=r"retention\.millis"):
         TopicConfig({"retention.millis": "1"})
-    with pytest.raises(InvalidConfigError, match=r"flush\.ms"):
-        TopicConfig().with_changes({"flush.ms": 5})
-    with pytest.raises(InvalidConfigError, match=r"flush\.ms"):
-        TopicConfig().with_changes({}, ["flush.ms"])
+    with pytest.raises(InvalidConfigError, match=r"flush\.millis"):
+        TopicConfig().with_changes({"flush.millis": 5})
+    with pytest.raises(InvalidConfigError, match=r"flush\.millis"):
+        TopicConfig().with_changes({}, ["flush.millis"])
 
 
 @pytest.mark.parametrize(

@@ -365,6 +365,30 @@ def test_topic_lifecycle(admin: Admin, broker: BrokerProcess) -> None:
     assert topic not in admin.partitions()
 
 
+def test_kafka_topic_configs_lakelog_does_not_act_on_are_stored_and_described(
+    admin: Admin, broker: BrokerProcess
+) -> None:
+    topic = unique("kafka-configs")
+    overrides = {
+        "compression.type": "lz4",
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "true",
+        "message.timestamp.after.max.ms": "60000",
+    }
+    assert admin.create(topic, 1, overrides) is None
+    configs = admin.configs(topic)
+    for name, value in overrides.items():
+        assert configs[name] == (value, TOPIC_CONFIG), name
+    assert configs["flush.ms"] == (str(2**63 - 1), DEFAULT_CONFIG)
+    assert http_config(broker, topic, "compression.type") == ("lz4", "TOPIC_CONFIG")
+    assert admin.set_config(topic, "compression.type", "zstd") is None
+    assert admin.configs(topic)["compression.type"] == ("zstd", TOPIC_CONFIG)
+    refused = admin.set_config(topic, "compression.type", "brotli")
+    assert refused is not None and refused.code == INVALID_CONFIG
+    assert refused.message is not None and "compression.type" in refused.message
+    assert http_config(broker, topic, "compression.type") == ("zstd", "TOPIC_CONFIG")
+
+
 def test_bad_input_is_refused_and_changes_nothing(
     admin: Admin, broker: BrokerProcess, module_root: RootSpec
 ) -> None:
