@@ -49,6 +49,7 @@ SUITES: dict[str, str] = {
     "schema-registry": "benchmarks.bench_schema_registry",
     "schemas": "benchmarks.bench_schemas",
     "typed-sql": "benchmarks.bench_typed_sql",
+    "cli": "benchmarks.bench_cli",
 }
 
 

@@ -3,25 +3,55 @@
 Start with ``lakelog.connect(root_url)``, which returns the ``Catalog`` of a
 storage root; ``catalog.topic(name)`` gives a topic's ``TopicLog`` to append
 to and read from.
+
+The names below are imported when first used, so a command that needs none of
+them (``lakelog --version``) does not pay for pyarrow and the Delta layer.
 """
 
-from lakelog.errors import LakelogError
-from lakelog.extras import missing_core_module
+from __future__ import annotations
 
-try:
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from lakelog.errors import LakelogError
+from lakelog.extras import require_core
+
+require_core()  # e.g. a Spark worker running a Python without lakelog: say so at once
+
+if TYPE_CHECKING:
     from lakelog.catalog import Catalog, TopicDescription, connect
     from lakelog.commit_stats import CommitStats
     from lakelog.partition_state import PartitionState
     from lakelog.records import ConsumerRecord, Record
     from lakelog.topic_config import TopicConfig
     from lakelog.topic_log import AppendResult, FetchResult, TopicLog
-except ModuleNotFoundError as exc:  # e.g. a Spark worker running a Python without lakelog
-    error = missing_core_module(exc)
-    if error is None:
-        raise
-    raise error from exc
 
 __version__ = "0.1.0"
+
+#: Each public name's module.
+_MODULES = {
+    "AppendResult": "lakelog.topic_log",
+    "Catalog": "lakelog.catalog",
+    "CommitStats": "lakelog.commit_stats",
+    "ConsumerRecord": "lakelog.records",
+    "FetchResult": "lakelog.topic_log",
+    "PartitionState": "lakelog.partition_state",
+    "Record": "lakelog.records",
+    "TopicConfig": "lakelog.topic_config",
+    "TopicDescription": "lakelog.catalog",
+    "TopicLog": "lakelog.topic_log",
+    "connect": "lakelog.catalog",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lakelog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AppendResult",

@@ -81,14 +81,14 @@ def _installed(module: str) -> bool:
         return False
 
 
-def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | None:
-    """The error to raise when importing the core failed on ``exc`` (None: not ours): lakelog
+def require_core() -> None:
+    """Raise ``MissingDependencyError`` if a module the core needs cannot be imported: lakelog
     runs in a Python it is not installed in, in Spark the worker interpreter to change."""
-    module = (exc.name or "").partition(".")[0]
-    if module not in CORE_MODULES:
-        return None
+    missing = [m for m in CORE_MODULES if not _installed(m)]
+    if not missing:
+        return
     message = (
-        f"lakelog needs the module {module!r}, which the Python running here "
+        f"lakelog needs the module {missing[0]!r}, which the Python running here "
         f"({sys.executable}) cannot import: lakelog is not installed in it"
     )
     if _SPARK_WORKER_MODULE in sys.modules:
@@ -101,4 +101,4 @@ def missing_core_module(exc: ModuleNotFoundError) -> MissingDependencyError | No
         )
     else:
         message += "; install it there (pip install lakelog) or use the Python it is installed in"
-    return MissingDependencyError(message, missing=[module])
+    raise MissingDependencyError(message, missing=missing)

@@ -11,15 +11,15 @@ import logging
 import socket
 import ssl
 import sys
-
-import uvicorn
+from typing import TYPE_CHECKING
 
 from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
-from server.app import create_app
-from server.internal_http_logs import log_internal_calls_at_debug
-from server.kafka.listeners import default_protocol
-from server.settings import BrokerSettings, load_settings
+
+if TYPE_CHECKING:  # the broker itself loads when it starts, not for `lakelog --help`
+    import uvicorn
+
+    from server.settings import BrokerSettings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,6 +57,8 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
     PLAINTEXT, or SASL_SSL / SASL_PLAINTEXT when ``auth_mode`` asks clients to
     authenticate (``server.kafka.listeners.default_protocol``).
     """
+    from server.kafka.listeners import default_protocol
+
     if port is None:
         return settings
     if port.strip().lower() == "off":
@@ -68,7 +70,6 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
 
 
 def kafka_listeners_text(settings: BrokerSettings) -> str:
-    # Imported here: the Kafka codecs load only when a broker starts, not for every tool.
     from server.kafka.listener import listeners_to_bind
 
     listeners = listeners_to_bind(settings)
@@ -76,6 +77,12 @@ def kafka_listeners_text(settings: BrokerSettings) -> str:
 
 
 def run_start(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.app import create_app
+    from server.internal_http_logs import log_internal_calls_at_debug
+    from server.settings import load_settings
+
     settings = load_settings(
         args.config,
         root=args.root,

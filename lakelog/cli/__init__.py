@@ -8,25 +8,20 @@ status a shell shows for a process ended by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from lakelog import __version__
-from lakelog.cli import (
-    acls,
-    client_quotas,
-    console_consumer,
-    console_producer,
-    consumer_groups,
-    demo,
-    doctor,
-    get_offsets,
-    topics,
-)
-from lakelog.cli.common import SubParsers, client_security
+from lakelog.cli.commands import COMMANDS
 from lakelog.errors import LakelogError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from lakelog.cli.common import SubParsers
 
 #: Entry-point group through which server/, compaction/ and spark_connector/ add their
 #: commands (each entry named as its command) without the core importing them.
@@ -60,19 +55,35 @@ def register_plugins(sub: SubParsers) -> None:
         register(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the command it names is loaded, with its options; the
+    other built-in commands are their names and help lines (``lakelog.cli.commands``).
+    Without ``argv``, every command is loaded."""
     parser = argparse.ArgumentParser(
         prog="lakelog", description="Kafka's log model on Delta Lake tables."
     )
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (topics, console_producer, console_consumer, consumer_groups, get_offsets, demo):
-        module.register(sub)
-    for module in (acls, client_quotas, doctor):
-        module.register(sub)
-    register_plugins(sub)
+    chosen = None if argv is None else _command_named(argv)
+    for name, command in COMMANDS.items():
+        if argv is None or name == chosen:
+            importlib.import_module(command.module).register(sub)
+        else:
+            sub.add_parser(name, help=command.help)
+    if chosen not in COMMANDS and (chosen is not None or _asks_for_help(argv)):
+        register_plugins(sub)
     add_version_everywhere(sub)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` names: its first word that is not an option (the top-level
+    parser takes no option with a value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _asks_for_help(argv: Sequence[str] | None) -> bool:
+    return argv is None or any(word in ("-h", "--help") for word in argv)
 
 
 def add_version_everywhere(sub: SubParsers) -> None:
@@ -95,6 +106,8 @@ def add_version(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed sub-command; a lakelog error becomes a message and exit code 1."""
+    from lakelog.cli.common import client_security  # loaded with the command, not before
+
     try:
         with client_security(args):
             code: int = args.run(args)
@@ -107,7 +120,8 @@ def run_command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         try:
-            code = run_command(build_parser().parse_args(argv))
+            words = sys.argv[1:] if argv is None else argv
+            code = run_command(build_parser(words).parse_args(words))
         finally:
             # What is still buffered is written here, where a closed pipe is caught,
             # not by the interpreter at exit (--help and --version exit through here too).

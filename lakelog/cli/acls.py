@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable
 
 from lakelog.cli.cluster import admin_client
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import SubParsers, add_tool
 from lakelog.errors import InvalidConfigError
 from lakelog.security.acl import (
@@ -34,7 +35,7 @@ from lakelog.security.acl import (
 
 def register(sub: SubParsers) -> None:
     actions = {"add": "add ACLs", "remove": "remove matching ACLs", "list": "list matching ACLs"}
-    parser = add_tool(sub, "acls", "add, remove and list ACLs (kafka-acls.sh)", run, actions)
+    parser = add_tool(sub, "acls", COMMANDS["acls"].help, run, actions)
     for flag, metavar, text in (
         (
             "--allow-principal",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from lakelog.cli.cluster import admin_client
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import SubParsers, add_tool, parse_key_values, split_names
 from lakelog.errors import InvalidConfigError
 from lakelog.security.quota import DEFAULT, QuotaEntity, parse_limits
@@ -18,9 +19,7 @@ from lakelog.security.quota import DEFAULT, QuotaEntity, parse_limits
 
 def register(sub: SubParsers) -> None:
     actions = {"alter": "change one entity's quotas", "describe": "show quota overrides"}
-    parser = add_tool(
-        sub, "client-quotas", "set and show client quotas (kafka-configs)", run, actions
-    )
+    parser = add_tool(sub, "client-quotas", COMMANDS["client-quotas"].help, run, actions)
     parser.add_argument("--user", help="user name (the principal User:<name>)")
     parser.add_argument("--user-default", action="store_true", help="the <default> user")
     parser.add_argument("--client-id", help="client id (X-Lakelog-Client-Id)")

@@ -9,10 +9,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeAlias
 
-from lakelog.client.connection import SECURITY_ENV, parse_bootstrap
 from lakelog.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from lakelog.numerals import is_unsigned_int
-from lakelog.settings_files import read_config_file
 
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
@@ -147,6 +145,8 @@ def add_client_security(parser: argparse.ArgumentParser) -> None:
         "ssl.keyfile=..., client.id=..., socket.connection.setup.timeout.ms=..., "
         "request.timeout.ms=..., default.api.timeout.ms=... (default: none)",
     )
+    from lakelog.client.connection import SECURITY_ENV  # the client loads with its tools
+
     for option, (metavar, text) in SECURITY_FLAGS.items():
         flag = "--" + option.replace("_", "-")
         group.add_argument(flag, metavar=metavar, help=text.format(f"${SECURITY_ENV[option]}"))
@@ -157,6 +157,8 @@ def command_config(args: argparse.Namespace) -> dict[str, str]:
     path = getattr(args, "command_config", None)
     if not path:
         return {}
+    from lakelog.settings_files import read_config_file
+
     known = {**COMMAND_CONFIG_KEYS, **TIMEOUT_PROPERTIES}
     properties: dict[str, str] = {}
     for key, value in read_config_file(path).items():
@@ -204,6 +206,8 @@ def _positive_ms(text: str, what: str) -> int:
 @contextlib.contextmanager
 def client_security(args: argparse.Namespace) -> Iterator[None]:
     """Expose the tool's credentials to its clients (through ``SECURITY_ENV``) while it runs."""
+    from lakelog.client.connection import SECURITY_ENV
+
     options = security_options(args)
     saved = {env: os.environ.get(env) for env in SECURITY_ENV.values()}
     try:
@@ -223,6 +227,8 @@ def bootstrap_urls(value: str | None) -> list[str]:
     raw = value or os.environ.get(BOOTSTRAP_ENV) or FALLBACK_BOOTSTRAP
     if not any(item.strip().rstrip("/") for item in raw.split(",")):
         raise InvalidConfigError("--bootstrap-server names no broker")
+    from lakelog.client.connection import parse_bootstrap
+
     return parse_bootstrap(raw)
 
 

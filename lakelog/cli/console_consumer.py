@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from lakelog.cli.cluster import admin_over, build_client, client_settings, connect, partitions
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import (
     SubParsers,
     add_tool,
@@ -32,7 +33,7 @@ from lakelog.records import ConsumerRecord, timestamp_type_name
 
 
 def register(sub: SubParsers) -> None:
-    parser = add_tool(sub, "console-consumer", "print the records of a topic", run)
+    parser = add_tool(sub, "console-consumer", COMMANDS["console-consumer"].help, run)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--topic", help="the topic to consume")
     source.add_argument(

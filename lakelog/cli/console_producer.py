@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from lakelog.cli.cluster import build_client, client_settings, connect
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import SubParsers, add_tool, parse_key_values
 from lakelog.client import Producer, RecordMetadata
 from lakelog.errors import InvalidConfigError, InvalidRecordError
@@ -33,7 +34,7 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
 
 
 def register(sub: SubParsers) -> None:
-    parser = add_tool(sub, "console-producer", "produce stdin lines to a topic", run)
+    parser = add_tool(sub, "console-producer", COMMANDS["console-producer"].help, run)
     parser.add_argument("--topic", required=True, help="topic to produce to")
     parser.add_argument(
         "--property",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakelog.cli.cluster import admin_client
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import SubParsers, add_switches, add_tool
 from lakelog.client.admin import AdminClient, GroupDescription, OffsetReset
 from lakelog.client.structs import TopicPartition
@@ -45,8 +46,7 @@ def register(sub: SubParsers) -> None:
         "delete": "delete groups' committed offsets",
         "reset-offsets": "move committed offsets",
     }
-    text = "list, describe, delete and reset groups"
-    parser = add_tool(sub, "consumer-groups", text, run, actions)
+    parser = add_tool(sub, "consumer-groups", COMMANDS["consumer-groups"].help, run, actions)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--group", action="append", help="a group id (repeatable)")
     target.add_argument("--all-groups", action="store_true", help="every group")

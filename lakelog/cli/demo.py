@@ -6,13 +6,14 @@ import argparse
 import time
 
 from lakelog.catalog import Catalog
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import add_root, storage_root
 from lakelog.cli.topics import format_description
 from lakelog.records import Record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("demo", help="create a topic, append records, read them back")
+    parser = sub.add_parser("demo", help=COMMANDS["demo"].help)
     add_root(parser)
     parser.add_argument(
         "--topic", default="quickstart-events", help="topic to use (default: quickstart-events)"

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from tqdm import tqdm
 
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import add_root, storage_root
 from lakelog.doctor import Finding, ScanOptions, repair, scan_root
 from lakelog.doctor.scan import DEFAULT_BROKER_STALE_S, DEFAULT_GRACE_S
@@ -45,7 +46,7 @@ Exit code: 0 when no problem remains, 1 otherwise.
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "doctor",
-        help="check a storage root's invariants; --repair fixes what is safe",
+        help=COMMANDS["doctor"].help,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

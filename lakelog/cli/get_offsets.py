@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lakelog.cli.cluster import admin_client, partitions
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import SubParsers, add_tool, matching_topics
 from lakelog.client.offsets import OffsetSpec
 from lakelog.errors import InvalidRequestError, UnknownTopicOrPartitionError
@@ -12,7 +13,7 @@ from lakelog.numerals import is_unsigned_int
 
 
 def register(sub: SubParsers) -> None:
-    parser = add_tool(sub, "get-offsets", "earliest, latest or by-time offsets", run)
+    parser = add_tool(sub, "get-offsets", COMMANDS["get-offsets"].help, run)
     parser.add_argument(
         "--topic",
         help="regular expression matching whole topic names, commas separating "

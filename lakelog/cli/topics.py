@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from typing import TYPE_CHECKING
 
-from lakelog.catalog import Catalog, TopicDescription
 from lakelog.cli.cluster import admin_client
+from lakelog.cli.commands import COMMANDS
 from lakelog.cli.common import (
     SubParsers,
     add_tool,
@@ -25,14 +26,13 @@ from lakelog.client.admin import AdminClient
 from lakelog.client.admin import TopicDescription as RemoteDescription
 from lakelog.errors import InvalidRequestError
 
-#: What the tool works on: a broker's admin API, or a storage root directly.
-Admin = Catalog | AdminClient
+if TYPE_CHECKING:  # the Delta layer loads only with --root
+    from lakelog.catalog import Catalog, TopicDescription
 
 
 def register(sub: SubParsers) -> None:
     actions = {a: f"{a} topics" for a in ("create", "list", "describe", "alter", "delete")}
-    text = "create, list, describe, alter and delete topics"
-    parser = add_tool(sub, "topics", text, run, actions, root=True)
+    parser = add_tool(sub, "topics", COMMANDS["topics"].help, run, actions, root=True)
     parser.add_argument(
         "--topic",
         help="topic name; with --list and --describe a regular expression matching whole "
@@ -80,13 +80,15 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap_server and args.root:
         raise InvalidRequestError("give either --bootstrap-server or --root, not both")
     if args.root:
+        from lakelog.catalog import Catalog
+
         with contextlib.closing(Catalog(args.root)) as catalog:
             return _run(args, catalog)
     with admin_client(args) as client:
         return _run(args, client)
 
 
-def _run(args: argparse.Namespace, admin: Admin) -> int:
+def _run(args: argparse.Namespace, admin: Catalog | AdminClient) -> int:
     if args.list:
         names = admin.list_topics()
         for name in select_topics(names, topic_pattern(args.topic)) if args.topic else names:
@@ -109,10 +111,10 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
         if args.add_config or args.delete_config:
             configs = parse_key_values(args.add_config, "--add-config")
             delete = split_names(args.delete_config)
-            if isinstance(admin, Catalog):
-                admin.alter_topic_configs(name, configs, delete)
-            else:
+            if isinstance(admin, AdminClient):
                 admin.alter_configs(name, set=configs, delete=delete)
+            else:
+                admin.alter_topic_configs(name, configs, delete)
         print(f"Altered topic {name}.")
     elif args.delete:
         admin.delete_topic(_need_topic(args))
