@@ -19,6 +19,7 @@ from lakelog.errors import InvalidConfigError, LakelogError
 if TYPE_CHECKING:  # the broker itself loads when it starts, not for `lakelog --help`
     import uvicorn
 
+    from server.kafka.listeners import Listener
     from server.settings import BrokerSettings
 
 
@@ -69,9 +70,38 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
     return settings.model_copy(update={"kafka_listeners": listeners})
 
 
-def kafka_listeners_text(settings: BrokerSettings) -> str:
+def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
     from server.kafka.listener import listeners_to_bind
 
+    return listeners_to_bind(settings)
+
+
+def require_free_address(host: str, port: int, what: str, flag: str) -> None:
+    """Refuse to start, in one line naming the address and the flag to change, when another
+    process listens where the broker would. Binding as the servers do (SO_REUSEADDR), then
+    releasing: the servers bind again at once."""
+    if port == 0:
+        return
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise InvalidConfigError(f"cannot listen for {what} on {host!r}: {exc}") from None
+    for family, kind, proto, _name, address in found[:1]:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                shown = f"[{host}]:{port}" if ":" in host else f"{host or '*'}:{port}"
+                raise InvalidConfigError(
+                    f"cannot listen for {what} on {shown}: {exc.strerror or exc}; "
+                    f"choose another port with {flag}"
+                ) from None
+
+
+def kafka_listeners_text(settings: BrokerSettings) -> str:
     listeners = listeners_to_bind(settings)
     return ", ".join(f"{item.name}://{item.address}" for item in listeners)
 
@@ -99,6 +129,14 @@ def run_start(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     log_internal_calls_at_debug()
+    require_free_address(settings.host, settings.port, "HTTP", "--port (port=)")
+    for listener in listeners_to_bind(settings):
+        require_free_address(
+            listener.host,
+            listener.port,
+            f"Kafka {listener.name}",
+            "--kafka-port (kafka_listeners=)",
+        )
     print(
         f"lakelog broker {settings.broker_id} serving {settings.root} on {settings.url}"
         + (f", Kafka {kafka}" if (kafka := kafka_listeners_text(settings)) else ""),

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
-
 from tests.cli.tool import tool_env
 from tests.fixtures.brokers import PROJECT
+
+pytestmark = pytest.mark.integration  # each test runs the lakelog CLI as a process
 
 HEAVY = ("pyarrow", "deltalake", "httpx", "pydantic_settings", "server.app", "uvicorn", "pyspark")
 

@@ -11,6 +11,7 @@ as a process from a directory of its own, so anything it invents there shows.
 from __future__ import annotations
 
 import argparse
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -150,3 +151,30 @@ def test_help_states_the_default_the_tools_use() -> None:
             else:
                 assert "$LAKELOG_ROOT" in text and "required" in text, command
     assert {"topics", "doctor", "maintain", "broker start", "console-consumer"} <= seen
+
+
+@pytest.mark.parametrize(("taken", "flag"), [("kafka", "--kafka-port"), ("http", "--port")])
+def test_a_broker_whose_port_is_taken_says_so_in_one_line(
+    taken: str, flag: str, tmp_path: Path
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        ports = {"http": free_port(), "kafka": free_port(), taken: busy}
+        done = lakelog(
+            "broker",
+            "start",
+            "--root",
+            str(tmp_path / "root"),
+            "--port",
+            str(ports["http"]),
+            "--kafka-port",
+            str(ports["kafka"]),
+            check=False,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"127.0.0.1:{busy}" in line and "in use" in line and flag in line
+    assert not (tmp_path / "root").exists()
