@@ -131,6 +131,12 @@ class TopicDescriptionOut(BaseModel):
         "broker's appends to it, as this broker sees the live brokers; null when brokers "
         "commit their own appends (commit_handoff=false).",
     )
+    kafka_leaders: list[int] | None = Field(
+        None,
+        description="Per partition, the Kafka node id of its leader, as Kafka's Metadata "
+        "answers it (the one replica, always in sync); null when this broker has no Kafka "
+        "listener.",
+    )
 
 
 class TopicList(BaseModel):

@@ -123,20 +123,28 @@ def _run(args: argparse.Namespace, admin: Catalog | AdminClient) -> int:
 
 
 def format_description(d: TopicDescription | RemoteDescription) -> str:
-    """Kafka's --describe lines; only a broker knows which broker commits (``CommitLeader``)."""
+    """Kafka's --describe lines, Kafka's columns first (a partition's one replica is its
+    leader, always in sync; ``none`` where no broker answers), then lakelog's."""
     if isinstance(d, RemoteDescription):
-        configs, leader = d.overrides(), d.commit_leader
+        configs, leader, leaders = d.overrides(), d.commit_leader, d.kafka_leaders
     else:
-        configs, leader = dict(d.config.overrides), None
+        configs, leader, leaders = dict(d.config.overrides), None, None
     overrides = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
     lines = [
         f"Topic: {d.name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
-        f"Size: {d.size_bytes}\tConfigs: {overrides}\tTable: {d.table_uri}"
-        + (f"\tCommitLeader: {leader}" if leader else "")
+        f"ReplicationFactor: 1\tConfigs: {overrides}\tSize: {d.size_bytes}\t"
+        f"Table: {d.table_uri}" + (f"\tCommitLeader: {leader}" if leader else "")
     ]
-    for p in d.partitions:
+    for i, p in enumerate(d.partitions):
+        node = str(leaders[i]) if leaders is not None and i < len(leaders) else None
+        replicas = (
+            f"Leader: {node}\tReplicas: {node}\tIsr: {node}"
+            if node is not None
+            else "Leader: none\tReplicas: \tIsr: "
+        )
         lines.append(
-            f"\tTopic: {d.name}\tPartition: {p.partition}\tLogStartOffset: {p.log_start_offset}\t"
-            f"HighWatermark: {p.high_watermark}\tSegments: {p.num_segments}\tSize: {p.size_bytes}"
+            f"\tTopic: {d.name}\tPartition: {p.partition}\t{replicas}\tElr: \tLastKnownElr: \t"
+            f"LogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}\t"
+            f"Segments: {p.num_segments}\tSize: {p.size_bytes}"
         )
     return "\n".join(lines)

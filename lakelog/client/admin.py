@@ -55,6 +55,9 @@ class TopicDescription:
     configs: dict[str, ConfigEntry]
     #: The broker that commits the topic (``None``: each broker commits its own appends).
     commit_leader: str | None = None
+    #: Per partition, the Kafka node id of its leader (``None``: the broker has no Kafka
+    #: listener).
+    kafka_leaders: list[int] | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -75,6 +78,7 @@ class TopicDescription:
             partitions=[_pick(PartitionDescription, p) for p in body["partitions"]],
             configs={c["name"]: _pick(ConfigEntry, c) for c in body["configs"]},
             commit_leader=body.get("commit_leader"),
+            kafka_leaders=body.get("kafka_leaders"),
         )
 
 

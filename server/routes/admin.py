@@ -12,6 +12,7 @@ from lakelog.catalog import TopicDescription
 from lakelog.security.acl import ResourceType
 from server.broker import Broker
 from server.http import ERROR_RESPONSES, get_broker
+from server.kafka.cluster import KafkaCluster
 from server.models import (
     AlterConfigsRequest,
     BrokerList,
@@ -30,9 +31,20 @@ BrokerDep = Annotated[Broker, Depends(get_broker)]
 TopicName = Annotated[str, Path(min_length=1, max_length=249)]
 
 
+def kafka_leaders(d: TopicDescription, broker: Broker) -> list[int] | None:
+    """The node id Metadata names as each partition's leader, on this broker's first Kafka
+    listener (every listener names the same brokers)."""
+    listeners = list(broker.registry.kafka_addresses)
+    if not listeners:
+        return None
+    cluster = KafkaCluster(broker)
+    return [cluster.leader(d.name, p.partition, listeners[0]) for p in d.partitions]
+
+
 def describe_out(d: TopicDescription, broker: Broker) -> TopicDescriptionOut:
     return TopicDescriptionOut(
         commit_leader=broker.commit_leader(d.name),
+        kafka_leaders=kafka_leaders(d, broker),
         name=d.name,
         topic_id=d.topic_id,
         table_uri=d.table_uri,

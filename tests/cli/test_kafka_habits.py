@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Callable
 
 import pytest
+from kafka.admin import KafkaAdminClient as KafkaAdmin
 
 from lakelog import __version__
 from lakelog.cli import build_parser
@@ -180,3 +181,48 @@ def test_every_option_has_help() -> None:
         if not (action.help or "").strip() or action.help == argparse.SUPPRESS
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_topics_describe_prints_kafkas_columns_first(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    broker = start_broker(root)
+    assert broker.kafka is not None
+    with AdminClient(broker.url) as admin:
+        admin.create_topic("described", 2, {"retention.ms": "60000"})
+    env = tool_env(LAKELOG_BOOTSTRAP_SERVER=broker.url)
+    described = lakelog("topics", "--describe", "--topic", "described", env=env).stdout
+    header, *partitions = described.strip().splitlines()
+    kafka = KafkaAdmin(bootstrap_servers=broker.kafka)
+    try:
+        (metadata,) = kafka.describe_topics(["described"])
+    finally:
+        kafka.close()
+    leaders = {p["partition_index"]: p["leader_id"] for p in metadata["partitions"]}
+    fields = header.split("\t")
+    assert [f.split(":")[0] for f in fields[:5]] == [
+        "Topic",
+        "TopicId",
+        "PartitionCount",
+        "ReplicationFactor",
+        "Configs",
+    ]
+    assert fields[3] == "ReplicationFactor: 1" and fields[4] == "Configs: retention.ms=60000"
+    for line in partitions:
+        columns = line.strip().split("\t")
+        partition = int(columns[1].removeprefix("Partition: "))
+        leader = leaders[partition]
+        assert columns[:7] == [
+            "Topic: described",
+            f"Partition: {partition}",
+            f"Leader: {leader}",
+            f"Replicas: {leader}",
+            f"Isr: {leader}",
+            "Elr: ",
+            "LastKnownElr: ",
+        ]
+        assert columns[7].startswith("LogStartOffset: ")
+
+    direct = lakelog("topics", "--root", root.url, "--describe", "--topic", "described")
+    assert "\tLeader: none\tReplicas: \tIsr: \t" in direct.stdout  # no broker: no leader
