@@ -49,6 +49,7 @@ from lakelog.groups.state import (
 from lakelog.structs import TopicPartition
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
+from server.groups.consumer_protocol import CONSUMER, assigned_partitions
 from server.groups.fencing import GenerationStore
 
 log = logging.getLogger(__name__)
@@ -579,6 +580,14 @@ class GroupCoordinator:
         return rows
 
 
+def _partitions_of(member: MemberDescription, protocol_type: str | None) -> list[TopicPartition]:
+    """What a member holds: the partitions the broker assigned it, or those its group's leader
+    assigned it in Kafka's consumer protocol (``consumer_protocol``)."""
+    if member.partitions or protocol_type != CONSUMER or not member.assignment:
+        return list(member.partitions)
+    return assigned_partitions(member.assignment) or []
+
+
 def _snapshot(group: Group, *, with_members: bool) -> GroupSnapshot:
     described = group.describe() if with_members else []
     return GroupSnapshot(
@@ -592,7 +601,7 @@ def _snapshot(group: Group, *, with_members: bool) -> GroupSnapshot:
                 "group_instance_id": d.group_instance_id,
                 "client_id": d.client_id,
                 "host": d.host,
-                "assignment": list(d.partitions),
+                "assignment": _partitions_of(d, group.protocol_type),
             }
             for d in described
         ],

@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import Consumer as KafkaConsumer
 from kafka.admin import KafkaAdminClient as KafkaAdmin
 
 from lakelog import __version__
@@ -226,3 +227,42 @@ def test_topics_describe_prints_kafkas_columns_first(
 
     direct = lakelog("topics", "--root", root.url, "--describe", "--topic", "described")
     assert "\tLeader: none\tReplicas: \tIsr: \t" in direct.stdout  # no broker: no leader
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_consumer_groups_shows_the_partitions_of_kafka_protocol_members(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    broker = start_broker(root, **GROUP_BROKER)
+    assert broker.kafka is not None
+    with AdminClient(broker.url) as admin:
+        admin.create_topic("held", 3)
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.kafka,
+            "group.id": "kafka-members",
+            "client.id": "habit-client",
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        consumer.subscribe(["held"])
+        for _ in range(60):
+            consumer.poll(0.5)
+            if len(consumer.assignment()) == 3:
+                break
+        assert len(consumer.assignment()) == 3
+        env = tool_env(LAKELOG_BOOTSTRAP_SERVER=broker.url)
+        members = lakelog(
+            "consumer-groups", "--describe", "--members", "--group", "kafka-members", env=env
+        ).stdout
+        (row,) = [line.split() for line in members.splitlines() if "habit-client" in line]
+        assert row[0] == "kafka-members" and row[1] != "-" and row[-1] == "3"
+        offsets = lakelog(
+            "consumer-groups", "--describe", "--group", "kafka-members", env=env
+        ).stdout
+        owned = [line.split() for line in offsets.splitlines() if line.startswith("kafka-")]
+        assert sorted(r[2] for r in owned) == ["0", "1", "2"]
+        assert all(r[-1] == "habit-client" for r in owned)
+    finally:
+        consumer.close()
