@@ -10,11 +10,11 @@ them (``lakelog --version``) does not pay for pyarrow and the Delta layer.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakelog.errors import LakelogError
 from lakelog.extras import require_core
+from lakelog.lazy import lazy_names
 
 require_core()  # e.g. a Spark worker running a Python without lakelog: say so at once
 
@@ -44,14 +44,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lakelog' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _MODULES)
 
 __all__ = [
     "AppendResult",

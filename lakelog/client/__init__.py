@@ -6,8 +6,9 @@ same defaults where they make sense, errors with Kafka's codes and ``retriable``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lakelog.lazy import lazy_names
 
 if TYPE_CHECKING:
     from lakelog.client.admin import AdminClient, TopicDescription
@@ -37,14 +38,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lakelog.client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _MODULES)
 
 __all__ = [
     "AdminClient",
