@@ -10,26 +10,28 @@ Kafka's own reader does (newer versions only append fields).
 
 from __future__ import annotations
 
+import functools
 import struct
-
-from kio.schema.consumer_protocol_assignment.v0.data import (
-    ConsumerProtocolAssignment as AssignmentV0,
-)
-from kio.schema.consumer_protocol_assignment.v1.data import (
-    ConsumerProtocolAssignment as AssignmentV1,
-)
-from kio.schema.consumer_protocol_assignment.v2.data import (
-    ConsumerProtocolAssignment as AssignmentV2,
-)
-from kio.schema.consumer_protocol_assignment.v3.data import (
-    ConsumerProtocolAssignment as AssignmentV3,
-)
-from kio.serial import entity_reader
+from collections.abc import Callable
+from typing import Any
 
 from lakelog.structs import TopicPartition
 
 _VERSION = struct.Struct(">h")
-_READERS = [entity_reader(cls) for cls in (AssignmentV0, AssignmentV1, AssignmentV2, AssignmentV3)]
+
+
+@functools.cache
+def _readers() -> list[Callable[..., Any]]:
+    """kio's readers, one per version; imported on first use, as the Kafka codecs are
+    (importing kio loads hypothesis, which a broker that fails to start must not)."""
+    from kio.schema.consumer_protocol_assignment.v0 import data as v0
+    from kio.schema.consumer_protocol_assignment.v1 import data as v1
+    from kio.schema.consumer_protocol_assignment.v2 import data as v2
+    from kio.schema.consumer_protocol_assignment.v3 import data as v3
+    from kio.serial import entity_reader
+
+    return [entity_reader(v.ConsumerProtocolAssignment) for v in (v0, v1, v2, v3)]
+
 
 #: The group protocol type of Kafka's consumers.
 CONSUMER = "consumer"
@@ -43,7 +45,8 @@ def assigned_partitions(raw: bytes) -> list[TopicPartition] | None:
     (version,) = _VERSION.unpack_from(raw)
     if version < 0:
         return None
-    read = _READERS[min(version, len(_READERS) - 1)]
+    readers = _readers()
+    read = readers[min(version, len(readers) - 1)]
     try:
         assignment, _ = read(memoryview(raw), _VERSION.size)
     except Exception:  # kio raises several types for malformed bytes: not a consumer's
