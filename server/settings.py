@@ -7,12 +7,12 @@ Environment variables use the prefix ``LAKELOG_`` (``LAKELOG_ROOT``,
 
 from __future__ import annotations
 
+import hashlib
 import socket
-import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakelog.errors import InvalidConfigError
@@ -31,8 +31,10 @@ class BrokerSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Interface to listen on.")
     port: int = Field(8082, ge=0, le=65535, description="HTTP port (8082, as the REST Proxy).")
     broker_id: str = Field(
-        default_factory=lambda: uuid.uuid4().hex[:12],
-        description="Identity in the broker registry; random when not set.",
+        "",
+        description="Identity in the broker registry, and Kafka's node.id (a number is used "
+        "as is, a name is hashed). Unset: derived from the machine's host name, the root and "
+        "the HTTP address, so a broker keeps its id across restarts of one configuration.",
     )
     advertised_url: str | None = Field(
         None, description="URL other clients should use to reach this broker."
@@ -188,6 +190,16 @@ class BrokerSettings(BaseSettings):
                 raise ValueError(exc.message) from None
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stable_broker_id(cls, data: Any) -> Any:
+        """Kafka's node.id is fixed by configuration; a broker with none set keeps one id
+        across restarts by deriving it from what identifies it: the machine, the storage root
+        and the address it serves (two brokers of one machine and root differ by port)."""
+        if isinstance(data, dict) and not data.get("broker_id"):
+            data = {**data, "broker_id": derived_broker_id(data)}
+        return data
+
     @field_validator("root")
     @classmethod
     def _root_not_empty(cls, value: str) -> str:
@@ -210,6 +222,18 @@ class BrokerSettings(BaseSettings):
         if ":" in host:
             host = f"[{host}]"
         return f"{scheme}://{host}:{self.port}"
+
+
+def derived_broker_id(values: dict[str, Any]) -> str:
+    """The default broker id of the raw settings ``values``: the same for the same machine,
+    root, HTTP address and advertised URL."""
+    fields = BrokerSettings.model_fields
+    identity = "|".join(
+        [socket.gethostname()]
+        + [str(values.get(name, fields[name].default)) for name in ("root", "host", "port")]
+        + [str(values.get("advertised_url") or "")]
+    )
+    return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

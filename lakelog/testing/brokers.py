@@ -112,16 +112,18 @@ def start_server(
     verify: ssl.SSLContext | None = None,
     timeout_s: float = START_TIMEOUT_S,
     ready: Callable[[ServerProcess], bool] | None = None,
+    port: int | None = None,
 ) -> ServerProcess:
-    """Run ``python args... --port P`` on a free port of ``host``; return once it is healthy.
+    """Run ``python args... --port P`` on ``port`` (a free port of ``host`` when None);
+    return once it is healthy.
 
     Output goes to ``log_dir/<name>-<port>.log``. ``verify``: the https probe's TLS
     context (None: http); ``ready`` replaces the ``/healthz`` probe. A server that exits
     or is not healthy in ``timeout_s`` is killed, its log in the RuntimeError.
     """
-    port = free_port(host)
+    port = free_port(host) if port is None else port
     log_path = log_dir / f"{name}-{port}.log"
-    with log_path.open("wb") as out:
+    with log_path.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, *args, "--port", str(port)],
             env=dict(os.environ if env is None else env),
@@ -173,8 +175,10 @@ def start_broker(
     name: str = "broker",
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    port: int | None = None,
 ) -> ServerProcess:
-    """A broker (``python -m server``) over ``root`` on a free loopback port, once healthy.
+    """A broker (``python -m server``) over ``root`` on ``port`` (a free loopback port when
+    None), once healthy.
 
     ``settings`` (``linger_ms=5``) become ``LAKELOG_<NAME>`` variables on top of ``env``.
     Unless they name ``kafka_listeners``, the Kafka listener is on another free port
@@ -197,6 +201,7 @@ def start_broker(
         env=environment,
         cwd=cwd,
         verify=broker_probe_context(settings),
+        port=port,
     )
     server.kafka = kafka
     return server

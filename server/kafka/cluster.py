@@ -19,9 +19,15 @@ if TYPE_CHECKING:
     from server.broker import Broker
 
 
+INT31_MASK = 0x7FFF_FFFF
+
+
 def node_id(broker_id: str) -> int:
-    """Kafka's int32 node id for a broker id: stable, non-negative, the same on every broker."""
-    return int.from_bytes(hashlib.sha256(broker_id.encode()).digest()[:4], "big") & 0x7FFF_FFFF
+    """Kafka's int32 node id for a broker id, the same on every broker and front end: the id
+    itself when it is a number (Kafka's ``node.id``), else a non-negative hash of it."""
+    if broker_id.isascii() and broker_id.isdecimal() and int(broker_id) <= INT31_MASK:
+        return int(broker_id)
+    return int.from_bytes(hashlib.sha256(broker_id.encode()).digest()[:4], "big") & INT31_MASK
 
 
 @dataclass(frozen=True)

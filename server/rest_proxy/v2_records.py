@@ -44,6 +44,7 @@ from lakelog.topic_log import TopicLog
 from server.broker import Broker
 from server.content_negotiation import acceptable
 from server.http import get_broker, media_type, read_body
+from server.kafka.cluster import node_id
 from server.rest_proxy.records_models import (
     V2_BODIES,
     EmbeddedFormat,
@@ -74,7 +75,6 @@ from server.rest_proxy.schemas import (
     subject_check,
 )
 from server.rest_proxy.v3_records import AllWritten, Outcome, Written, write
-from server.rest_proxy.v3_resources import v3_broker_id
 from server.schema_registry.types import SchemaType
 from server.security.enforce import describable
 
@@ -253,7 +253,7 @@ def _produce_body(with_partition: bool) -> dict[str, Any]:
 
 def partition_out(broker: Broker, partition: int) -> V2Partition:
     """The answering broker leads every partition: any broker serves any partition."""
-    leader = v3_broker_id(broker.settings.broker_id)
+    leader = node_id(broker.settings.broker_id)
     return V2Partition(
         partition=partition,
         leader=leader,
@@ -297,7 +297,7 @@ async def fresh_partition(broker: Broker, topic: str, text: str) -> tuple[TopicL
 @router.get("/brokers", responses=_documented(V2BrokerList), summary="List live broker ids")
 async def list_brokers(broker: BrokerDep) -> Response:
     alive = await asyncio.to_thread(broker.registry.alive)
-    ids = {v3_broker_id(b.broker_id) for b in alive} | {v3_broker_id(broker.settings.broker_id)}
+    ids = {node_id(b.broker_id) for b in alive} | {node_id(broker.settings.broker_id)}
     return v2_response(V2BrokerList(brokers=sorted(ids)))
 
 

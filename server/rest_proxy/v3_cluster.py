@@ -31,6 +31,7 @@ from lakelog.security.acl import (
 )
 from server.broker import Broker
 from server.groups.forward import FORWARDED_HEADER
+from server.kafka.cluster import node_id
 from server.registry import BrokerInfo
 from server.rest_proxy.v3_models import (
     V3AclList,
@@ -51,7 +52,6 @@ from server.rest_proxy.v3_resources import (
     broker_config_data,
     broker_data,
     replica_data,
-    v3_broker_id,
 )
 from server.rest_proxy.v3_routing import CLUSTER, admin_router, answer, listing, urls_of
 from server.rest_proxy.v3_topics import own_id, partition_count, visible_topics
@@ -69,10 +69,10 @@ BROKER = CLUSTER + "/brokers/{broker_id}"
 
 async def live_brokers(broker: Broker) -> dict[int, BrokerInfo]:
     alive = await asyncio.to_thread(broker.registry.alive)
-    found = {v3_broker_id(b.broker_id): b for b in alive}
+    found = {node_id(b.broker_id): b for b in alive}
     own = broker.settings
     found.setdefault(
-        v3_broker_id(own.broker_id),
+        node_id(own.broker_id),
         BrokerInfo(own.broker_id, own.url, broker.registry.started_ms, 0),
     )
     return found

@@ -32,6 +32,7 @@ from server.broker import Broker
 from server.groups.coordinator import GroupSnapshot
 from server.groups.forward import FORWARDED_HEADER
 from server.groups.models import GroupSummary
+from server.kafka.cluster import node_id
 from server.rest_proxy.v3_models import (
     V3Consumer,
     V3ConsumerAssignment,
@@ -52,7 +53,6 @@ from server.rest_proxy.v3_resources import (
     group_data,
     lag_data,
     lag_summary_data,
-    v3_broker_id,
 )
 from server.rest_proxy.v3_routing import (
     CLUSTER,
@@ -124,7 +124,7 @@ def summary_of(urls: V3Urls, broker: Broker, group: str, found: GroupView) -> V3
         state=snap.state,
         protocol=snap.protocol,
         simple=snap.generation_id == 0 and not snap.members,
-        coordinator=v3_broker_id(coordinator.broker_id),
+        coordinator=node_id(coordinator.broker_id),
     )
 
 
@@ -170,7 +170,7 @@ async def remote_entry(
         state=summary.state,
         protocol=None,
         simple=False,
-        coordinator=v3_broker_id(coordinator.broker_id),
+        coordinator=node_id(coordinator.broker_id),
     )
 
 

@@ -4,7 +4,8 @@ Lakelog's model meets Kafka's here:
 
 * Broker ids are strings in lakelog and integers in Kafka: a broker id that
   is a decimal number is that number, any other id is given a stable number
-  derived from it (``v3_broker_id``), the same on every broker.
+  derived from it (``server.kafka.cluster.node_id``), the same on every broker
+  and over HTTP and Kafka alike.
 * Brokers own no partitions: every broker serves every partition from the
   shared storage root, which keeps the copies. The broker answering is the
   leader and only (in-sync) replica of every partition, so a topic's
@@ -15,7 +16,6 @@ Lakelog's model meets Kafka's here:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,17 +45,8 @@ from server.rest_proxy.v3_models import (
 )
 from server.settings import SettingValue
 
-INT31_MASK = 0x7FFF_FFFF
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 R = TypeVar("R", bound=V3Resource)
-
-
-def v3_broker_id(broker_id: str) -> int:
-    """Kafka's integer id of a lakelog broker: the id itself if it is a number."""
-    if broker_id.isascii() and broker_id.isdecimal() and int(broker_id) <= INT31_MASK:
-        return int(broker_id)
-    digest = hashlib.sha256(broker_id.encode()).digest()
-    return int.from_bytes(digest[:4], "big") & INT31_MASK
 
 
 def v3_group_state(state: str) -> str:

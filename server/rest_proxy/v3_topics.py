@@ -27,6 +27,7 @@ from lakelog.errors import LakelogError, TopicAlreadyExistsError
 from lakelog.security.acl import ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig, validate_topic_name
 from server.broker import Broker
+from server.kafka.cluster import node_id
 from server.rest_proxy.v3_models import (
     V3AlterConfigs,
     V3CreateTopic,
@@ -49,7 +50,6 @@ from server.rest_proxy.v3_resources import (
     topic_config_data,
     topic_configs,
     topic_data,
-    v3_broker_id,
 )
 from server.rest_proxy.v3_routing import (
     CLUSTER,
@@ -123,7 +123,7 @@ async def visible_topics(
 
 
 def own_id(broker: Broker) -> int:
-    return v3_broker_id(broker.settings.broker_id)
+    return node_id(broker.settings.broker_id)
 
 
 # -- topics -----------------------------------------------------------------------------

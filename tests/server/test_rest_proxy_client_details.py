@@ -19,7 +19,8 @@ import pytest
 
 from server.content_negotiation import acceptable
 from server.internal_http_logs import InternalCallsAtDebug
-from server.rest_proxy.v3_resources import PartitionLag, V3Urls, lag_summary_data, v3_broker_id
+from server.kafka.cluster import node_id
+from server.rest_proxy.v3_resources import PartitionLag, V3Urls, lag_summary_data
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.rest_proxy_v3_shapes import assert_shape
@@ -219,13 +220,13 @@ def test_accept_header_matching() -> None:
 
 
 def test_broker_ids_for_kafka_clients() -> None:
-    assert v3_broker_id("7") == 7
-    assert v3_broker_id("0") == 0
-    named = v3_broker_id("broker-a")
-    assert named == v3_broker_id("broker-a") and 0 <= named < 2**31
-    assert named != v3_broker_id("broker-b")
-    assert 0 <= v3_broker_id("99999999999") < 2**31  # too big for an int32: derived
-    assert v3_broker_id("٣") != 3  # a non-ASCII digit is a name
+    assert node_id("7") == 7
+    assert node_id("0") == 0
+    named = node_id("broker-a")
+    assert named == node_id("broker-a") and 0 <= named < 2**31
+    assert named != node_id("broker-b")
+    assert 0 <= node_id("99999999999") < 2**31  # too big for an int32: derived
+    assert node_id("٣") != 3  # a non-ASCII digit is a name
 
 
 def test_lag_summary_picks_the_largest_lag() -> None:
