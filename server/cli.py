@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from lakelog.cli.common import ROOT_ENV, ROOT_KINDS, require_root_setting
 from lakelog.errors import InvalidConfigError, LakelogError
+from server.kafka.listeners import default_protocol, listeners_to_bind
 
 if TYPE_CHECKING:  # the broker itself loads when it starts, not for `lakelog --help`
     import uvicorn
 
-    from server.kafka.listeners import Listener
     from server.settings import BrokerSettings
 
 
@@ -58,7 +58,6 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
     PLAINTEXT, or SASL_SSL / SASL_PLAINTEXT when ``auth_mode`` asks clients to
     authenticate (``server.kafka.listeners.default_protocol``).
     """
-    from server.kafka.listeners import default_protocol
 
     if port is None:
         return settings
@@ -68,12 +67,6 @@ def with_kafka_port(settings: BrokerSettings, port: str | None) -> BrokerSetting
         raise InvalidConfigError(f"--kafka-port must be a port number or 'off', got {port!r}")
     listeners = f"{default_protocol(settings)}://{settings.host}:{port}"
     return settings.model_copy(update={"kafka_listeners": listeners})
-
-
-def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
-    from server.kafka.listener import listeners_to_bind
-
-    return listeners_to_bind(settings)
 
 
 def require_free_address(host: str, port: int, what: str, flag: str) -> None:

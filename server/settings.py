@@ -123,6 +123,19 @@ class BrokerSettings(BaseSettings):
         3_000, ge=0, description="Kafka's group.initial.rebalance.delay.ms (first join waits)."
     )
     group_max_size: int | None = Field(None, ge=1, description="Kafka's group.max.size.")
+    auto_create_topics_enable: bool = Field(
+        True,
+        description="Kafka's auto.create.topics.enable: a Kafka Metadata request that names a "
+        "missing topic (with allow_auto_topic_creation) creates it, given CREATE on the topic "
+        "or the cluster. The HTTP API never creates topics implicitly.",
+    )
+    num_partitions: int = Field(
+        1,
+        ge=1,
+        le=10_000,
+        description="Kafka's num.partitions: partitions of a topic created "
+        "automatically, or by CreateTopics with num_partitions -1.",
+    )
     offsets_topic_num_partitions: int = Field(
         50, ge=1, le=10_000, description="Kafka's offsets.topic.num.partitions (at creation)."
     )

@@ -21,18 +21,14 @@ from server.kafka.context import Session
 from server.kafka.dispatch import Dispatcher
 from server.kafka.handlers import HANDLERS
 from server.kafka.listeners import (
-    DEFAULT_PORT,
-    PLAINTEXT,
     SASL_PROTOCOLS,
     SASL_SSL,
     Listener,
     advertised,
-    default_protocol,
-    parse_listeners,
+    listeners_to_bind,
 )
 from server.kafka.sasl import SaslCredentials
 from server.security.state import BrokerSecurity
-from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,46 +48,15 @@ def listen_now(server: asyncio.Server) -> None:
             same.listen(LISTEN_BACKLOG)
 
 
-def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
-    """The listeners to bind, each with a security protocol that fits ``auth_mode``.
-
-    With authentication on every Kafka client must authenticate; with it off
-    there are no credentials to check SASL against.
-    """
-    if settings.kafka_listeners == "":
-        return []
-    secured = settings.auth_mode != "none"
-    if settings.kafka_listeners is None:
-        return [Listener(default_protocol(settings), settings.host, DEFAULT_PORT)]
-    listeners = parse_listeners(settings.kafka_listeners)
-    for listener in listeners:
-        if secured and listener.name == PLAINTEXT:
-            raise InvalidConfigError(
-                f"kafka_listeners has a PLAINTEXT listener while auth_mode="
-                f"{settings.auth_mode}: it would serve Kafka clients without authentication; "
-                "use SASL_PLAINTEXT://host:port or SASL_SSL://host:port"
-            )
-        if not secured and listener.name in SASL_PROTOCOLS:
-            raise InvalidConfigError(
-                f"kafka_listeners has a {listener.name} listener while "
-                "auth_mode=none: there are no credentials to check; set auth_mode (api_key, "
-                "jwt or any) or use PLAINTEXT"
-            )
-        if listener.name == SASL_SSL and not (settings.ssl_certfile and settings.ssl_keyfile):
-            raise InvalidConfigError(
-                "kafka_listeners has a SASL_SSL listener: it needs ssl_certfile and ssl_keyfile "
-                "(the broker's certificate)"
-            )
-    return listeners
-
-
 class KafkaListeners:
     def __init__(self, broker: Broker, security: BrokerSecurity | None = None) -> None:
         self.broker = broker
         self.security = security
         self.listeners = listeners_to_bind(broker.settings)
         self.credentials = (
-            SaslCredentials(security.mode, security.api_keys, security.verifier)
+            SaslCredentials(
+                security.mode, security.api_keys, security.verifier, security.scram_credential
+            )
             if security is not None and security.enabled
             else None
         )

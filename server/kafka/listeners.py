@@ -96,3 +96,36 @@ def advertised(bound: list[Listener], advertised_setting: str | None) -> dict[st
             chosen = Listener(chosen.name, socket.getfqdn(), chosen.port)
         out[listener.name] = chosen.address
     return out
+
+
+def listeners_to_bind(settings: BrokerSettings) -> list[Listener]:
+    """The listeners to bind, each with a security protocol that fits ``auth_mode``.
+
+    With authentication on every Kafka client must authenticate; with it off
+    there are no credentials to check SASL against.
+    """
+    if settings.kafka_listeners == "":
+        return []
+    secured = settings.auth_mode != "none"
+    if settings.kafka_listeners is None:
+        return [Listener(default_protocol(settings), settings.host, DEFAULT_PORT)]
+    listeners = parse_listeners(settings.kafka_listeners)
+    for listener in listeners:
+        if secured and listener.name == PLAINTEXT:
+            raise InvalidConfigError(
+                f"kafka_listeners has a PLAINTEXT listener while auth_mode="
+                f"{settings.auth_mode}: it would serve Kafka clients without authentication; "
+                "use SASL_PLAINTEXT://host:port or SASL_SSL://host:port"
+            )
+        if not secured and listener.name in SASL_PROTOCOLS:
+            raise InvalidConfigError(
+                f"kafka_listeners has a {listener.name} listener while "
+                "auth_mode=none: there are no credentials to check; set auth_mode (api_key, "
+                "jwt or any) or use PLAINTEXT"
+            )
+        if listener.name == SASL_SSL and not (settings.ssl_certfile and settings.ssl_keyfile):
+            raise InvalidConfigError(
+                "kafka_listeners has a SASL_SSL listener: it needs ssl_certfile and ssl_keyfile "
+                "(the broker's certificate)"
+            )
+    return listeners

@@ -16,9 +16,10 @@ from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.topic_config import CONFIG_DEFS, TopicConfig
 from server.kafka.authorization import require
 from server.kafka.cluster import node_id
-from server.kafka.config_entries import broker_entries, topic_entries
+from server.kafka.config_entries import broker_entries, kafka_settings, topic_entries
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
+from server.kafka.listeners import listeners_to_bind
 
 #: Kafka's config resource types.
 TOPIC = 2
@@ -95,8 +96,18 @@ async def describe_configs(ctx: RequestContext, body: Any) -> Any:
                     f"broker {name!r}: this broker is node {own}; ask each broker about its own "
                     "settings (or give an empty name for the cluster-wide defaults)"
                 )
+            settings = ctx.broker.settings
+            kafka = kafka_settings(
+                settings,
+                own,
+                ",".join(f"{item.name}://{item.address}" for item in listeners_to_bind(settings)),
+                ",".join(
+                    f"{name}://{address}"
+                    for name, address in ctx.broker.registry.kafka_addresses.items()
+                ),
+            )
             entries = broker_entries(
-                ctx.broker.settings, wanted, synonyms=synonyms, documentation=documentation
+                settings, wanted, synonyms=synonyms, documentation=documentation, kafka=kafka
             )
         else:
             raise InvalidRequestError(

@@ -3,19 +3,27 @@
 A topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or
 not it exists. ``__consumer_offsets`` is created on the first request naming
 it, as in Kafka, so a producer learns at once that it may not write there.
+A missing topic is created when the broker's ``auto_create_topics_enable`` and
+the request's ``allow_auto_topic_creation`` are both on and the principal may
+CREATE it (Kafka's rule); it is answered with its partitions at once, since
+its table is durable before the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
-from lakelog.security.acl import Operation, ResourceType
+from lakelog.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS
-from server.kafka.authorization import describable, require
+from server.kafka.authorization import allowed, describable, require
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered
+
+log = logging.getLogger(__name__)
 
 #: Kafka's "not requested" value for authorized operations.
 OPERATIONS_OMITTED = -(2**31)
@@ -40,7 +48,11 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
         )
     else:
         names = [t.name for t in requested if t.name is not None]
-    topics = [await _topic(ctx, name) for name in names]
+    # Metadata v0-v3 have no flag: Kafka creates for them whenever the broker allows.
+    auto_create = broker.settings.auto_create_topics_enable and bool(
+        getattr(body, "allow_auto_topic_creation", True)
+    )
+    topics = [await _topic(ctx, name, auto_create) for name in names]
     cluster = session.cluster
     return ctx.response(
         brokers=[
@@ -54,7 +66,7 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
     )
 
 
-async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
+async def _topic(ctx: RequestContext, name: str, auto_create: bool) -> dict[str, Any]:
     session = ctx.session
     answer: dict[str, Any] = {
         "error_code": 0,
@@ -69,7 +81,13 @@ async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
         require(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name)
         if name == CONSUMER_OFFSETS_TOPIC:
             await asyncio.to_thread(session.broker.groups.offsets.table, True)
-        topic_log = await session.broker.topic(name)
+        try:
+            topic_log = await session.broker.topic(name)
+        except UnknownTopicOrPartitionError:
+            if not auto_create:
+                raise
+            await _create(ctx, name)
+            topic_log = await session.broker.topic(name)
     if topic_log is None:
         return answer
     leaders = [
@@ -89,3 +107,16 @@ async def _topic(ctx: RequestContext, name: str) -> dict[str, Any]:
         for p, leader in enumerate(leaders)
     ]
     return answer
+
+
+async def _create(ctx: RequestContext, name: str) -> None:
+    """Create ``name`` with the broker's defaults; a topic another request created first is
+    as good (TOPIC_AUTHORIZATION_FAILED without CREATE, INVALID_TOPIC_EXCEPTION for a bad
+    name: the errors Kafka answers)."""
+    if not allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True):
+        require(ctx, Operation.CREATE, ResourceType.TOPIC, name)
+    catalog = ctx.broker.catalog
+    try:
+        await asyncio.to_thread(catalog.create_topic, name, ctx.broker.settings.num_partitions)
+    except TopicAlreadyExistsError:
+        log.debug("auto-create of topic %r: another request created it first", name)

@@ -19,8 +19,6 @@ from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
 from server.kafka.handlers.metadata import NO_TOPIC_ID, topic_uuid
 
-#: Partitions of a topic created with ``num_partitions`` -1 (the HTTP API's default).
-DEFAULT_PARTITIONS = 1
 #: What a created topic's replication factor is reported as: one replica per partition.
 REPORTED_REPLICATION_FACTOR = 1
 NO_ASSIGNMENTS = (
@@ -75,7 +73,8 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     catalog = ctx.broker.catalog
     if topic.assignments:
         raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give num_partitions instead")
-    partitions = DEFAULT_PARTITIONS if topic.num_partitions == -1 else int(topic.num_partitions)
+    default = ctx.broker.settings.num_partitions
+    partitions = default if topic.num_partitions == -1 else int(topic.num_partitions)
     replication_factor = int(topic.replication_factor)
     check_configs(topic.configs)
     # A null value leaves the config at its default.

@@ -502,6 +502,47 @@ def test_cluster_and_broker_settings(broker: BrokerProcess) -> None:
     assert [b["broker_id"] for b in described["brokers"]] == [node.id]
 
 
+def test_broker_configs_answer_kafkas_names(broker: BrokerProcess, module_root: RootSpec) -> None:
+    """Kafka's tools read a broker's listeners, log dirs and topic defaults by Kafka's names;
+    a topic config's default is the synonym of its broker-wide name."""
+    assert broker.kafka is not None
+    client = AdminClient({"bootstrap.servers": broker.kafka})
+    (node,) = client.describe_cluster(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S).nodes
+    (future,) = client.describe_configs(
+        [ConfigResource(ResourceType.BROKER, str(node.id))]
+    ).values()
+    configs = {name: entry.value for name, entry in future.result(timeout=TIMEOUT_S).items()}
+    assert configs["advertised.listeners"] == f"PLAINTEXT://{broker.kafka}"
+    assert configs["listeners"] == f"PLAINTEXT://{broker.kafka}"
+    assert configs["node.id"] == str(node.id)
+    assert configs["log.dirs"] == module_root.url
+    assert configs["log.retention.ms"] == str(7 * 24 * 3600 * 1000)
+    assert configs["log.cleanup.policy"] == "delete"
+    assert configs["message.max.bytes"] == TopicConfig().text("max.message.bytes")
+    assert (configs["num.partitions"], configs["auto.create.topics.enable"]) == ("1", "true")
+    assert configs["default.replication.factor"] == "1"
+    assert configs["broker_id"]  # lakelog's own names are answered beside Kafka's
+
+    topic = unique("synonyms")
+    (created,) = client.create_topics([NewTopic(topic, 1)]).values()
+    created.result(timeout=TIMEOUT_S)
+    (future,) = client.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    retention = future.result(timeout=TIMEOUT_S)["retention.ms"]
+    assert [(s.name, s.source) for s in retention.synonyms.values()] == [
+        ("log.retention.ms", DEFAULT_CONFIG)
+    ]
+
+    kafka_python = KafkaAdminClient(bootstrap_servers=broker.kafka)
+    try:
+        answer = kafka_python.describe_configs(
+            [KpConfigResource("BROKER", str(node.id))], config_filter="all"
+        )
+    finally:
+        kafka_python.close()
+    (entries,) = answer["broker"].values()
+    assert entries["advertised.listeners"]["value"] == f"PLAINTEXT://{broker.kafka}"
+
+
 def _change(name: str, operation: int, value: str | None) -> AlterableConfig:
     return AlterableConfig(name=name, config_operation=i8(operation), value=value)
 

@@ -7,8 +7,7 @@ import socket
 import pytest
 
 from lakelog.errors import InvalidConfigError
-from server.kafka.listener import listeners_to_bind
-from server.kafka.listeners import Listener, advertised, parse_listeners
+from server.kafka.listeners import Listener, advertised, listeners_to_bind, parse_listeners
 from server.settings import BrokerSettings
 
 
