@@ -43,6 +43,7 @@ from compaction.segment_tasks import (
 from compaction.task_errors import spark_action
 from lakelog.catalog import Catalog
 from lakelog.delta.actions import Txn
+from lakelog.delta.writer_rules import check_data_removable
 from lakelog.errors import InvalidConfigError
 from lakelog.offset_index import Segment
 from lakelog.records import SEGMENT_SCHEMA
@@ -401,6 +402,8 @@ def compact_topic(
     plans = plan_topic(topic_log, now, force)
     if not plans:
         return report.skip("no partition is due for cleaning", started)
+    # Refused before the Spark work: its commit would remove data (the committer checks too).
+    check_data_removable(topic_log.committer.state, topic, topic_log.committer.table_uri)
     inputs = [s for plan in plans for s in plan.segments]
     report.message = ", ".join(
         f"p{p.partition}: dirty {p.dirty_ratio:.2f}{' (forced)' if p.forced else ''}" for p in plans

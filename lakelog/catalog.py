@@ -38,6 +38,7 @@ from lakelog.topic_config import INTERNAL_TOPICS, TopicConfig, validate_topic_na
 from lakelog.topic_log import TopicLog
 from lakelog.topic_table import (
     CONFIG_PARTITIONS,
+    CONFIG_PREFIX,
     create_table_actions,
     table_configuration,
     topic_config_of,
@@ -369,8 +370,12 @@ class Catalog:
             assert state.metadata is not None
             current = topic_config_of(state.metadata)
             changed = current.with_changes(set_configs or {}, delete_configs)
-            partitions = int(state.metadata.configuration[CONFIG_PARTITIONS])
-            return [replace(state.metadata, configuration=table_configuration(partitions, changed))]
+            configuration = state.metadata.configuration
+            partitions = int(configuration[CONFIG_PARTITIONS])
+            # Properties lakelog does not own (delta.*, a user's own) stay as they are.
+            kept = {k: v for k, v in configuration.items() if not k.startswith(CONFIG_PREFIX)}
+            conf = {**kept, **table_configuration(partitions, changed)}
+            return [replace(state.metadata, configuration=conf)]
 
         topic_log.committer.commit(build, "SET TBLPROPERTIES", {"topic": name})
         return topic_log.config

@@ -41,6 +41,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "kio",
         "aiokafka",
         "crc32c",
+        "scramp",
         "fastavro",
         "avro",
         "jsonschema",
@@ -48,7 +49,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "google.protobuf",
         "grpc_tools",
     ),
-    "spark": ("pyspark", "deltalake"),
+    "spark": ("pyspark", "pandas", "deltalake"),
 }
 
 #: Set in the processes Spark starts to run Python code (data sources, UDFs, mapInArrow).

@@ -1,7 +1,12 @@
 """SQL helpers: register the data source, expose topics as temp views, decode values.
 
 ``register_topics(spark, root)`` creates one temporary view per topic, so
-``SELECT key, count(*) FROM orders GROUP BY key`` works. View names are topic
+``SELECT key, count(*) FROM orders GROUP BY key`` works. Listing a root's
+topics leaves out internal ones (``__consumer_offsets``, and any other name
+Kafka reserves with a ``__`` prefix), as Kafka's tools do with
+``--exclude-internal``: their records are lakelog's own bookkeeping, not data.
+``include_internal=True`` lists them too; a topic named in ``topics`` is
+always registered. View names are topic
 names made into SQL identifiers: characters other than ASCII letters, digits
 and ``_`` become ``_`` (``orders.v2-eu`` -> ``orders_v2_eu``), a leading digit
 gets a ``t_`` prefix, and an optional ``prefix`` goes in front. Spark resolves
@@ -26,6 +31,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from lakelog.catalog import Catalog
 from lakelog.errors import InvalidConfigError
+from lakelog.topic_config import INTERNAL_TOPICS
 from spark_connector.native_scan import native_frame, scan_choice
 from spark_connector.options import parse_read_options, parse_storage
 from spark_connector.registration import register
@@ -38,6 +44,15 @@ def view_name(topic: str, prefix: str = "") -> str:
     if name[:1].isdigit():
         name = "t_" + name
     return name
+
+
+#: Kafka reserves topic names starting with this for its own internal topics.
+INTERNAL_PREFIX = "__"
+
+
+def is_internal(topic: str) -> bool:
+    """Whether ``topic`` is internal: lakelog's own, or named with Kafka's reserved prefix."""
+    return topic in INTERNAL_TOPICS or topic.startswith(INTERNAL_PREFIX)
 
 
 def view_names(topics: Sequence[str], prefix: str = "") -> dict[str, str]:
@@ -67,8 +82,12 @@ def register_topics(
     options: Mapping[str, str] | None = None,
     snapshot: bool = False,
     mode: str = "append",
+    include_internal: bool = False,
 ) -> dict[str, str]:
     """Create a temp view per topic (all topics of ``root`` by default); returns topic -> view.
+
+    All topics means all but the internal ones unless ``include_internal``
+    (see the module docstring); ``topics`` given are registered as named.
 
     ``options`` go to every view's reader. A view is the ``lakelog`` data
     source, planned afresh at every query; with ``snapshot=True``, where Spark
@@ -86,10 +105,12 @@ def register_topics(
         spec = parse_storage({**{k.lower(): v for k, v in extra.items()}, "root": root})
         catalog = Catalog(spec.open())
         try:
-            topics = catalog.list_topics()
+            listed = catalog.list_topics()
         finally:
             catalog.close()
+        topics = [t for t in listed if include_internal or not is_internal(t)]
     views = view_names(topics, prefix)
+    registered = False
     for topic, name in views.items():
         given = {**extra, "root": root, "subscribe": topic}
         if include_headers:
@@ -99,7 +120,9 @@ def register_topics(
             if scan_choice(spark, opts, given).native:
                 shape(native_frame(spark, opts)).createOrReplaceTempView(name)
                 continue
-        register(spark)  # only data source views need it: native ones are plain file scans
+        if not registered:  # only data source views need it: native ones are plain file scans
+            register(spark)
+            registered = True
         reader = spark.read.format(FORMAT).options(**given)
         # Spark caches the read plan of a Python data source scan that pushes no
         # filter (per relation), which would freeze a view at its first query.

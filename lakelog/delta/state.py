@@ -10,7 +10,8 @@ from lakelog.errors import UnsupportedVersionError
 
 #: Table features this implementation reads and writes correctly. Anything else
 #: (deletion vectors, column mapping, ...) changes what a file or a commit means,
-#: so a table that needs it is refused rather than misread.
+#: so a table that needs it is refused rather than misread. The rules of appendOnly,
+#: invariants and checkConstraints are kept on every commit (``writer_rules``).
 SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
 SUPPORTED_WRITER_FEATURES = frozenset(
     {"appendOnly", "invariants", "timestampNtz", "checkConstraints"}

@@ -28,7 +28,13 @@ from lakelog.delta.checkpoint import (
 )
 from lakelog.delta.log import DeltaLog
 from lakelog.delta.state import TableState
-from lakelog.errors import AmbiguousCommitError, ConcurrentCommitError, KafkaStorageError
+from lakelog.delta.writer_rules import check_commit
+from lakelog.errors import (
+    AmbiguousCommitError,
+    ConcurrentCommitError,
+    DeltaTableRuleError,
+    KafkaStorageError,
+)
 from lakelog.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -100,6 +106,8 @@ class TableCommitter:
         self.checkpoint_interval = checkpoint_interval
         self.commit_timeout_s = commit_timeout_s
         self._delta = DeltaLog(storage, table_path)
+        #: Where other Delta tools find the table, for errors that tell the user what to run.
+        self.table_uri = storage.delta_uri(table_path) or table_path
         #: Held to read the state and its view consistently; commits take it briefly.
         self.state_lock = threading.RLock()
         self._write_lock = threading.Lock()
@@ -168,6 +176,8 @@ class TableCommitter:
         ``build`` is called again with the newer state whenever another writer wins the
         version, and decides from it whether its earlier work still holds. ``ready`` runs
         just before the commit can become visible (an append waits for its flush there).
+        Actions that break a rule of the table's metadata (``writer_rules``) raise
+        ``DeltaTableRuleError`` before anything is written.
         """
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + self.commit_timeout_s
@@ -178,6 +188,13 @@ class TableCommitter:
                     snapshot = self._state
                     version = snapshot.version + 1
                 actions = build(snapshot)
+                try:
+                    check_commit(snapshot, actions, self.name, self.table_uri)
+                except DeltaTableRuleError:
+                    # Final only on the latest state: the rule may have been lifted since.
+                    if self.refresh():
+                        continue
+                    raise
                 now_ms = int(time.time() * 1000)
                 info = commit_info(operation, parameters or {}, now_ms, **{COMMIT_ID: commit_id})
                 data = encode_commit([*actions, info])

@@ -41,8 +41,8 @@ SUBPARTS = {"lakelog/testing/": ("core", "test")}
 #: The groups whose every dependency some part must import.
 RUNTIME_GROUPS = ("core", "broker", "spark")
 #: Declared but imported by a library rather than by lakelog: s3fs is what fsspec
-#: loads for s3:// URLs.
-LOADED_BY_OTHERS = {"s3fs"}
+#: loads for s3:// URLs, pandas what PySpark's SQL runs on (declared to bound its version).
+LOADED_BY_OTHERS = {"s3fs", "pandas"}
 
 
 def group(name: str) -> set[str]:
@@ -133,6 +133,28 @@ def test_the_import_checks_list_the_groups_modules() -> None:
     for name, modules in [("core", CORE_MODULES), *EXTRA_MODULES.items()]:
         provided = set().union(*(distributions_of(m) for m in modules))
         assert provided == group(name), name
+
+
+def test_the_spark_extra_installs_a_pandas_pyspark_supports() -> None:
+    """PySpark 4 supports pandas 2.2 up to 3 and warns on import of anything newer, while
+    pyspark[sql] bounds pandas below only: the extra bounds it, and this venv keeps to it."""
+    (pin,) = [
+        Requirement(r)
+        for r in PROJECT_META["optional-dependencies"]["spark"]
+        if canonicalize_name(Requirement(r).name) == "pandas"
+    ]
+    assert not pin.specifier.contains("3.0.0") and pin.specifier.contains("2.3.3")
+    code = """
+import warnings
+warnings.simplefilter("error")
+from pyspark.sql.pandas.utils import require_minimum_pandas_version
+require_minimum_pandas_version()
+import pandas
+print(pandas.__version__)
+"""
+    done = python(code)
+    assert done.returncode == 0, done.stderr
+    assert pin.specifier.contains(done.stdout.strip())
 
 
 def python(code: str, *blocked: str) -> subprocess.CompletedProcess[str]:
