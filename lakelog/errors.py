@@ -174,6 +174,34 @@ class CommitLeaderUnreachableError(
     """The topic's commit leader did not take a handoff: safe to commit elsewhere."""
 
 
+class FencedLeaderEpochError(
+    LakelogError, code=74, name="FENCED_LEADER_EPOCH", retriable=True, http_status=409
+):
+    """The client named a leader epoch older than the partition's: its metadata is stale."""
+
+
+class UnknownLeaderEpochError(
+    LakelogError, code=75, name="UNKNOWN_LEADER_EPOCH", retriable=True, http_status=409
+):
+    """The client named a leader epoch newer than the partition's (Kafka: this broker lags)."""
+
+
+class ElectionNotNeededError(
+    LakelogError, code=84, name="ELECTION_NOT_NEEDED", retriable=True, http_status=409
+):
+    """A leader election on a partition that already has the leader it would elect."""
+
+
+class InvalidReplicaAssignmentError(
+    LakelogError, code=39, name="INVALID_REPLICA_ASSIGNMENT", http_status=400
+): ...
+
+
+class NoReassignmentInProgressError(
+    LakelogError, code=85, name="NO_REASSIGNMENT_IN_PROGRESS", http_status=409
+): ...
+
+
 class UnsupportedVersionError(LakelogError, code=35, name="UNSUPPORTED_VERSION", http_status=400):
     """A version this side does not implement: of a Delta table's protocol, or of a Kafka API."""
 
@@ -278,6 +306,12 @@ class NonEmptyGroupError(LakelogError, code=68, name="NON_EMPTY_GROUP", http_sta
 class GroupIdNotFoundError(LakelogError, code=69, name="GROUP_ID_NOT_FOUND", http_status=404): ...
 
 
+class GroupSubscribedToTopicError(
+    LakelogError, code=86, name="GROUP_SUBSCRIBED_TO_TOPIC", http_status=409
+):
+    """Offsets of a topic the group's active members subscribe to cannot be deleted."""
+
+
 class MemberIdRequiredError(LakelogError, code=79, name="MEMBER_ID_REQUIRED", http_status=409):
     """First join of a member: retry the join with the member id in ``details``."""
 
@@ -327,7 +361,28 @@ class IllegalSaslStateError(LakelogError, code=34, name="ILLEGAL_SASL_STATE", ht
 class SecurityDisabledError(LakelogError, code=54, name="SECURITY_DISABLED", http_status=400): ...
 
 
+class ResourceNotFoundError(LakelogError, code=91, name="RESOURCE_NOT_FOUND", http_status=404):
+    """A named security resource does not exist (a SCRAM credential to describe or delete)."""
+
+
+class DuplicateResourceError(LakelogError, code=92, name="DUPLICATE_RESOURCE", http_status=400):
+    """One request names the same resource twice (a user in AlterUserScramCredentials)."""
+
+
+class UnacceptableCredentialError(
+    LakelogError, code=93, name="UNACCEPTABLE_CREDENTIAL", http_status=400
+):
+    """A SCRAM credential Kafka's rules refuse: no user name, iterations out of bounds."""
+
+
 class PolicyViolationError(LakelogError, code=44, name="POLICY_VIOLATION", http_status=400): ...
+
+
+class DeltaTableRuleError(PolicyViolationError):
+    """A commit a rule of the topic's Delta table forbids (``delta.appendOnly``, a CHECK
+    constraint or column invariant lakelog cannot evaluate, a ``delta.*`` property lakelog
+    would change); set on the table outside lakelog, so the message names it and how to
+    lift it. Nothing is committed (``lakelog.delta.writer_rules``)."""
 
 
 def error_for_code(code: int) -> type[LakelogError]:

@@ -18,7 +18,7 @@ from lakelog.column_buffers import binary_lengths
 from lakelog.errors import InvalidRequestError, OffsetOutOfRangeError
 from lakelog.records import SEGMENT_SCHEMA, ConsumerRecord, table_to_records
 from lakelog.segments import SegmentReader
-from lakelog.topic_table import TopicTable, partition_txn
+from lakelog.topic_table import TopicTable, log_start_of, partition_txn
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def read(
         with table.state_lock:
             hwm = table.state.txn_version(partition_txn(partition))
             index = table.index.partition(partition)
-            start = index.log_start_offset(hwm)
+            start = log_start_of(table.state, index, partition)
             segments = index.segments_from(offset)
         if offset < start or offset > hwm:
             raise OffsetOutOfRangeError(

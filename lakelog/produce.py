@@ -9,7 +9,7 @@ broker it reaches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,6 +48,19 @@ def producer_txn(producer_id: int, partition: int | None = None) -> str:
     if partition is None:
         return f"{PRODUCER_TXN_PREFIX}{producer_id}"
     return f"{PRODUCER_TXN_PREFIX}{producer_id}.p{partition}"
+
+
+def partition_sequences(txns: Mapping[str, int], partition: int) -> dict[int, int]:
+    """The last sequence of each producer numbering its batches per ``partition`` (Kafka's
+    protocol), by producer id, from the app transactions ``producer_txn`` names."""
+    suffix = f".p{partition}"
+    found = {}
+    for app_id, version in txns.items():
+        if app_id.startswith(PRODUCER_TXN_PREFIX) and app_id.endswith(suffix):
+            producer = app_id[len(PRODUCER_TXN_PREFIX) : -len(suffix)]
+            if producer.isascii() and producer.isdecimal():
+                found[int(producer)] = version
+    return found
 
 
 @dataclass(frozen=True)

@@ -15,19 +15,33 @@ from lakelog.delta.actions import Action, Metadata, Protocol
 from lakelog.delta.state import TableState
 from lakelog.delta.table import CheckpointRequester, TableCommitter, commit_info
 from lakelog.errors import UnknownTopicOrPartitionError
-from lakelog.offset_index import OffsetIndex, Segment
+from lakelog.offset_index import OffsetIndex, PartitionIndex, Segment
 from lakelog.partition_state import PartitionState
 from lakelog.records import DELTA_SCHEMA_STRING
 from lakelog.storage import Storage
 from lakelog.topic_config import TopicConfig
 
 PARTITION_TXN_PREFIX = "lakelog.partition."
+#: App transactions holding each partition's log start offset as DeleteRecords set it.
+LOG_START_TXN_PREFIX = "lakelog.log_start."
 CONFIG_PARTITIONS = "lakelog.partitions"
 CONFIG_PREFIX = "lakelog.config."
 
 
 def partition_txn(partition: int) -> str:
     return f"{PARTITION_TXN_PREFIX}{partition}"
+
+
+def log_start_txn(partition: int) -> str:
+    return f"{LOG_START_TXN_PREFIX}{partition}"
+
+
+def log_start_of(state: TableState, index: PartitionIndex, partition: int) -> int:
+    """A partition's log start offset: its first segment's base, or a later offset that
+    DeleteRecords set (which may fall inside a segment), never past the high watermark."""
+    hwm = state.txn_version(partition_txn(partition))
+    deleted_to = state.txn_version(log_start_txn(partition))
+    return min(hwm, max(index.log_start_offset(hwm), deleted_to))
 
 
 def topic_config_of(metadata: Metadata) -> TopicConfig:
@@ -149,6 +163,11 @@ class TopicTable:
         with self.state_lock:
             return self.state.txns.get(app_id)
 
+    def app_transactions(self, prefix: str) -> dict[str, int]:
+        """The table's Delta app transactions whose id starts with ``prefix``: id -> version."""
+        with self.state_lock:
+            return {app: v for app, v in self.state.txns.items() if app.startswith(prefix)}
+
     def live_paths(self) -> set[str]:
         """Paths of the segments in the current snapshot."""
         with self.state_lock:
@@ -161,8 +180,7 @@ class TopicTable:
     def log_start_offset(self, partition: int) -> int:
         self.check_partition(partition)
         with self.state_lock:
-            hwm = self.state.txn_version(partition_txn(partition))
-            return self._index.partition(partition).log_start_offset(hwm)
+            return log_start_of(self.state, self._index.partition(partition), partition)
 
     def partition_state(self, partition: int) -> PartitionState:
         self.check_partition(partition)
@@ -171,7 +189,7 @@ class TopicTable:
             index = self._index.partition(partition)
             return PartitionState(
                 partition=partition,
-                log_start_offset=index.log_start_offset(hwm),
+                log_start_offset=log_start_of(self.state, index, partition),
                 high_watermark=hwm,
                 size_bytes=index.size_bytes(),
                 num_segments=len(index),

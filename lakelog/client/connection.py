@@ -38,6 +38,24 @@ log = logging.getLogger(__name__)
 QueryParams = Mapping[str, str | int | float | bool | None]
 
 
+#: Names the broker's HTTP URL in the answer its Kafka listener gives an HTTP request.
+HTTP_URL_HEADER = "X-Lakelog-Http-Url"
+MISDIRECTED = 421
+
+
+def kafka_listener_redirect(url: str, response: httpx.Response) -> str | None:
+    """Where to send what was sent to ``url`` if that is a lakelog Kafka listener: the same
+    host (credentials stay with the host the user named) on the HTTP port it names."""
+    told = response.headers.get(HTTP_URL_HEADER)
+    if response.status_code != MISDIRECTED or not told:
+        return None
+    http_url = httpx.URL(told)
+    if http_url.port is None:
+        return None
+    moved = str(httpx.URL(url).copy_with(scheme=http_url.scheme, port=http_url.port))
+    return moved.rstrip("/") if moved.rstrip("/") != url else None
+
+
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     """Broker base URLs from ``"host:port,http://other:8082"`` or a list, in order.
 
@@ -288,6 +306,20 @@ class Connection:
             self._current = url
             self._failed_at.pop(url, None)
 
+    def _retarget(self, url: str, http_url: str) -> None:
+        """``url`` is a Kafka listener: use ``http_url`` in its place from now on."""
+        log.warning(
+            "%s is a lakelog broker's Kafka listener; using its HTTP API at %s (give that "
+            "as --bootstrap-server to skip this step)",
+            url,
+            http_url,
+        )
+        with self._lock:
+            self._bootstrap = [http_url if u == url else u for u in self._bootstrap]
+            self._brokers = [http_url if u == url else u for u in self._brokers]
+            if self._current == url:
+                self._current = http_url
+
     def _failed(self, url: str, error: LakelogError) -> None:
         log.info("broker %s failed (%s); trying the next broker", url, error)
         with self._lock:
@@ -334,7 +366,8 @@ class Connection:
         timeout = httpx.Timeout(total, connect=min(self._connect_timeout_s, total))
         query = {k: v for k, v in (params or {}).items() if v is not None}
         last: LakelogError | None = None
-        for url in self._candidates():
+        candidates = self._candidates()
+        for url in candidates:  # a Kafka listener's HTTP URL is inserted to be tried next
             try:
                 response = self._http.request(
                     method,
@@ -359,6 +392,11 @@ class Connection:
                 if response.is_success:
                     self._answered(url)
                     return response
+                moved = kafka_listener_redirect(url, response)
+                if moved is not None:
+                    self._retarget(url, moved)
+                    candidates.insert(candidates.index(url) + 1, moved)
+                    continue
                 error = error_from_response(response)
                 if not error.retriable and response.status_code < 500:
                     self._answered(url)
@@ -434,6 +472,10 @@ class Connection:
                 tls = any(isinstance(e, ssl.SSLError) for e in _causes(exc))
                 failures.append(ProbeFailure(url, describe_network_failure(exc), tls))
                 continue
+            moved = kafka_listener_redirect(url, response)
+            if moved is not None:
+                self._retarget(url, moved)
+                return self.probe([moved], connect_timeout_s)
             body = _json_or_none(response)
             if response.is_success and isinstance(body, dict) and "brokers" in body:
                 self._adopt_brokers(body)

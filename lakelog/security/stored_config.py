@@ -5,9 +5,9 @@ as versioned documents (see ``store``); brokers pick changes up from the newest 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from lakelog.security.acl import AclBinding, AclFilter, decode_bindings, encode_bindings
+from lakelog.security.acl import AclBinding, decode_bindings, encode_bindings
 from lakelog.security.quota import QuotaEntity, QuotaKind, decode_quotas, encode_quotas
 from lakelog.security.store import VersionedDocument
 from lakelog.storage import Storage
@@ -17,6 +17,12 @@ QUOTAS_DIR = "_meta/quotas"
 
 Quotas = dict[QuotaEntity, dict[QuotaKind, float]]
 T = TypeVar("T")
+
+
+class BindingFilter(Protocol):
+    """Selects bindings: lakelog's ``AclFilter``, or a Kafka filter with Kafka's matching."""
+
+    def matches(self, binding: AclBinding) -> bool: ...
 
 
 def _bindings(body: dict[str, Any] | None) -> frozenset[AclBinding]:
@@ -55,7 +61,7 @@ class AclStore:
         self.document.update(change)
         return added
 
-    def remove(self, filters: Iterable[AclFilter]) -> list[AclBinding]:
+    def remove(self, filters: Iterable[BindingFilter]) -> list[AclBinding]:
         """Delete every binding matching any filter; returns the deleted bindings."""
         chosen = list(filters)
         removed: list[AclBinding] = []

@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from lakelog.catalog import Catalog
 from lakelog.errors import (
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     InvalidRequestError,
     LakelogError,
     NonEmptyGroupError,
@@ -49,7 +50,7 @@ from lakelog.groups.state import (
 from lakelog.structs import TopicPartition
 from lakelog.topic_log import AppendResult, TopicLog
 from server.batcher import ProduceBatcher
-from server.groups.consumer_protocol import CONSUMER, assigned_partitions
+from server.groups.consumer_protocol import CONSUMER, assigned_partitions, subscribed_topics
 from server.groups.fencing import GenerationStore
 
 log = logging.getLogger(__name__)
@@ -447,8 +448,9 @@ class GroupCoordinator:
         return await self._submit(group_id, offsets)
 
     async def _submit(
-        self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]
+        self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset | None]
     ) -> asyncio.Future[AppendResult] | None:
+        """Queue the offsets (None: a tombstone) for the offsets table's next group commit."""
         if not offsets:
             return None
         topic_log, batch = await asyncio.to_thread(
@@ -504,6 +506,38 @@ class GroupCoordinator:
             await asyncio.to_thread(self.generations.delete, group_id)
             group.state = GroupState.DEAD
             self._drop(entry, "deleted")
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, LakelogError | None]:
+        """Tombstone the group's committed offsets of ``partitions`` (Kafka's OffsetDelete).
+
+        Kafka's rules: a group with no members, generation or offsets is
+        GROUP_ID_NOT_FOUND; one with members whose topics cannot be known (not
+        Kafka's consumer protocol) is NON_EMPTY_GROUP. Partitions of a topic its
+        members subscribe to are GROUP_SUBSCRIBED_TO_TOPIC (their offsets are in
+        use); the others answer no error once their tombstones are durable, whether
+        an offset was committed or not.
+        """
+        async with self._locked(group_id) as entry:
+            await self._advance(entry)
+            group = entry.group
+            committed = await asyncio.to_thread(self.offsets.fetch, group_id)
+            if not group.members and group.generation_id == 0 and not committed:
+                raise GroupIdNotFoundError(f"group {group_id!r} does not exist", group_id=group_id)
+            in_use = _subscriptions(group)
+            outcome: dict[TopicPartition, LakelogError | None] = {}
+            for tp in partitions:
+                if in_use is None or tp.topic in in_use:
+                    outcome[tp] = GroupSubscribedToTopicError(
+                        f"group {group_id!r} has active members subscribed to topic {tp.topic!r}",
+                        group_id=group_id,
+                    )
+                else:
+                    outcome[tp] = None
+            gone = {tp: None for tp, error in outcome.items() if error is None and tp in committed}
+            await _durable(await self._submit(group_id, gone))
+        return outcome
 
     async def reset(
         self,
@@ -611,6 +645,33 @@ def _snapshot(group: Group, *, with_members: bool) -> GroupSnapshot:
         leader_id=group.leader_id,
         descriptions=described,
     )
+
+
+def _subscriptions(group: Group) -> set[str] | None:
+    """The topics the group's members subscribe to (None: any topic, as far as is known).
+
+    An empty group subscribes to nothing. Server-assigned members name their
+    topics; Kafka consumers name them in their protocol metadata, and one whose
+    metadata does not decode may consume anything. Members of another protocol
+    type leave the group's topics unknowable: NON_EMPTY_GROUP, as in Kafka.
+    """
+    if not group.members:
+        return set()
+    if group.mode is AssignmentMode.SERVER:
+        return group.topics()
+    if group.protocol_type != CONSUMER:
+        raise NonEmptyGroupError(
+            f"group {group.group_id!r} has active members of protocol type "
+            f"{group.protocol_type!r}, whose topics are not known",
+            group_id=group.group_id,
+        )
+    topics: set[str] = set()
+    for member in group.describe():
+        found = subscribed_topics(member.metadata)
+        if found is None:
+            return None
+        topics |= found
+    return topics
 
 
 async def _durable(future: asyncio.Future[AppendResult] | None) -> None:

@@ -56,6 +56,20 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(33, "AlterConfigs", 0, 2, ordered=True),
         ApiRange(44, "IncrementalAlterConfigs", 0, 1, ordered=True),
         ApiRange(60, "DescribeCluster", 0, 1),
+        ApiRange(21, "DeleteRecords", 0, 2, ordered=True),
+        ApiRange(23, "OffsetForLeaderEpoch", 2, 4),
+        ApiRange(35, "DescribeLogDirs", 1, 5),
+        ApiRange(75, "DescribeTopicPartitions", 0, 0),
+        ApiRange(43, "ElectLeaders", 0, 2, ordered=True),
+        ApiRange(46, "ListPartitionReassignments", 0, 0),
+        ApiRange(45, "AlterPartitionReassignments", 0, 1, ordered=True),
+        ApiRange(47, "OffsetDelete", 0, 0, ordered=True),
+        ApiRange(61, "DescribeProducers", 0, 0),
+        ApiRange(29, "DescribeAcls", 1, 3),
+        ApiRange(30, "CreateAcls", 1, 3, ordered=True),
+        ApiRange(31, "DeleteAcls", 1, 3, ordered=True),
+        ApiRange(50, "DescribeUserScramCredentials", 0, 0),
+        ApiRange(51, "AlterUserScramCredentials", 0, 0, ordered=True),
     )
 }
 

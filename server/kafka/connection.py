@@ -16,6 +16,7 @@ import logging
 from server.kafka import wire
 from server.kafka.context import Session
 from server.kafka.dispatch import CloseConnection, Dispatcher
+from server.kafka.http_refusal import http_refusal, looks_like_http
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ async def serve_connection(
     answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
     replies = asyncio.create_task(_write_answers(answers, writer, session))
     loop = asyncio.get_running_loop()
+    first = True
     try:
         while not replies.done():
             muted_s = session.muted_until - loop.time()
@@ -43,6 +45,13 @@ async def serve_connection(
                 prefix = await reader.readexactly(wire.SIZE.size)
             except (asyncio.IncompleteReadError, ConnectionError):
                 break  # the client closed the connection
+            if first and looks_like_http(prefix):
+                log.info("HTTP request on the Kafka listener from %s", session.client_host)
+                writer.write(http_refusal(session.listener, session.broker.settings.url))
+                with contextlib.suppress(ConnectionError):
+                    await writer.drain()
+                break
+            first = False
             (size,) = wire.SIZE.unpack(prefix)
             if not wire.HEADER_PREFIX.size <= size <= max_request_bytes:
                 log.warning(

@@ -16,7 +16,7 @@ from server.kafka.build import build
 if TYPE_CHECKING:
     from server.broker import Broker
     from server.kafka.cluster import KafkaCluster
-    from server.kafka.sasl import SaslCredentials
+    from server.kafka.sasl import SaslCredentials, SaslExchange
     from server.kafka.wire import RequestHeader
     from server.security.state import BrokerSecurity
 
@@ -39,6 +39,9 @@ class Session:
     authenticated: bool = False
     #: The mechanism SaslHandshake chose (None before the handshake).
     mechanism: str | None = None
+    #: The authentication under way since the handshake: a SCRAM exchange keeps its
+    #: nonces and the user between its two SaslAuthenticate steps here.
+    exchange: SaslExchange | None = None
     #: SaslHandshake v0 was used: the next frame is a bare SASL token, not a request.
     raw_token_next: bool = False
     #: Why the connection ends once the answers so far are written (None: it goes on).

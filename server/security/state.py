@@ -37,6 +37,7 @@ from lakelog.storage import Storage
 from server.metrics import BrokerMetrics
 from server.security.credentials import ApiKeys, AuthMode, JwtVerifier
 from server.security.quotas import QuotaManager
+from server.security.scram import Credentials, ScramCredential, ScramStore
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,9 @@ class BrokerSecurity:
         self.metrics = metrics
         self.acl_store = AclStore(storage)
         self.quota_store = QuotaStore(storage)
+        self.scram_store = ScramStore(storage)
+        self.scram: Credentials = {}
+        self.scram_version = 0
         self.quotas = QuotaManager(settings, metrics)
         self.acls: frozenset[AclBinding] = frozenset()
         self.acl_version = 0
@@ -124,7 +128,7 @@ class BrokerSecurity:
         return self.mode != "none"
 
     def refresh(self) -> None:
-        """Read newer ACL and quota snapshots from the storage root (blocking I/O)."""
+        """Read newer ACL, quota and SCRAM credential snapshots from the root (blocking I/O)."""
         with self._refresh_lock:
             acls = self.acl_store.load(self.acl_version)
             if acls is not None:
@@ -134,7 +138,14 @@ class BrokerSecurity:
             if quotas is not None:
                 self.quota_version, overrides = quotas
                 self.quotas.set_overrides(overrides)
+            scram = self.scram_store.load(self.scram_version)
+            if scram is not None:
+                self.scram_version, self.scram = scram
             self.quotas.forget_idle()
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The stored SCRAM credential of ``user`` for ``mechanism`` (as last refreshed)."""
+        return self.scram.get((user, mechanism))
 
     async def catch_up(self, acl_version: int) -> None:
         """Re-read the ACLs now when a peer forwarded this request with a newer version.

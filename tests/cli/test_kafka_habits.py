@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+import httpx
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 from kafka.admin import KafkaAdminClient as KafkaAdmin
@@ -266,3 +267,31 @@ def test_consumer_groups_shows_the_partitions_of_kafka_protocol_members(
         assert all(r[-1] == "habit-client" for r in owned)
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("make_root", ["local"], indirect=True)
+def test_the_kafka_port_as_bootstrap_server(
+    root: RootSpec, start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """``--bootstrap-server localhost:9092``, Kafka's habit, reaches the broker: its Kafka
+    listener answers an HTTP request at once with the HTTP URL, which the tools then use."""
+    broker = start_broker(root)
+    assert broker.kafka is not None
+    with AdminClient(broker.url) as admin:
+        admin.create_topic("habits", 1)
+    port = broker.kafka.rpartition(":")[2]
+    done = lakelog("topics", "--bootstrap-server", f"localhost:{port}", "--list", env=tool_env())
+    assert done.stdout.split() == ["habits"]
+    assert f"using its HTTP API at http://localhost:{broker.port}" in done.stderr
+
+    answer = httpx.get(f"http://{broker.kafka}/v1/topics", timeout=30)
+    assert answer.status_code == 421
+    assert answer.headers["X-Lakelog-Http-Url"] == broker.url
+    assert answer.json()["error"] == "INVALID_REQUEST"
+    assert broker.url in answer.json()["message"]
+    # The listener still serves Kafka clients.
+    topics = KafkaAdmin(bootstrap_servers=broker.kafka)
+    try:
+        assert "habits" in topics.list_topics()
+    finally:
+        topics.close()

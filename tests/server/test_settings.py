@@ -35,7 +35,11 @@ def test_defaults() -> None:
     assert settings.linger_ms == 5
     assert settings.url == "http://127.0.0.1:8082"
     assert len(settings.broker_id) == 12
-    assert load_settings().broker_id != settings.broker_id  # random unless given
+    # Derived from what identifies the broker: stable for one configuration, not another.
+    assert load_settings().broker_id == settings.broker_id
+    assert load_settings(port=8083).broker_id != settings.broker_id
+    assert load_settings(root="/elsewhere").broker_id != settings.broker_id
+    assert load_settings(broker_id="7").broker_id == "7"
 
 
 def test_properties_file_overrides_defaults(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import spark_connector
 from compaction.compact import compact_topic
 from compaction.retention import apply_retention
 from lakelog.catalog import Catalog
+from lakelog.delete_records import delete_records
 from lakelog.groups.codec import OFFSETS_TOPIC
 from lakelog.groups.offsets_store import OffsetsStore
 from lakelog.records import Record
@@ -69,6 +70,23 @@ def test_read_equals_topic_log_after_compaction_and_retention(
     assert gaps  # compaction left holes inside the offset range
     df = read(connector, root, subscribe="users", includeHeaders="true")
     assert rows_of(df) == expected
+
+
+def test_deleted_records_are_gone_from_spark_reads(
+    connector: SparkSession, root: RootSpec, catalog: Catalog
+) -> None:
+    """DeleteRecords' new log start holds for Spark as for Kafka consumers, even inside a
+    segment: ``earliest`` is the new start, and an older starting offset is data loss."""
+    catalog.create_topic("purged", 1)
+    log = catalog.topic("purged")
+    log.append([Record(b"a%d" % i) for i in range(5)])
+    log.append([Record(b"b%d" % i) for i in range(5)])
+    delete_records(log, {0: 7})
+    assert [r.offset for r in read(connector, root, subscribe="purged").collect()] == [7, 8, 9]
+    assert spark_connector.register_topics(connector, root.url, ["purged"]) == {"purged": "purged"}
+    assert [r.offset for r in connector.sql("SELECT offset FROM purged").collect()] == [7, 8, 9]
+    with pytest.raises(Exception, match="no longer in the log"):
+        read(connector, root, subscribe="purged", startingOffsets='{"purged": {"0": 2}}').collect()
 
 
 def test_filters_prune_and_stay_exact(

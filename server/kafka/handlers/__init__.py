@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from server.kafka.context import Handler
 from server.kafka.handlers import (
+    acls,
     api_versions,
     configs,
     coordinators,
+    delete_records,
     describe_cluster,
     fetch,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer_ids,
+    producers,
+    replicas,
     sasl,
+    scram,
+    topic_partitions,
     topics,
 )
 
@@ -44,4 +51,18 @@ HANDLERS: dict[str, Handler] = {
     "AlterConfigs": configs.alter_configs,
     "IncrementalAlterConfigs": configs.incremental_alter_configs,
     "DescribeCluster": describe_cluster.describe_cluster,
+    "DeleteRecords": delete_records.delete_records,
+    "OffsetForLeaderEpoch": replicas.offset_for_leader_epoch,
+    "DescribeLogDirs": log_dirs.describe_log_dirs,
+    "DescribeTopicPartitions": topic_partitions.describe_topic_partitions,
+    "ElectLeaders": replicas.elect_leaders,
+    "ListPartitionReassignments": replicas.list_partition_reassignments,
+    "AlterPartitionReassignments": replicas.alter_partition_reassignments,
+    "OffsetDelete": groups.offset_delete,
+    "DescribeProducers": producers.describe_producers,
+    "DescribeAcls": acls.describe_acls,
+    "CreateAcls": acls.create_acls,
+    "DeleteAcls": acls.delete_acls,
+    "DescribeUserScramCredentials": scram.describe_user_scram_credentials,
+    "AlterUserScramCredentials": scram.alter_user_scram_credentials,
 }

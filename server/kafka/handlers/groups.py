@@ -344,3 +344,50 @@ async def delete_groups(ctx: RequestContext, body: Any) -> Any:
             await groups.coordinator.delete(group_id)
         results.append(result)
     return ctx.response(results=results)
+
+
+async def offset_delete(ctx: RequestContext, body: Any) -> Any:
+    """Delete a group's committed offsets of some partitions (Kafka's rules, in
+    ``GroupCoordinator.delete_offsets``). Needs DELETE on the group and READ on each
+    topic; a refused topic or one that does not exist is answered per partition and
+    the others go on. A group-level refusal answers no partitions."""
+    group_id = body.group_id
+    answers: dict[TopicPartition, int] = {}
+    wanted: list[TopicPartition] = []
+    try:
+        groups = _coordinated_here(ctx, group_id, Operation.DELETE)
+        unreadable = denied(ctx, Operation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, int(p.partition_index))
+                if topic.name in unreadable:
+                    answers[tp] = TOPIC_DENIED
+                    continue
+                try:
+                    await asyncio.to_thread(groups.coordinator.check_partitions, [tp])
+                except LakelogError as exc:
+                    answers[tp] = exc.code
+                    continue
+                wanted.append(tp)
+        outcome = await groups.coordinator.delete_offsets(group_id, wanted)
+    except Exception as exc:  # answered with its code; unexpected ones are logged
+        code, _ = error_code(exc, f"offset delete of group {group_id!r}")
+        return ctx.response(error_code=code, topics=[])
+    for tp, error in outcome.items():
+        answers[tp] = 0 if error is None else error.code
+    return ctx.response(
+        error_code=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": answers[TopicPartition(topic.name, int(p.partition_index))],
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ],
+    )

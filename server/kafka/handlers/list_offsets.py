@@ -14,6 +14,7 @@ from server.broker import OffsetSpec
 from server.kafka.authorization import refusal
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered
+from server.kafka.handlers.metadata import LEADER_EPOCH
 
 LATEST = -1
 EARLIEST = -2
@@ -46,7 +47,7 @@ async def list_offsets(ctx: RequestContext, body: Any) -> Any:
                 "error_code": 0,
                 "timestamp": NO_TIMESTAMP,
                 "offset": NO_OFFSET,
-                "leader_epoch": 0,
+                "leader_epoch": LEADER_EPOCH,
             }
             with answered(answer, f"list offsets of {topic.name}-{part.partition_index}"):
                 if refused is not None:

@@ -25,6 +25,9 @@ from server.kafka.error_codes import answered
 
 log = logging.getLogger(__name__)
 
+#: The leader epoch of every partition (Metadata, ListOffsets, OffsetForLeaderEpoch): the
+#: leader never changes in Kafka's sense (no replica takes over), so it never grows.
+LEADER_EPOCH = 0
 #: Kafka's "not requested" value for authorized operations.
 OPERATIONS_OMITTED = -(2**31)
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -52,7 +55,7 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
     auto_create = broker.settings.auto_create_topics_enable and bool(
         getattr(body, "allow_auto_topic_creation", True)
     )
-    topics = [await _topic(ctx, name, auto_create) for name in names]
+    topics = [await topic_answer(ctx, name, auto_create) for name in names]
     cluster = session.cluster
     return ctx.response(
         brokers=[
@@ -66,7 +69,7 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
     )
 
 
-async def _topic(ctx: RequestContext, name: str, auto_create: bool) -> dict[str, Any]:
+async def topic_answer(ctx: RequestContext, name: str, auto_create: bool) -> dict[str, Any]:
     session = ctx.session
     answer: dict[str, Any] = {
         "error_code": 0,
@@ -99,7 +102,7 @@ async def _topic(ctx: RequestContext, name: str, auto_create: bool) -> dict[str,
             "error_code": 0,
             "partition_index": p,
             "leader_id": leader,
-            "leader_epoch": 0,
+            "leader_epoch": LEADER_EPOCH,
             "replica_nodes": [leader],
             "isr_nodes": [leader],
             "offline_replicas": [],

@@ -30,11 +30,12 @@ async def sasl_handshake(ctx: RequestContext, body: Any) -> Any:
             raise IllegalSaslStateError(
                 "SaslHandshake after the connection's handshake; re-authentication is not supported"
             )
-        session.sasl.check_mechanism(body.mechanism)
+        exchange = session.sasl.start(body.mechanism)
     except LakelogError as exc:
         refused(session, exc, count=session.sasl is not None and not session.authenticated)
         return ctx.response(error_code=exc.code, mechanisms=offered)
     session.mechanism = body.mechanism
+    session.exchange = exchange
     session.raw_token_next = ctx.version == 0
     return ctx.response(error_code=0, mechanisms=offered)
 
@@ -42,32 +43,36 @@ async def sasl_handshake(ctx: RequestContext, body: Any) -> Any:
 async def sasl_authenticate(ctx: RequestContext, body: Any) -> Any:
     session = ctx.session
     try:
-        if session.sasl is None or session.authenticated or session.mechanism is None:
+        if session.exchange is None or session.authenticated:
             raise IllegalSaslStateError(
-                "SaslAuthenticate is answered once per connection, after a SaslHandshake on a "
-                "SASL listener"
+                "SaslAuthenticate is answered after a SaslHandshake on a SASL listener, until "
+                "the connection has authenticated"
             )
-        principal = session.sasl.authenticate(session.mechanism, bytes(body.auth_bytes))
+        challenge, principal = session.exchange.step(bytes(body.auth_bytes))
     except LakelogError as exc:
         refused(session, exc, count=not isinstance(exc, IllegalSaslStateError))
         return ctx.response(
             error_code=exc.code, error_message=exc.message, auth_bytes=b"", session_lifetime=0
         )
-    authenticated(session, principal)
-    return ctx.response(error_code=0, error_message=None, auth_bytes=b"", session_lifetime=0)
+    if principal is not None:
+        authenticated(session, principal)
+    return ctx.response(error_code=0, error_message=None, auth_bytes=challenge, session_lifetime=0)
 
 
 def raw_token(session: Session, token: bytes) -> bytes | None:
-    """A handshake v0 client's bare token: the empty challenge frame, or None (connection ends)."""
-    session.raw_token_next = False
-    assert session.sasl is not None and session.mechanism is not None
+    """A handshake v0 client's bare token: the challenge as a bare frame (empty once
+    authenticated), or None (the connection ends). A SCRAM client's next token is bare too."""
+    assert session.exchange is not None
     try:
-        principal = session.sasl.authenticate(session.mechanism, token)
+        challenge, principal = session.exchange.step(token)
     except LakelogError as exc:
+        session.raw_token_next = False
         refused(session, exc, count=True)
         return None
-    authenticated(session, principal)
-    return wire.SIZE.pack(0)
+    session.raw_token_next = principal is None
+    if principal is not None:
+        authenticated(session, principal)
+    return wire.SIZE.pack(len(challenge)) + challenge
 
 
 def refused(session: Session, exc: LakelogError, *, count: bool) -> None:
