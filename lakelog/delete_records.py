@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from lakelog.delta.actions import Action, RemoveFile, Txn
+from lakelog.delta.actions import Action, Txn
 from lakelog.delta.state import TableState
 from lakelog.delta.writer_rules import check_data_removable
 from lakelog.errors import OffsetOutOfRangeError, PolicyViolationError
 from lakelog.offset_index import segment_from_add
+from lakelog.segments import remove_action
 from lakelog.topic_config import TopicConfig
 from lakelog.topic_log import TopicLog
 from lakelog.topic_table import log_start_txn, partition_txn
@@ -63,15 +64,7 @@ def deletion_actions(state: TableState, starts: Mapping[int, int], now_ms: int) 
         segment = segment_from_add(add)
         new_start = moved.get(segment.partition)
         if new_start is not None and segment.end_offset <= new_start:
-            actions.append(
-                RemoveFile(
-                    path=add.path,
-                    deletion_timestamp=now_ms,
-                    data_change=True,
-                    partition_values={"partition": str(segment.partition)},
-                    size=add.size,
-                )
-            )
+            actions.append(remove_action(segment, now_ms))
     return actions
 
 

@@ -15,11 +15,11 @@ from collections.abc import Collection, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.delta.actions import Action, RemoveFile
+from lakelog.delta.actions import Action
 from lakelog.delta.state import TableState
 from lakelog.errors import ConcurrentCommitError
 from lakelog.offset_index import Segment
-from lakelog.segments import SegmentReader, add_action, write_segment
+from lakelog.segments import SegmentReader, add_action, remove_action, write_segment
 from lakelog.storage import join
 from lakelog.topic_log import TopicLog
 from lakelog.typed_columns import segment_schema
@@ -47,16 +47,7 @@ def commit_rewrite(
                 f"{len(gone)} segment(s) of {topic_log.name!r} were rewritten or removed by "
                 "another job while this one ran; nothing was committed, run it again"
             )
-        actions: list[Action] = [
-            RemoveFile(
-                path=s.path,
-                deletion_timestamp=now,
-                data_change=data_change,
-                partition_values={"partition": str(s.partition)},
-                size=s.size_bytes,
-            )
-            for s in inputs
-        ]
+        actions: list[Action] = [remove_action(s, now, data_change) for s in inputs]
         actions += [add_action(s, data_change=data_change) for s in outputs]
         actions += extra or []
         return actions

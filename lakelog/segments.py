@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.column_buffers import int64_range
-from lakelog.delta.actions import AddFile
+from lakelog.delta.actions import AddFile, RemoveFile
 from lakelog.errors import CorruptRecordError, KafkaStorageError
 from lakelog.offset_index import Segment, stats_timestamp
 from lakelog.records import SEGMENT_SCHEMA
@@ -109,6 +109,17 @@ def add_action(segment: Segment, data_change: bool = True) -> AddFile:
         data_change=data_change,
         stats=json.dumps(stats, separators=(",", ":")),
         tags=segment.tags(),
+    )
+
+
+def remove_action(segment: Segment, now_ms: int, data_change: bool = True) -> RemoveFile:
+    """The Delta remove action taking a segment out of the table at ``now_ms``."""
+    return RemoveFile(
+        path=segment.path,
+        deletion_timestamp=now_ms,
+        data_change=data_change,
+        partition_values={"partition": str(segment.partition)},
+        size=segment.size_bytes,
     )
 
 

@@ -37,6 +37,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from lakelog.catalog import Catalog
+from lakelog.testing.brokers import free_port
 from tests.fixtures.brokers import BrokerProcess
 from tests.fixtures.roots import RootSpec
 from tests.server.kafka.clients import CLIENTS, Message, kafka_client
@@ -115,8 +116,10 @@ def test_each_client_deletes_records_durably(
     make_catalog: Callable[..., Catalog],
     start_broker: Callable[..., BrokerProcess],
 ) -> None:
-    broker = start_broker(root)
-    assert broker.kafka is not None
+    # Fixed ports: the restarted broker is the same node, not a second one beside the dead.
+    port, kafka = free_port(), f"127.0.0.1:{free_port()}"
+    broker = start_broker(root, port=port, kafka_listeners=f"PLAINTEXT://{kafka}")
+    broker.kafka = kafka
     topic = f"purge-{uuid.uuid4().hex[:6]}"
     make_catalog().create_topic(topic, 2)
     produce(broker, topic, 0, [f"a{i}" for i in range(5)])
@@ -137,10 +140,9 @@ def test_each_client_deletes_records_durably(
     assert log.segments(1) == []
 
     broker.kill()
-    again = start_broker(root)
-    assert again.kafka is not None
+    again = start_broker(root, port=port, kafka_listeners=f"PLAINTEXT://{kafka}")
     assert fetch_status(again, topic, 0, 6) == 416
-    assert delete_with(client_name, again.kafka, topic, 0, 7) == 7
+    assert delete_with(client_name, kafka, topic, 0, 7) == 7
 
 
 def test_bad_deletions_answer_kafkas_errors_and_change_nothing(
