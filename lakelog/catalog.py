@@ -191,6 +191,17 @@ class Catalog:
         )
         return sorted(f.removesuffix(".json") for f in files if f.endswith(".json"))
 
+    def topic_ids(self) -> dict[str, str]:
+        """Every topic's id, by name, from the pointers (one read per topic): what the
+        Kafka APIs that name topics by id look names up in."""
+        ids = {}
+        for name in self.list_topics():
+            try:
+                ids[name] = self._read_pointer(name).topic_id
+            except UnknownTopicOrPartitionError:  # deleted since the listing
+                continue
+        return ids
+
     def check_new_topic(
         self,
         name: str,

@@ -95,6 +95,13 @@ class UnknownTopicOrPartitionError(
 ): ...
 
 
+class UnknownTopicIdError(
+    LakelogError, code=100, name="UNKNOWN_TOPIC_ID", retriable=True, http_status=404
+):
+    """A request names a topic by an id no topic has (deleted, or created again since):
+    retriable, as Kafka's clients refresh their metadata and retry."""
+
+
 class RequestTimedOutError(
     LakelogError, code=7, name="REQUEST_TIMED_OUT", retriable=True, http_status=504
 ): ...

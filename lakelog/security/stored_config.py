@@ -4,7 +4,7 @@ as versioned documents (see ``store``); brokers pick changes up from the newest 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from lakelog.security.acl import AclBinding, decode_bindings, encode_bindings
@@ -16,6 +16,8 @@ ACLS_DIR = "_meta/acls"
 QUOTAS_DIR = "_meta/quotas"
 
 Quotas = dict[QuotaEntity, dict[QuotaKind, float]]
+#: One entity's quota change: the limits to set and the quotas to remove.
+QuotaChange = tuple[QuotaEntity, Mapping[QuotaKind, float], Iterable[QuotaKind]]
 T = TypeVar("T")
 
 
@@ -90,16 +92,22 @@ class QuotaStore:
         delete: Iterable[QuotaKind] = (),
     ) -> dict[QuotaKind, float]:
         """Set and remove quotas of one entity in one change; returns its quotas after."""
-        removing = set(delete)
-        after: dict[QuotaKind, float] = {}
+        return self.alter_many([(entity, set_limits, delete)])[entity]
+
+    def alter_many(self, changes: Sequence[QuotaChange]) -> Quotas:
+        """Set and remove quotas of several entities in one new version, so every change is
+        stored or none is; returns each changed entity's quotas after."""
+        wanted = [(entity, dict(limits), set(delete)) for entity, limits, delete in changes]
+        after: Quotas = {}
 
         def change(body: dict[str, Any] | None) -> dict[str, Any]:
             current = _quotas(body)
-            limits = {k: v for k, v in current.get(entity, {}).items() if k not in removing}
-            limits.update(set_limits)
-            current[entity] = limits
             after.clear()
-            after.update(limits)
+            for entity, set_limits, removing in wanted:
+                limits = {k: v for k, v in current.get(entity, {}).items() if k not in removing}
+                limits.update(set_limits)
+                current[entity] = limits
+                after[entity] = dict(limits)
             return {"quotas": encode_quotas(current)}
 
         self.document.update(change)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.errors import CoordinatorNotAvailableError
 from server.groups.rendezvous import choose_coordinator
+from server.kafka.topic_ids import TopicIds
 from server.registry import BrokerInfo
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class KafkaCluster:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.topic_ids = TopicIds(broker)
 
     @property
     def own_id(self) -> str:

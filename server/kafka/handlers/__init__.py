@@ -6,6 +6,7 @@ from server.kafka.context import Handler
 from server.kafka.handlers import (
     acls,
     api_versions,
+    client_quotas,
     configs,
     coordinators,
     delete_records,
@@ -65,4 +66,6 @@ HANDLERS: dict[str, Handler] = {
     "DeleteAcls": acls.delete_acls,
     "DescribeUserScramCredentials": scram.describe_user_scram_credentials,
     "AlterUserScramCredentials": scram.alter_user_scram_credentials,
+    "DescribeClientQuotas": client_quotas.describe_client_quotas,
+    "AlterClientQuotas": client_quotas.alter_client_quotas,
 }

@@ -1,6 +1,9 @@
 """FindCoordinator: the broker that coordinates a consumer group, on the client's listener.
 
 Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED otherwise), as in Kafka.
+Only consumer groups have coordinators: transactions (key type 1, whose v5
+TRANSACTION_ABORTABLE goes with them) and share groups (key type 2, v6) are
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         if key_type != GROUP:
             raise InvalidRequestError(
                 f"coordinator key type {key_type}: only groups (0) have coordinators; "
-                "transactions are not supported"
+                "transactions and share groups are not supported"
             )
         require(ctx, Operation.DESCRIBE, ResourceType.GROUP, key)
         node = ctx.session.cluster.coordinator(key, ctx.session.listener)

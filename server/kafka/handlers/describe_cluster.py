@@ -1,7 +1,9 @@
 """DescribeCluster: the live brokers on the client's listener, the cluster id, the controller.
 
 There are no separate controllers, so controller endpoints (type 2) are
-UNSUPPORTED_ENDPOINT_TYPE (docs/kafka-protocol.md, "Admin APIs").
+UNSUPPORTED_ENDPOINT_TYPE (docs/kafka-protocol.md, "Admin APIs"). A broker is
+live or gone from the registry, never fenced (KIP-1073), so v2's
+``include_fenced_brokers`` adds none and every broker answers ``is_fenced`` false.
 """
 
 from __future__ import annotations
@@ -47,7 +49,13 @@ async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
         answer.update(
             controller_id=cluster.controller_id(),
             brokers=[
-                {"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                {
+                    "broker_id": n.node_id,
+                    "host": n.host,
+                    "port": n.port,
+                    "rack": None,
+                    "is_fenced": False,
+                }
                 for n in cluster.nodes(session.listener)
             ],
         )

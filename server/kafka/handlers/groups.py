@@ -9,15 +9,19 @@ Kafka's, on the group and, for offsets, on each topic.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from lakelog.errors import (
+    GroupIdNotFoundError,
     InvalidRequestError,
     LakelogError,
     MemberIdRequiredError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
     TopicAuthorizationFailedError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
 )
 from lakelog.groups.client_assigned import ClientAssignedJoinRequest
 from lakelog.groups.codec import CommittedOffset
@@ -25,20 +29,31 @@ from lakelog.groups.ids import validate_group_id
 from lakelog.security.acl import Operation, ResourceType
 from lakelog.structs import TopicPartition
 from lakelog.topic_config import validate_topic_name
-from server.groups.coordinator import wall_ms
+from server.groups.coordinator import GroupSnapshot, wall_ms
 from server.groups.service import GroupService
 from server.kafka.authorization import denied, describable, require
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, error_code
 from server.kafka.handlers.metadata import OPERATIONS_OMITTED
+from server.kafka.topic_ids import NO_TOPIC_ID
 
 NO_OFFSET = -1
 STABLE = "Stable"
+EMPTY = "Empty"
+#: ListGroups v5's type of every lakelog group: members join with JoinGroup (no KIP-848).
+CLASSIC = "classic"
+#: The first DescribeGroups version that answers GROUP_ID_NOT_FOUND (KIP-1043).
+GROUP_NOT_FOUND_VERSION = 6
 #: The first JoinGroup version with SkipAssignment (KIP-814).
 SKIP_ASSIGNMENT_VERSION = 9
 #: Kafka's offset.metadata.max.bytes, and the HTTP commit's limit.
 MAX_METADATA_CHARS = 4096
 TOPIC_DENIED = TopicAuthorizationFailedError.code
+#: The first versions that name topics by id (KIP-848 with KIP-516).
+OFFSET_COMMIT_TOPIC_IDS_VERSION = 10
+OFFSET_FETCH_TOPIC_IDS_VERSION = 10
+#: The first OffsetFetch version that asks for several groups at once (KIP-709).
+OFFSET_FETCH_GROUPS_VERSION = 8
 
 
 def _coordinated_here(
@@ -174,16 +189,26 @@ async def leave_group(ctx: RequestContext, body: Any) -> Any:
 
 
 async def offset_commit(ctx: RequestContext, body: Any) -> Any:
-    """All partitions of a commit share its outcome: it is stored as one Delta commit."""
+    """All partitions of a commit share its outcome: it is stored as one Delta commit.
+
+    v9 is v8 for a classic group (member epochs belong to KIP-848 groups, which
+    lakelog does not have); v10 names topics by id, and an id no topic has is
+    UNKNOWN_TOPIC_ID on its partitions, which are not stored.
+    """
     now = wall_ms()
+    names = await _topic_names(ctx, body.topics, OFFSET_COMMIT_TOPIC_IDS_VERSION)
     offsets: dict[TopicPartition, CommittedOffset] = {}
-    for topic in body.topics:
+    for topic, name in zip(body.topics, names, strict=True):
+        if name is None:
+            continue
         for p in topic.partitions:
-            offsets[TopicPartition(topic.name, p.partition_index)] = CommittedOffset(
+            offsets[TopicPartition(name, p.partition_index)] = CommittedOffset(
                 int(p.committed_offset), p.committed_metadata or "", now
             )
     generation = int(body.generation_id_or_member_epoch)
-    repeated = len(offsets) != sum(len(t.partitions) for t in body.topics)
+    repeated = len(offsets) != sum(
+        len(t.partitions) for t, name in zip(body.topics, names, strict=True) if name is not None
+    )
     unreadable: frozenset[str] = frozenset()
     outcome: dict[str, Any] = {"error_code": 0}
     with answered(outcome, f"offset commit of group {body.group_id!r}"):
@@ -201,21 +226,41 @@ async def offset_commit(ctx: RequestContext, body: Any) -> Any:
             if future is not None:
                 await future
     code = outcome["error_code"]
+
+    def topic_code(name: str | None) -> int:
+        if name is None:
+            return UnknownTopicIdError.code
+        return TOPIC_DENIED if name in unreadable else int(code)
+
     return ctx.response(
         topics=[
             {
-                "name": topic.name,
+                "name": name,
+                "topic_id": _topic_id(topic),
                 "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": TOPIC_DENIED if topic.name in unreadable else code,
-                    }
+                    {"partition_index": p.partition_index, "error_code": topic_code(name)}
                     for p in topic.partitions
                 ],
             }
-            for topic in body.topics
+            for topic, name in zip(body.topics, names, strict=True)
         ],
     )
+
+
+async def _topic_names(ctx: RequestContext, topics: Any, ids_version: int) -> list[str | None]:
+    """Each requested topic's name: from ``ids_version`` on, that of its id (None: an id
+    no topic has)."""
+    if topics is None:
+        return []
+    if ctx.version < ids_version:
+        return [t.name for t in topics]
+    found = await ctx.session.cluster.topic_ids.names(t.topic_id for t in topics)
+    return [found.get(t.topic_id) for t in topics]
+
+
+def _topic_id(topic: Any) -> uuid.UUID:
+    """A requested topic's id (none before the versions that name topics by id)."""
+    return getattr(topic, "topic_id", None) or NO_TOPIC_ID
 
 
 def check_committed(offsets: dict[TopicPartition, CommittedOffset]) -> None:
@@ -234,46 +279,82 @@ def check_committed(offsets: dict[TopicPartition, CommittedOffset]) -> None:
 
 
 async def offset_fetch(ctx: RequestContext, body: Any) -> Any:
-    """Served by any broker, straight from the offsets table (as the HTTP API is)."""
+    """Served by any broker, straight from the offsets table (as the HTTP API is).
+
+    v8+ asks for several groups, each answered on its own; v9's member id and
+    epoch are checked for KIP-848 groups only, so a classic group ignores them
+    (as Kafka does); v10 names topics by id, and an id no topic has is
+    UNKNOWN_TOPIC_ID on each of its partitions.
+    """
+    if ctx.version < OFFSET_FETCH_GROUPS_VERSION:
+        answer = await _group_offsets(ctx, body.group_id, body.topics)
+        return ctx.response(error_code=answer["error_code"], topics=answer["topics"])
+    return ctx.response(
+        groups=[await _group_offsets(ctx, g.group_id, g.topics) for g in body.groups]
+    )
+
+
+async def _group_offsets(ctx: RequestContext, group_id: str, requested: Any) -> dict[str, Any]:
+    """One group's answer: ``requested`` topics' partitions, or all its committed ones."""
     try:
-        validate_group_id(body.group_id)
-        require(ctx, Operation.DESCRIBE, ResourceType.GROUP, body.group_id)
-        committed = await asyncio.to_thread(ctx.broker.groups.offsets.fetch, body.group_id)
+        validate_group_id(group_id)
+        require(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id)
+        committed = await asyncio.to_thread(ctx.broker.groups.offsets.fetch, group_id)
     except Exception as exc:  # answered with its code; unexpected ones are logged
-        code, _ = error_code(exc, f"offset fetch of group {body.group_id!r}")
-        return ctx.response(error_code=code, topics=[])
+        code, _ = error_code(exc, f"offset fetch of group {group_id!r}")
+        return {"group_id": group_id, "error_code": code, "topics": []}
+    by_id = ctx.version >= OFFSET_FETCH_TOPIC_IDS_VERSION
     hidden: frozenset[str] = frozenset()
-    if body.topics is None:
-        wanted: dict[str, list[int]] = {}
+    #: (name, id, partitions); a None name: the id names no topic.
+    wanted: list[tuple[str | None, uuid.UUID, list[int]]] = []
+    if requested is None:
+        every: dict[str, list[int]] = {}
         for tp in sorted(committed):
-            wanted.setdefault(tp.topic, []).append(tp.partition)
-        wanted = {n: wanted[n] for n in describable(ctx, ResourceType.TOPIC, wanted)}
+            every.setdefault(tp.topic, []).append(tp.partition)
+        for topic in describable(ctx, ResourceType.TOPIC, every):
+            topic_id = NO_TOPIC_ID
+            if by_id:
+                try:
+                    topic_id = await ctx.session.cluster.topic_ids.topic_id(topic)
+                except UnknownTopicOrPartitionError:  # deleted since: it has no id to answer
+                    continue
+            wanted.append((topic, topic_id, every[topic]))
     else:
-        wanted = {t.name: list(t.partition_indexes) for t in body.topics}
-        hidden = denied(ctx, Operation.DESCRIBE, ResourceType.TOPIC, wanted)
+        names = await _topic_names(ctx, requested, OFFSET_FETCH_TOPIC_IDS_VERSION)
+        wanted = [
+            (name, _topic_id(t), list(t.partition_indexes))
+            for t, name in zip(requested, names, strict=True)
+        ]
+        hidden = denied(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (n for n, _, _ in wanted if n))
     topics = []
-    for name, partitions in wanted.items():
+    for name, topic_id, partitions in wanted:
+        code = UnknownTopicIdError.code if name is None else TOPIC_DENIED if name in hidden else 0
         answers = []
         for partition in partitions:
-            found = None if name in hidden else committed.get(TopicPartition(name, partition))
+            found = None
+            if name is not None and not code:
+                found = committed.get(TopicPartition(name, partition))
             answers.append(
                 {
                     "partition_index": partition,
                     "committed_offset": NO_OFFSET if found is None else found.offset,
                     "committed_leader_epoch": -1,
                     "metadata": "" if found is None else found.metadata,
-                    "error_code": TOPIC_DENIED if name in hidden else 0,
+                    "error_code": code,
                 }
             )
-        topics.append({"name": name, "partitions": answers})
-    return ctx.response(error_code=0, topics=topics)
+        topics.append({"name": name, "topic_id": topic_id, "partitions": answers})
+    return {"group_id": group_id, "error_code": 0, "topics": topics}
 
 
 async def describe_groups(ctx: RequestContext, body: Any) -> Any:
+    """v6+ answers a group that does not exist GROUP_ID_NOT_FOUND (KIP-1043); before,
+    such a group is described as empty, as Kafka's older versions do."""
     described = []
     for group_id in body.groups:
         entry: dict[str, Any] = {
             "error_code": 0,
+            "error_message": None,
             "group_id": group_id,
             "group_state": "Dead",
             "protocol_type": "",
@@ -284,6 +365,8 @@ async def describe_groups(ctx: RequestContext, body: Any) -> Any:
         with answered(entry, f"describe of group {group_id!r}"):
             groups = _coordinated_here(ctx, group_id, Operation.DESCRIBE)
             snap = await groups.coordinator.snapshot(group_id)
+            if ctx.version >= GROUP_NOT_FOUND_VERSION and not await _exists(groups, snap):
+                raise GroupIdNotFoundError(f"group {group_id!r} does not exist", group_id=group_id)
             stable = snap.state == STABLE
             entry.update(
                 group_state=snap.state,
@@ -306,10 +389,24 @@ async def describe_groups(ctx: RequestContext, body: Any) -> Any:
     return ctx.response(groups=described)
 
 
+async def _exists(groups: GroupService, snap: GroupSnapshot) -> bool:
+    """Has the group members, a generation, or anything stored (offsets, a generation)?"""
+    if snap.members or snap.generation_id or snap.state != EMPTY:
+        return True
+    return snap.group_id in await asyncio.to_thread(groups.stored_groups)
+
+
 async def list_groups(ctx: RequestContext, body: Any) -> Any:
-    """The groups this broker coordinates (Kafka's admin clients ask every broker)."""
+    """The groups this broker coordinates (Kafka's admin clients ask every broker).
+
+    Every group is a classic one (v5's group type): a types filter without
+    "classic" lists none, as Kafka's does.
+    """
     groups = ctx.broker.groups
     states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
+    types = {t.lower() for t in getattr(body, "types_filter", None) or ()}
+    if types and CLASSIC not in types:
+        return ctx.response(error_code=0, groups=[])
     listed: dict[str, dict[str, Any]] = {}
     for snap in groups.coordinator.local_groups():
         if groups.is_local(snap.group_id):
@@ -317,6 +414,7 @@ async def list_groups(ctx: RequestContext, body: Any) -> Any:
                 "group_id": snap.group_id,
                 "protocol_type": snap.protocol_type,
                 "group_state": snap.state,
+                "group_type": CLASSIC,
             }
     try:
         stored = await asyncio.to_thread(groups.stored_groups)
@@ -325,7 +423,12 @@ async def list_groups(ctx: RequestContext, body: Any) -> Any:
         return ctx.response(error_code=code, groups=[])
     for group_id in stored:
         if group_id not in listed and groups.is_local(group_id):
-            listed[group_id] = {"group_id": group_id, "protocol_type": "", "group_state": "Empty"}
+            listed[group_id] = {
+                "group_id": group_id,
+                "protocol_type": "",
+                "group_state": EMPTY,
+                "group_type": CLASSIC,
+            }
     visible = set(describable(ctx, ResourceType.GROUP, listed))
     chosen = [
         g

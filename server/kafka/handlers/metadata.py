@@ -16,12 +16,17 @@ import logging
 import uuid
 from typing import Any
 
-from lakelog.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from lakelog.errors import (
+    TopicAlreadyExistsError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.topic_config import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS
 from server.kafka.authorization import allowed, describable, require
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered
+from server.kafka.topic_ids import NO_TOPIC_ID, topic_uuid
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +35,6 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0
 #: Kafka's "not requested" value for authorized operations.
 OPERATIONS_OMITTED = -(2**31)
-NO_TOPIC_ID = uuid.UUID(int=0)
-
-
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """A topic's id as the UUID Kafka clients expect; lakelog ids that are not UUIDs map stably."""
-    try:
-        return uuid.UUID(topic_id)
-    except ValueError:
-        return uuid.uuid5(uuid.NAMESPACE_URL, f"lakelog-topic:{topic_id}")
 
 
 async def metadata(ctx: RequestContext, body: Any) -> Any:
@@ -51,11 +47,15 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
         )
     else:
         names = [t.name for t in requested if t.name is not None]
+    by_id = [t.topic_id for t in requested or () if t.name is None and _named_by_id(t)]
+    found = await session.cluster.topic_ids.names(by_id) if by_id else {}
+    names += [found[i] for i in by_id if i in found]
     # Metadata v0-v3 have no flag: Kafka creates for them whenever the broker allows.
     auto_create = broker.settings.auto_create_topics_enable and bool(
         getattr(body, "allow_auto_topic_creation", True)
     )
     topics = [await topic_answer(ctx, name, auto_create) for name in names]
+    topics += [_unknown_id(i) for i in by_id if i not in found]
     cluster = session.cluster
     return ctx.response(
         brokers=[
@@ -66,7 +66,26 @@ async def metadata(ctx: RequestContext, body: Any) -> Any:
         controller_id=cluster.controller_id(),
         topics=topics,
         cluster_authorized_operations=OPERATIONS_OMITTED,
+        # v13's top-level error: lakelog never asks a client to rebootstrap.
+        error_code=0,
     )
+
+
+def _named_by_id(topic: Any) -> bool:
+    """A requested topic that Metadata v10+ names by its id alone."""
+    return getattr(topic, "topic_id", NO_TOPIC_ID) not in (None, NO_TOPIC_ID)
+
+
+def _unknown_id(topic_id: uuid.UUID) -> dict[str, Any]:
+    """A topic requested by an id no topic has: UNKNOWN_TOPIC_ID, as Kafka answers."""
+    return {
+        "error_code": UnknownTopicIdError.code,
+        "name": None,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": OPERATIONS_OMITTED,
+    }
 
 
 async def topic_answer(ctx: RequestContext, name: str, auto_create: bool) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from lakelog.errors import InvalidRequestError, TopicAuthorizationFailedError
 from lakelog.security.acl import Operation, ResourceType
 from server.kafka.authorization import allowed, denied, describable
 from server.kafka.context import RequestContext
-from server.kafka.handlers.metadata import NO_TOPIC_ID, OPERATIONS_OMITTED, topic_answer
+from server.kafka.handlers.metadata import OPERATIONS_OMITTED, topic_answer
+from server.kafka.topic_ids import NO_TOPIC_ID
 
 #: Kafka's ``max.request.partition.size.limit`` default: the most partitions one answer holds.
 MAX_PARTITIONS = 2000

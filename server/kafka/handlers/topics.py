@@ -8,17 +8,22 @@ timeouts) is in docs/kafka-protocol.md, "Admin APIs".
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import InvalidRequestError, LakelogError, UnknownTopicOrPartitionError
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka.authorization import allowed, require
 from server.kafka.config_entries import topic_entries
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, check_configs, refuse_repeated, repeated
-from server.kafka.handlers.metadata import NO_TOPIC_ID, topic_uuid
+from server.kafka.topic_ids import NO_TOPIC_ID, topic_uuid, unknown_topic_id
 
+#: The first DeleteTopics version that names topics by id (KIP-516).
+TOPIC_IDS_VERSION = 6
 #: What a created topic's replication factor is reported as: one replica per partition.
 REPORTED_REPLICATION_FACTOR = 1
 NO_ASSIGNMENTS = (
@@ -97,16 +102,71 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     }
 
 
+@dataclass(frozen=True)
+class _Deletion:
+    """A topic DeleteTopics names: by name, or (v6) by id, ``name`` then the id's topic."""
+
+    name: str | None
+    topic_id: uuid.UUID
+    refusal: LakelogError | None = None
+
+
 async def delete_topics(ctx: RequestContext, body: Any) -> Any:
+    """v6 names each topic by name or by id, never both (INVALID_REQUEST, as Kafka
+    answers); an id no topic has is UNKNOWN_TOPIC_ID. Answers carry the name and id."""
     broker = ctx.broker
+    topic_ids = ctx.session.cluster.topic_ids
 
-    async def delete(name: str) -> None:
-        require(ctx, Operation.DELETE, ResourceType.TOPIC, name)
-        await asyncio.to_thread(broker.catalog.delete_topic, name)
-        broker.cache.forget(name)
+    async def delete(entry: _Deletion) -> dict[str, Any]:
+        if entry.refusal is not None:
+            raise entry.refusal
+        if entry.name is None:
+            raise unknown_topic_id(entry.topic_id)
+        require(ctx, Operation.DELETE, ResourceType.TOPIC, entry.name)
+        topic_id = entry.topic_id
+        if ctx.version >= TOPIC_IDS_VERSION and topic_id == NO_TOPIC_ID:
+            # The catalog's refusal (internal topic, no such topic) is the answer.
+            with contextlib.suppress(UnknownTopicOrPartitionError):
+                topic_id = await topic_ids.topic_id(entry.name)
+        await asyncio.to_thread(broker.catalog.delete_topic, entry.name)
+        broker.cache.forget(entry.name)
+        return {"topic_id": topic_id}
 
-    names = list(body.topic_names)
-    return ctx.response(responses=await _each_topic(names, names, "delete topic", delete))
+    if ctx.version < TOPIC_IDS_VERSION:
+        entries = [_Deletion(name, NO_TOPIC_ID) for name in body.topic_names]
+    else:
+        entries = await _deletions(ctx, body.topics)
+    keys = [e.name or str(e.topic_id) for e in entries]
+    results = await _each_topic(entries, keys, "delete topic", delete, topic_id=NO_TOPIC_ID)
+    for result, entry in zip(results, entries, strict=True):
+        result["name"] = entry.name
+        if result["topic_id"] == NO_TOPIC_ID:
+            result["topic_id"] = entry.topic_id
+    return ctx.response(responses=results)
+
+
+async def _deletions(ctx: RequestContext, topics: Any) -> list[_Deletion]:
+    """The topics of a v6 request, an id's by the name of the topic that has it."""
+    by_id = [t.topic_id for t in topics if t.name is None and _has_id(t)]
+    found = await ctx.session.cluster.topic_ids.names(by_id) if by_id else {}
+    entries = []
+    for t in topics:
+        if t.name is not None and _has_id(t):
+            both = InvalidRequestError("give a topic's name or its id, not both")
+            entries.append(_Deletion(t.name, t.topic_id, both))
+        elif t.name is None and not _has_id(t):
+            neither = InvalidRequestError("a topic to delete needs its name or its id")
+            entries.append(_Deletion(None, NO_TOPIC_ID, neither))
+        elif t.name is None:
+            entries.append(_Deletion(found.get(t.topic_id), t.topic_id))
+        else:
+            entries.append(_Deletion(t.name, NO_TOPIC_ID))
+    return entries
+
+
+def _has_id(topic: Any) -> bool:
+    """Does the request give the topic's id? (kio reads the zero UUID, "none", as None.)"""
+    return topic.topic_id not in (None, NO_TOPIC_ID)
 
 
 async def create_partitions(ctx: RequestContext, body: Any) -> Any:

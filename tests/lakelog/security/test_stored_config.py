@@ -83,6 +83,21 @@ def test_quota_overrides_alter_set_and_delete(root: RootSpec) -> None:
     assert loaded is not None and loaded[1] == {alice: {QuotaKind.PRODUCE: 10.0}}
 
 
+def test_quota_changes_of_several_entities_are_one_version(root: RootSpec) -> None:
+    store = QuotaStore(root.open())
+    alice, app = QuotaEntity("alice", None), QuotaEntity(None, "app")
+    store.alter(alice, {QuotaKind.PRODUCE: 10.0})
+    first = store.load()
+    assert first is not None
+    after = store.alter_many(
+        [(alice, {QuotaKind.FETCH: 5.0}, [QuotaKind.PRODUCE]), (app, {QuotaKind.REQUEST: 3.0}, [])]
+    )
+    assert after == {alice: {QuotaKind.FETCH: 5.0}, app: {QuotaKind.REQUEST: 3.0}}
+    loaded = store.load()
+    assert loaded is not None and loaded[0] == first[0] + 1
+    assert loaded[1] == after
+
+
 def test_a_corrupt_snapshot_is_named(root: RootSpec) -> None:
     storage = root.open()
     document = VersionedDocument(storage, ACLS_DIR)

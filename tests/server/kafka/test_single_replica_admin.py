@@ -59,8 +59,8 @@ from kio.static.primitive import i32
 from lakelog import errors
 from lakelog.produce import partition_sequences, producer_txn
 from server.groups.consumer_protocol import subscribed_topics
+from server.kafka.handlers.metadata import LEADER_EPOCH
 from server.kafka.handlers.replicas import (
-    LEADER_EPOCH,
     EpochEnd,
     epoch_end,
     reassignment_refusal,
