@@ -4,6 +4,7 @@
   them must give the committed text (run the tool named in the failure);
 - the architecture diagram script draws a PNG;
 - every test that docs/guarantees.md names as proof exists;
+- docs/kafka-protocol.md lists every Kafka API served, with its versions;
 - every relative link in docs/ and README.md points to a file that exists.
 """
 
@@ -129,3 +130,13 @@ def test_troubleshooting_lists_every_error_code() -> None:
     rows = re.findall(r"^\| (-?\d+) \| ([A-Z_]+) \| (\d+) \| (yes|no) \|$", text, re.MULTILINE)
     listed = {(int(c), n, int(h), r == "yes") for c, n, h, r in rows}
     assert listed == expected
+
+
+def test_kafka_protocol_page_lists_every_api_with_its_versions() -> None:
+    from server.kafka.apis import SUPPORTED
+
+    text = (DOCS / "kafka-protocol.md").read_text()
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:\u2013(\d+))? \|$", text, re.MULTILINE)
+    listed = {(int(key), name, int(low), int(high or low)) for name, key, low, high in rows}
+    served = {(a.key, a.name, a.min_version, a.max_version) for a in SUPPORTED.values()}
+    assert listed == served
