@@ -14,7 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.errors import InvalidRequestError, LakelogError, UnknownTopicOrPartitionError
+from lakelog.errors import (
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    LakelogError,
+    UnknownTopicOrPartitionError,
+)
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from server.kafka.authorization import allowed, require
 from server.kafka.config_entries import topic_entries
@@ -26,10 +31,49 @@ from server.kafka.topic_ids import NO_TOPIC_ID, topic_uuid, unknown_topic_id
 TOPIC_IDS_VERSION = 6
 #: What a created topic's replication factor is reported as: one replica per partition.
 REPORTED_REPLICATION_FACTOR = 1
-NO_ASSIGNMENTS = (
-    "replica assignments cannot be used: lakelog brokers own no partitions "
-    "(the storage root keeps the copies)"
-)
+
+
+def check_assignments(replicas: list[list[int]], live: frozenset[int]) -> None:
+    """Replica assignments are accepted as Kafka accepts them (each partition's replicas
+    distinct, live brokers) and then have no effect: every broker serves every partition
+    from the storage root, which keeps the copies. Pure."""
+    for index, brokers in enumerate(replicas):
+        if not brokers:
+            raise InvalidReplicaAssignmentError(f"partition {index} is assigned no replica")
+        if len(set(brokers)) != len(brokers):
+            raise InvalidReplicaAssignmentError(
+                f"partition {index} names a broker twice in its replicas {brokers}"
+            )
+        unknown = sorted(set(brokers) - live)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"unknown broker(s) {unknown} in the replica assignment of partition {index}; "
+                f"the live brokers are {sorted(live)}"
+            )
+
+
+def _live_nodes(ctx: RequestContext) -> frozenset[int]:
+    return frozenset(n.node_id for n in ctx.session.cluster.nodes(ctx.session.listener))
+
+
+def created_partitions(ctx: RequestContext, topic: Any) -> int:
+    """A created topic's partition count: ``num_partitions`` (-1: the broker's
+    ``num_partitions``), or one per assigned partition, numbered 0 to n-1 (Kafka's rules)."""
+    if not topic.assignments:
+        default = ctx.broker.settings.num_partitions
+        return default if topic.num_partitions == -1 else int(topic.num_partitions)
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise InvalidRequestError(
+            "both num_partitions or replication_factor and replica assignments were given; "
+            "give one of them (-1 for the others)"
+        )
+    indexes = sorted(int(a.partition_index) for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise InvalidReplicaAssignmentError(
+            f"assigned partitions {indexes} are not the consecutive 0-based sequence Kafka needs"
+        )
+    check_assignments([list(a.broker_ids) for a in topic.assignments], _live_nodes(ctx))
+    return len(indexes)
 
 
 async def _each_topic(
@@ -76,10 +120,7 @@ async def create_topics(ctx: RequestContext, body: Any) -> Any:
 
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     catalog = ctx.broker.catalog
-    if topic.assignments:
-        raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give num_partitions instead")
-    default = ctx.broker.settings.num_partitions
-    partitions = default if topic.num_partitions == -1 else int(topic.num_partitions)
+    partitions = created_partitions(ctx, topic)
     replication_factor = int(topic.replication_factor)
     check_configs(topic.configs)
     # A null value leaves the config at its default.
@@ -175,7 +216,14 @@ async def create_partitions(ctx: RequestContext, body: Any) -> Any:
     async def add(topic: Any) -> None:
         require(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name)
         if topic.assignments:
-            raise InvalidRequestError(f"{NO_ASSIGNMENTS}; give the new count only")
+            current = (await asyncio.to_thread(catalog.describe_topic, topic.name)).partitions
+            added = int(topic.count) - len(current)
+            if added != len(topic.assignments):
+                raise InvalidReplicaAssignmentError(
+                    f"the partitions grow by {added} but {len(topic.assignments)} "
+                    "assignments were given"
+                )
+            check_assignments([list(a.broker_ids) for a in topic.assignments], _live_nodes(ctx))
         if body.validate_only:
             await asyncio.to_thread(catalog.check_create_partitions, topic.name, topic.count)
         else:

@@ -58,6 +58,7 @@ TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 INVALID_TOPIC, TOPIC_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG = 17, 36, 37, 40
 UNKNOWN_TOPIC = 3
 INVALID_REQUEST = 42
+INVALID_REPLICA_ASSIGNMENT = 39
 TIMEOUT_S = 30
 
 
@@ -436,8 +437,9 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert snapshots.take() == stored
 
 
-def test_creation_answer_and_refused_replica_assignments(broker: BrokerProcess) -> None:
-    """CreateTopics v5+ answers the created topic; replica assignments are refused."""
+def test_creation_answer_and_replica_assignments(broker: BrokerProcess) -> None:
+    """CreateTopics v5+ answers the created topic; replica assignments must name live
+    brokers."""
     assert broker.kafka is not None
     client = KafkaAdminClient(bootstrap_servers=broker.kafka)
     try:
@@ -455,22 +457,28 @@ def test_creation_answer_and_refused_replica_assignments(broker: BrokerProcess) 
         assert described is not None
         assert uuid.UUID(created["topic_id"]) == uuid.UUID(described["topic_id"])
 
-        placed = unique("placed")
-        answer = client.create_topics({placed: {"assignments": {0: [1]}}}, raise_errors=False)
+        # Assignments naming live brokers are accepted (and have no effect), as Kafka
+        # accepts them; an unknown broker is INVALID_REPLICA_ASSIGNMENT, nothing created.
+        node = client.describe_cluster()["brokers"][0]["broker_id"]
+        placed, stray = unique("placed"), unique("stray")
+        answer = client.create_topics({placed: {"assignments": {0: [node], 1: [node]}}})
+        (made,) = answer["topics"]
+        assert (made["error_code"], made["num_partitions"]) == (0, 2)
+        answer = client.create_topics({stray: {"assignments": {0: [node + 1]}}}, raise_errors=False)
         (refused,) = answer["topics"]
-        assert refused["error_code"] == INVALID_REQUEST
-        assert "replica assignments" in refused["error_message"]
-        assert http_topic(broker, placed) is None
+        assert refused["error_code"] == INVALID_REPLICA_ASSIGNMENT
+        assert "unknown broker" in refused["error_message"]
+        assert http_topic(broker, stray) is None
 
         answer = client.create_partitions(
-            {topic: {"count": 2, "assignments": [[1]]}}, raise_errors=False
+            {placed: {"count": 3, "assignments": [[node + 1]]}}, raise_errors=False
         )
         (grown,) = answer.results
-        assert (grown.error_code, "replica assignments" in grown.error_message) == (
-            INVALID_REQUEST,
-            True,
-        )
-        assert len((http_topic(broker, topic) or {})["partitions"]) == 1
+        assert grown.error_code == INVALID_REPLICA_ASSIGNMENT
+        assert len((http_topic(broker, placed) or {})["partitions"]) == 2
+        answer = client.create_partitions({placed: {"count": 3, "assignments": [[node]]}})
+        assert answer.results[0].error_code == 0
+        assert len((http_topic(broker, placed) or {})["partitions"]) == 3
     finally:
         client.close()
 
