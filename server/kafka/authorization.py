@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lakelog.errors import LakelogError
-from lakelog.security.acl import WILDCARD, Operation, Permission, ResourceType
+from lakelog.security.acl import CLUSTER_NAME, WILDCARD, Operation, Permission, ResourceType
 from server.kafka.context import RequestContext
 from server.security.state import BrokerSecurity, denial
 
@@ -55,6 +55,14 @@ def require(
     """Raise the resource's *_AUTHORIZATION_FAILED unless ``allowed``."""
     if (error := refusal(ctx, operation, resource_type, name)) is not None:
         raise error
+
+
+def cluster_security(ctx: RequestContext, operation: Operation) -> BrokerSecurity | None:
+    """The connection's security state (ACL, quota and credential stores), once the
+    principal may ``operation`` on the cluster (the refusal raised otherwise); None on a
+    listener without one."""
+    require(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    return ctx.session.security
 
 
 def denied(

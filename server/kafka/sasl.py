@@ -16,8 +16,8 @@ from typing import Protocol
 import scramp
 
 from lakelog.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
+from lakelog.security.scram import MECHANISM_NAMES, ScramCredential
 from server.security.credentials import ApiKeys, AuthMode, JwtVerifier
-from server.security.scram import MECHANISM_NAMES, ScramCredential
 
 PLAIN = "PLAIN"
 OAUTHBEARER = "OAUTHBEARER"

@@ -32,12 +32,12 @@ from lakelog.security.acl import (
     authorize,
     parse_super_users,
 )
+from lakelog.security.scram import Credentials, ScramCredential, ScramStore
 from lakelog.security.stored_config import AclStore, QuotaStore
 from lakelog.storage import Storage
 from server.metrics import BrokerMetrics
 from server.security.credentials import ApiKeys, AuthMode, JwtVerifier
 from server.security.quotas import QuotaManager
-from server.security.scram import Credentials, ScramCredential, ScramStore
 from server.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

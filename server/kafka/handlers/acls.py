@@ -14,9 +14,9 @@ import asyncio
 from typing import Any
 
 from lakelog.errors import LakelogError, SecurityDisabledError
-from lakelog.security.acl import CLUSTER_NAME, AclBinding, Operation, ResourceType
+from lakelog.security.acl import AclBinding, Operation
 from server.kafka.acl_codes import KafkaAclFilter, binding_of, described_resources, kafka_fields
-from server.kafka.authorization import refusal
+from server.kafka.authorization import cluster_security
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, error_code
 from server.security.state import BrokerSecurity
@@ -28,9 +28,7 @@ def _authorizer(ctx: RequestContext, operation: Operation) -> BrokerSecurity:
     Kafka checks the cluster ACL first and then finds no authorizer; with
     authentication off the first check allows everything, so the order is the same.
     """
-    if (error := refusal(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)) is not None:
-        raise error
-    security = ctx.session.security
+    security = cluster_security(ctx, operation)
     if security is None or not security.enabled:
         raise SecurityDisabledError(
             "No Authorizer is configured on the broker: authentication is off (auth_mode=none)"

@@ -17,8 +17,8 @@ import asyncio
 from typing import Any
 
 from lakelog.errors import ClusterAuthorizationFailedError
-from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
-from server.kafka.authorization import refusal
+from lakelog.security.acl import Operation
+from server.kafka.authorization import cluster_security
 from server.kafka.client_quotas import Alteration, QuotaFilter, alteration_of, described
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import answered, error_code, refuse_repeated, repeated
@@ -28,9 +28,7 @@ from server.security.state import BrokerSecurity
 def _quota_security(ctx: RequestContext, operation: Operation) -> BrokerSecurity:
     """The broker's security state (which holds the quota store), if the principal may
     ``operation`` the cluster's configs."""
-    if (error := refusal(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)) is not None:
-        raise error
-    security = ctx.session.security
+    security = cluster_security(ctx, operation)
     if security is None:
         raise ClusterAuthorizationFailedError("this listener has no quota store to manage")
     return security

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554).
 
-Credentials are kept in the storage root (``server.security.scram``), so a
+Credentials are kept in the storage root (``lakelog.security.scram``), so a
 user altered through one broker authenticates on every broker once it has
 refreshed (this one refreshes at once). As in Kafka: describing needs
 DESCRIBE on the cluster, altering ALTER (CLUSTER_AUTHORIZATION_FAILED
@@ -19,18 +19,16 @@ from lakelog.errors import (
     LakelogError,
     ResourceNotFoundError,
 )
-from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
-from server.kafka.authorization import refusal
+from lakelog.security.acl import Operation
+from lakelog.security.scram import MECHANISM_NAMES, Deletion, Upsertion
+from server.kafka.authorization import cluster_security
 from server.kafka.context import RequestContext
 from server.kafka.error_codes import error_code
-from server.security.scram import MECHANISM_NAMES, Deletion, Upsertion
 from server.security.state import BrokerSecurity
 
 
 def _security(ctx: RequestContext, operation: Operation) -> BrokerSecurity:
-    if (error := refusal(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)) is not None:
-        raise error
-    security = ctx.session.security
+    security = cluster_security(ctx, operation)
     if security is None:
         raise ClusterAuthorizationFailedError("this listener has no security state to manage")
     return security

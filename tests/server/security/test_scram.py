@@ -12,9 +12,7 @@ from lakelog.errors import (
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
 )
-from server.kafka.sasl import SaslCredentials, ScramExchange
-from server.security.credentials import ApiKeys
-from server.security.scram import (
+from lakelog.security.scram import (
     Credentials,
     Deletion,
     ScramCredential,
@@ -25,6 +23,8 @@ from server.security.scram import (
     encode,
     salted_password,
 )
+from server.kafka.sasl import SaslCredentials, ScramExchange
+from server.security.credentials import ApiKeys
 
 SHA256, SHA512 = 1, 2
 SALT = b"0123456789abcdef"
